@@ -1,0 +1,3 @@
+from proxydiag.cli import main
+
+main()

@@ -1,0 +1,63 @@
+"""Command line: ``proxydiag ...``. Thin: parses arguments, calls the API, prints results.
+
+Exit codes: 0 done; 1 only when ``--fail-on`` matched; 2 bad input or usage (one line on
+stderr naming the file and what to do, never a traceback).
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+from typing import Any
+
+import click
+import typer
+
+from proxydiag.cli._app import app, err
+from proxydiag.errors import ProxydiagError
+
+#: command modules; each registers its commands on ``app``
+COMMAND_MODULES = (
+    "ingest", "diagnose", "compare", "report", "dashboard", "mlflow", "synth", "demo", "bench",
+    "lab",
+)
+
+for _name in COMMAND_MODULES:
+    try:
+        importlib.import_module(f"proxydiag.cli.{_name}")
+    except ModuleNotFoundError as _exc:  # a command still under construction
+        if _exc.name != f"proxydiag.cli.{_name}":
+            raise
+
+
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, *a: Any, **k: Any) -> None:
+    text = str(message).splitlines()[0] if str(message) else category.__name__
+    err.print(f"warning: {text}", markup=False)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``proxydiag`` script."""
+    warnings.showwarning = _show_warning
+    warnings.filterwarnings("default", category=UserWarning, module="proxydiag")
+    try:
+        rc = app(args=argv, standalone_mode=False, prog_name="proxydiag")
+    except ProxydiagError as exc:
+        _fail(str(exc))
+    except (click.exceptions.Abort, typer.Abort):
+        _fail("aborted", code=130)
+    except (click.ClickException, typer.TyperException) as exc:
+        exc.show()  # usage errors: click's one-line message plus the usage line
+        sys.exit(getattr(exc, "exit_code", 2) or 2)
+    except KeyboardInterrupt:
+        _fail("interrupted", code=130)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        _fail(f"{where}{exc.strerror or exc}")
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    line = " ".join(message.split()) or "error"
+    err.print(f"error: {line}", markup=False)
+    sys.exit(code)

@@ -1,0 +1,56 @@
+"""The typer app and the helpers every command shares. Commands live in sibling modules."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    name="proxydiag",
+    help="Failure taxonomy and proxy fidelity for RL post-training runs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+#: stdout for results, stderr for progress, warnings and errors
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+DEFAULT_STORE = Path(os.environ.get("PROXYDIAG_STORE", "proxydiag-store"))
+
+StoreOpt = Annotated[
+    Path,
+    typer.Option("--store", help="store directory (env PROXYDIAG_STORE)", show_default=True),
+]
+AliasesOpt = Annotated[
+    Path | None, typer.Option("--aliases", help="TOML file that adds or overrides metric aliases")
+]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", help="TOML file overriding detector/test parameters")
+]
+TrackingOpt = Annotated[
+    str | None,
+    typer.Option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)"),
+]
+FormatOpt = Annotated[
+    str, typer.Option("--format", "-f", help="text | json | markdown")
+]
+
+
+@app.callback()
+def _root() -> None:
+    """proxydiag: what went wrong in a run, and did the proxy reproduce it."""
+
+
+@app.command()
+def version() -> None:
+    """Print proxydiag's version."""
+    from proxydiag import __version__
+
+    out.print(__version__)

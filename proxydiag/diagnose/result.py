@@ -1,0 +1,78 @@
+"""`Diagnosis`: the run-level verdict of the failure taxonomy (JSON contract in ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from proxydiag.events import Event
+
+Label = Literal["healthy", "gradient_overflow", "loss_divergence", "precision_fault"]
+LABELS: tuple[str, ...] = ("healthy", "gradient_overflow", "loss_divergence", "precision_fault")
+
+
+@dataclass(frozen=True)
+class RootCause:
+    kind: str
+    metric: str | None
+    onset_step: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "metric": self.metric, "onset_step": self.onset_step}
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """What went wrong in a run, when it began, the evidence, and what to check next.
+
+    ``to_dict()`` is exactly the CLI's JSON (``proxydiag/schemas/diagnosis.schema.json``).
+    """
+
+    source: str
+    run: str
+    label: str
+    onset_step: int | None
+    confidence: float
+    root_cause: RootCause | None
+    events: tuple[Event, ...] = ()
+    hints: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    metrics: dict[str, str] = field(default_factory=dict)
+    #: steps of the run (first, last); not part of the JSON contract's required keys
+    first_step: int | None = None
+    last_step: int | None = None
+    summary: str = ""
+
+    @property
+    def healthy(self) -> bool:
+        return self.label == "healthy"
+
+    @property
+    def progress_onset(self) -> float | None:
+        """Onset as a fraction of the run's step range (None when healthy)."""
+        if self.onset_step is None or self.first_step is None or self.last_step is None:
+            return None
+        span = max(self.last_step - self.first_step, 1)
+        return (self.onset_step - self.first_step) / span
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "run": self.run,
+            "label": self.label,
+            "onset_step": self.onset_step,
+            "confidence": round(float(self.confidence), 4),
+            "root_cause": self.root_cause.to_dict() if self.root_cause else None,
+            "events": [e.to_dict() for e in self.events],
+            "hints": list(self.hints),
+            "missing": list(self.missing),
+            "metrics": dict(self.metrics),
+            "first_step": self.first_step,
+            "last_step": self.last_step,
+            "summary": self.summary,
+        }
+
+    def _repr_html_(self) -> str:
+        from proxydiag.report.notebook import diagnosis_html
+
+        return diagnosis_html(self)

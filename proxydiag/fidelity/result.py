@@ -1,0 +1,124 @@
+"""`TestResult`, `MetricFidelity`, `FaultComparison`, `Comparison` (JSON contract in ARCHITECTURE.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+MetricVerdict = Literal["faithful", "drifted", "diverged"]
+Verdict = Literal["faithful", "partial", "unfaithful"]
+
+
+def _num(x: float | None) -> float | None:
+    if x is None:
+        return None
+    x = float(x)
+    return None if x != x else round(x, 6)  # NaN -> null in JSON (a score, not data)
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One statistical test on one metric.
+
+    ``value`` is the statistic (e.g. Spearman rho), ``score`` maps it to [0, 1] relative to the
+    seed baseline, ``ci`` is its confidence interval, ``seed_baseline`` the same statistic
+    between full-run seeds (or from a block bootstrap of the full run when there is one seed),
+    ``explanation`` says it in words a reviewer can check.
+    """
+
+    name: str
+    value: float | None
+    score: float
+    ci: tuple[float, float] | None = None
+    seed_baseline: float | None = None
+    explanation: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": _num(self.value),
+            "score": _num(self.score),
+            "ci": [_num(self.ci[0]), _num(self.ci[1])] if self.ci else None,
+            "seed_baseline": _num(self.seed_baseline),
+            "explanation": self.explanation,
+            "details": self.details,
+        }
+
+
+@dataclass(frozen=True)
+class MetricFidelity:
+    metric: str
+    score: float
+    ci: tuple[float, float]
+    seed_baseline: float | None
+    verdict: MetricVerdict
+    tests: dict[str, TestResult]
+    explanation: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "score": _num(self.score),
+            "ci": [_num(self.ci[0]), _num(self.ci[1])],
+            "seed_baseline": _num(self.seed_baseline),
+            "verdict": self.verdict,
+            "tests": {k: t.to_dict() for k, t in self.tests.items()},
+            "explanation": self.explanation,
+        }
+
+
+@dataclass(frozen=True)
+class FaultComparison:
+    full: dict[str, Any]  # {"label", "onset_step"}
+    proxy: dict[str, Any]
+    onset_lag_steps: int | None
+    onset_lag_progress: float | None
+    reproduced: bool
+    explanation: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "full": self.full,
+            "proxy": self.proxy,
+            "onset_lag_steps": self.onset_lag_steps,
+            "onset_lag_progress": _num(self.onset_lag_progress),
+            "reproduced": self.reproduced,
+            "explanation": self.explanation,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How faithfully a proxy run preserved the full run's dynamics and fault.
+
+    ``to_dict()`` is exactly the CLI's JSON (``proxydiag/schemas/comparison.schema.json``).
+    """
+
+    fidelity: float
+    verdict: Verdict
+    align: str
+    metrics: dict[str, MetricFidelity]
+    faults: FaultComparison
+    full_runs: tuple[str, ...] = ()
+    proxy_run: str = ""
+    overlap: str = ""  # "overlap" | "progress" and the step range compared
+    reasons: tuple[str, ...] = ()
+    events: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "fidelity": _num(self.fidelity),
+            "verdict": self.verdict,
+            "align": self.align,
+            "metrics": {k: m.to_dict() for k, m in self.metrics.items()},
+            "faults": self.faults.to_dict(),
+            "full_runs": list(self.full_runs),
+            "proxy_run": self.proxy_run,
+            "overlap": self.overlap,
+            "reasons": list(self.reasons),
+            "events": self.events,
+        }
+
+    def _repr_html_(self) -> str:
+        from proxydiag.report.notebook import comparison_html
+
+        return comparison_html(self)

@@ -1,0 +1,138 @@
+"""Readers: one module per format behind one registry.
+
+A reader module has ``NAME`` (str), ``can_read(source) -> bool`` (cheap, looks at content)
+and ``read(source, ctx) -> list[Run]``. Register it in :data:`READERS` (order matters:
+the first reader that says yes reads the source).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Protocol
+
+from proxydiag.errors import IngestError, UnknownFormatError
+from proxydiag.metrics import AliasTable
+from proxydiag.run import Run
+
+#: reader modules, most specific first
+READER_MODULES: tuple[str, ...] = (
+    "proxydiag.ingest.mlflow_uri",
+    "proxydiag.ingest.mlflow_sql",
+    "proxydiag.ingest.mlflow_files",
+    "proxydiag.ingest.tensorboard",
+    "proxydiag.ingest.wandb_offline",
+    "proxydiag.ingest.trainer_state",
+    "proxydiag.ingest.parquet",
+    "proxydiag.ingest.jsonl",
+    "proxydiag.ingest.csv",
+    "proxydiag.ingest.console",
+)
+
+#: files that are never runs when walking a directory
+IGNORED_NAMES = frozenset({"proxydiag.json", "labels.json", "README.md", "NOTICE", ".DS_Store"})
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    """What every reader gets besides the source."""
+
+    aliases: AliasTable = field(default_factory=AliasTable.default)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class Reader(Protocol):
+    NAME: str
+
+    def can_read(self, source: str | Path) -> bool: ...
+
+    def read(self, source: str | Path, ctx: ReadContext) -> list[Run]: ...
+
+
+def readers() -> list[ModuleType]:
+    """The registered reader modules that import (a reader may be absent during development)."""
+    out = []
+    for name in READER_MODULES:
+        try:
+            out.append(importlib.import_module(name))
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+    return out
+
+
+def detect(source: str | Path) -> ModuleType | None:
+    """The reader for ``source``, or None."""
+    for reader in readers():
+        if reader.can_read(source):
+            return reader
+    return None
+
+
+def read_runs(
+    source: str | Path, *, aliases: AliasTable | str | Path | None = None, **options: Any
+) -> list[Run]:
+    """Read every run under ``source`` (a file, a directory tree, or an MLflow URI).
+
+    ``aliases`` is an :class:`AliasTable` or the path of a user TOML file of aliases.
+    """
+    if isinstance(aliases, str | Path):
+        aliases = AliasTable.load(aliases)
+    ctx = ReadContext(aliases or AliasTable.default(), dict(options))
+    runs: list[Run] = []
+    for reader, src in discover(source):
+        runs.extend(reader.read(src, ctx))
+    if not runs:
+        raise IngestError(f"{source}: no runs found")
+    return runs
+
+
+def read_run(source: str | Path, **kwargs: Any) -> Run:
+    """Read exactly one run; an error lists the runs when the source holds several."""
+    runs = read_runs(source, **kwargs)
+    if len(runs) > 1:
+        names = ", ".join(r.name for r in runs[:10])
+        more = f" and {len(runs) - 10} more" if len(runs) > 10 else ""
+        raise IngestError(
+            f"{source}: holds {len(runs)} runs ({names}{more}); use read_runs() or name one"
+        )
+    return runs[0]
+
+
+def discover(source: str | Path) -> list[tuple[ModuleType, str | Path]]:
+    """Pair each run-bearing file or directory under ``source`` with its reader."""
+    if isinstance(source, str) and "://" in source or str(source).startswith("runs:/"):
+        reader = detect(source)
+        if reader is None:
+            raise UnknownFormatError(f"{source}: no reader for this URI")
+        return [(reader, source)]
+    path = Path(source)
+    if not path.exists():
+        raise IngestError(f"{path}: no such file or directory")
+    reader = detect(path)
+    if reader is not None:
+        return [(reader, path)]
+    if path.is_file():
+        raise UnknownFormatError(
+            f"{path}: unknown format (not TensorBoard, MLflow, W&B, CSV/TSV, Parquet, JSONL, "
+            "trainer_state.json or a known console log)"
+        )
+    found: list[tuple[ModuleType, str | Path]] = []
+    try:
+        children = sorted(path.iterdir())
+    except OSError as exc:
+        raise IngestError(f"{path}: cannot list directory ({exc.strerror})") from exc
+    for child in children:
+        if child.name.startswith(".") or child.name in IGNORED_NAMES:
+            continue
+        if child.name.endswith(".proxydiag.json"):
+            continue
+        if child.is_dir():
+            found.extend(discover(child))
+        else:
+            reader = detect(child)
+            if reader is not None:
+                found.append((reader, child))
+    return found

@@ -1,0 +1,102 @@
+"""From a reader's raw frame to a :class:`~proxydiag.run.Run`: restarts, aliases, counters, metadata."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from proxydiag.errors import IngestError
+from proxydiag.events import Event
+from proxydiag.frame import SCHEMA, coerce_raw
+from proxydiag.ingest import segments
+from proxydiag.metrics import AliasTable
+from proxydiag.run import Run, run_id
+
+SIDECAR = "proxydiag.json"
+_SIDECAR_FIELDS = (
+    "role", "group", "seed", "experts_kept", "experts_total", "cost_per_step", "precision",
+    "step_kind", "notes", "name", "log_interval", "params", "tags",
+)
+
+
+def build_run(
+    raw: pl.DataFrame,
+    *,
+    name: str,
+    source: str | Path,
+    fmt: str,
+    aliases: AliasTable | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    events: list[Event] | None = None,
+    sidecar: Path | None = None,
+) -> Run:
+    """Turn a raw frame (``step, key, value, wall_time`` in file order) into a canonical Run.
+
+    ``sidecar`` is the path of a ``proxydiag.json`` to merge into attrs (if it exists);
+    its fields override what the reader found (a user's statement beats inference).
+    """
+    table = aliases or AliasTable.default()
+    frame, seg_events = segments.resolve(coerce_raw(raw))
+    keys = frame["key"].unique(maintain_order=True).to_list()
+    resolved = table.resolve(keys)
+    mapping = {m: k for k, m in resolved.items() if m in table.specs}
+    frame = frame.with_columns(
+        pl.col("key").replace_strict(resolved, return_dtype=pl.Utf8).alias("metric")
+    )
+    frame = _normalise_counters(frame, table)
+    all_attrs: dict[str, Any] = {"format": fmt, "source": str(source)}
+    all_attrs.update(attrs or {})
+    if sidecar is not None:
+        all_attrs.update(read_sidecar(sidecar))
+    name = str(all_attrs.pop("name", None) or name)
+    rid = str(all_attrs.get("run_id") or run_id(name, str(source)))
+    all_attrs["run_id"] = rid
+    frame = (
+        frame.with_columns(pl.lit(rid).alias("run"))
+        .select(list(SCHEMA))
+        .sort("metric", "step", maintain_order=True)
+    )
+    return Run(frame, name, all_attrs, mapping, [*(events or []), *seg_events])
+
+
+def _normalise_counters(frame: pl.DataFrame, table: AliasTable) -> pl.DataFrame:
+    cumulative = [m for m, s in table.specs.items() if s.counter == "cumulative"]
+    if not cumulative or not frame.select(pl.col("metric").is_in(cumulative).any()).item():
+        return frame
+    is_cum = pl.col("metric").is_in(cumulative)
+    frame = frame.sort("metric", "step", maintain_order=True)
+    diff = pl.col("value").diff().over("metric")
+    per_step = (
+        pl.when(diff.is_null() | (diff < 0)).then(pl.col("value")).otherwise(diff)
+    )  # a drop is a counter reset (restart): the new total counts from zero
+    return frame.with_columns(pl.when(is_cum).then(per_step).otherwise(pl.col("value")).alias("value"))
+
+
+def sidecar_for(path: Path) -> Path:
+    """Where a source's sidecar lives: ``<dir>/proxydiag.json`` or ``<file>.proxydiag.json``
+    (falling back to ``proxydiag.json`` beside the file)."""
+    if path.is_dir():
+        return path / SIDECAR
+    own = path.with_name(path.name + "." + SIDECAR)
+    return own if own.exists() else path.parent / SIDECAR
+
+
+def read_sidecar(path: Path) -> dict[str, Any]:
+    """Read a sidecar; absent means no metadata. Unknown fields go into ``attrs['notes']``."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise IngestError(f"{path}: invalid proxydiag.json sidecar ({exc}); fix or remove it") from exc
+    if not isinstance(data, dict):
+        raise IngestError(f"{path}: a proxydiag.json sidecar must hold a JSON object")
+    out = {k: data[k] for k in _SIDECAR_FIELDS if k in data}
+    extra = {k: v for k, v in data.items() if k not in _SIDECAR_FIELDS}
+    if extra:
+        out["extra"] = extra
+    return out

@@ -1,0 +1,24 @@
+"""Shared fixtures. Real logs come from PROXYDIAG_REALRUNS (default ../shared/realruns)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_RUNS = ROOT / "sample_runs"
+
+
+def realruns_dir() -> Path:
+    return Path(os.environ.get("PROXYDIAG_REALRUNS", ROOT.parent / "shared" / "realruns"))
+
+
+@pytest.fixture(scope="session")
+def realruns() -> Path:
+    """The folder of real public training logs; skips visibly where it is absent."""
+    path = realruns_dir()
+    if not path.is_dir():
+        pytest.skip(f"real logs not found at {path} (set PROXYDIAG_REALRUNS)")
+    return path
