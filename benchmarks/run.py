@@ -1,0 +1,86 @@
+"""``make bench``: run every benchmarks/bench_*.py, print medians, points/s, memory and ratios.
+
+``--smoke`` runs tiny inputs once (CI keeps the benchmarks from rotting); ``--only NAME``
+runs one module; ``--write`` rewrites benchmarks/RESULTS.md with the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import importlib
+import os
+import platform
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from benchmarks.common import Context, Row
+
+HERE = Path(__file__).parent
+PACKAGES = ("proxydiag", "polars", "numpy", "duckdb", "tensorboard", "tbparse", "mlflow", "google-crc32c")
+
+
+def machine_line() -> str:
+    versions = []
+    for name in PACKAGES:
+        try:
+            versions.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            pass
+    return (
+        f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
+        + ", ".join(versions)
+    )
+
+
+def table(rows: list[Row]) -> str:
+    lines = [
+        "| group | tool | median s | points/s | peak MB | vs proxydiag | note |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    by_group: dict[str, list[Row]] = {}
+    for row in rows:
+        by_group.setdefault(row.group, []).append(row)
+    for group, grows in by_group.items():
+        ours = next((r for r in grows if r.tool == "proxydiag"), None)
+        for r in grows:
+            ratio = f"{r.median / ours.median:.1f}× slower" if ours and r is not ours else ""
+            if ours and r is not ours and r.median < ours.median:
+                ratio = f"{ours.median / r.median:.1f}× faster"
+            pps = f"{r.points_per_s:,.0f}" if r.points else ""
+            peak = f"{r.peak_mb:.0f}" if r.peak_mb is not None else ""
+            lines.append(f"| {group} | {r.tool} | {r.median:.3f} | {pps} | {peak} | {ratio} | {r.note} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args(argv)
+    ctx = Context(smoke=args.smoke, repeat=1 if args.smoke else args.repeat)
+    ctx.cache.mkdir(parents=True, exist_ok=True)
+    modules = sorted(p.stem for p in HERE.glob("bench_*.py"))
+    if args.only:
+        modules = [m for m in modules if any(o in m for o in args.only)]
+    rows: list[Row] = []
+    print(machine_line(), flush=True)
+    for name in modules:
+        mod = importlib.import_module(f"benchmarks.{name}")
+        print(f"-- {name}", file=sys.stderr, flush=True)
+        rows.extend(mod.run(ctx))
+    text = table(rows)
+    print(text)
+    if args.write and not args.smoke:
+        stamp = dt.date.today().isoformat()
+        (HERE / "RESULTS.md").write_text(
+            f"# Benchmark results\n\n{stamp} — {machine_line()}\n\n{text}\n", encoding="utf-8"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Evaluation of the analyses against labelled corpora (``labels.json``): ``proxydiag bench``."""

@@ -1,0 +1,38 @@
+"""``proxydiag bench diagnose|compare DIR``: score the analyses against a labelled corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from proxydiag.cli._app import ConfigOpt, FormatOpt, app
+
+bench_app = typer.Typer(help="Score diagnose/compare against a labelled corpus (labels.json).",
+                        no_args_is_help=True)
+app.add_typer(bench_app, name="bench")
+
+
+@bench_app.command("diagnose")
+def bench_diagnose(
+    corpus: Annotated[Path, typer.Argument(help="folder with labels.json")],
+    config: ConfigOpt = None,
+    fmt: FormatOpt = "text",
+) -> None:
+    """Per-class precision/recall, macro-F1 and onset error of `diagnose` on a corpus."""
+    from proxydiag.bench.diagnose import main
+
+    main(corpus, config=config, fmt=fmt)
+
+
+@bench_app.command("compare")
+def bench_compare(
+    corpus: Annotated[Path, typer.Argument(help="folder with labels.json (with pairs)")],
+    config: ConfigOpt = None,
+    fmt: FormatOpt = "text",
+) -> None:
+    """AUC of fidelity, verdict accuracy and seed-pair faithfulness of `compare` on a corpus."""
+    from proxydiag.bench.compare import main
+
+    main(corpus, config=config, fmt=fmt)
