@@ -7,6 +7,7 @@ runs one module; ``--write`` rewrites benchmarks/RESULTS.md with the table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import importlib
 import os
@@ -24,10 +25,8 @@ PACKAGES = ("proxydiag", "polars", "numpy", "duckdb", "tensorboard", "tbparse", 
 def machine_line() -> str:
     versions = []
     for name in PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             versions.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            pass
     return (
         f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
         + ", ".join(versions)

@@ -18,6 +18,8 @@ Readers produce a *raw* frame (``step, key, value, wall_time`` in file order);
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 from proxydiag.errors import FrameError
@@ -49,9 +51,7 @@ def empty_raw() -> pl.DataFrame:
     return pl.DataFrame(schema=RAW_SCHEMA)
 
 
-def raw(
-    steps: object, keys: object, values: object, wall_times: object | None = None
-) -> pl.DataFrame:
+def raw(steps: Any, keys: Any, values: Any, wall_times: Any = None) -> pl.DataFrame:
     """Build a raw frame from columns (lists, numpy arrays or polars Series).
 
     >>> raw([1, 2], ["loss", "loss"], [0.5, float("nan")]).height

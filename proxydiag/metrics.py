@@ -124,10 +124,10 @@ class AliasTable:
         winners = set(taken.values())
         out: dict[str, str] = {}
         for key in keys:
-            name = taken.get(key)
-            if name is None:
-                name = f"raw:{key}" if key in winners or key in self.specs else key
-            out[key] = name
+            found = taken.get(key)
+            if found is None:
+                found = f"raw:{key}" if key in winners or key in self.specs else key
+            out[key] = found
         return out
 
 

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     except (click.exceptions.Abort, typer.Abort):
         _fail("aborted", code=130)
     except (click.ClickException, typer.TyperException) as exc:
-        exc.show()  # usage errors: click's one-line message plus the usage line
+        exc.show()  # type: ignore[union-attr]  # usage errors: message plus the usage line
         sys.exit(getattr(exc, "exit_code", 2) or 2)
     except KeyboardInterrupt:
         _fail("interrupted", code=130)

@@ -103,7 +103,7 @@ def read_run(source: str | Path, **kwargs: Any) -> Run:
 
 def discover(source: str | Path) -> list[tuple[ModuleType, str | Path]]:
     """Pair each run-bearing file or directory under ``source`` with its reader."""
-    if isinstance(source, str) and "://" in source or str(source).startswith("runs:/"):
+    if (isinstance(source, str) and "://" in source) or str(source).startswith("runs:/"):
         reader = detect(source)
         if reader is None:
             raise UnknownFormatError(f"{source}: no reader for this URI")
