@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from mlflow_fixtures import mlflow_server  # noqa: F401  (session fixture: a real MLflow server)
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_RUNS = ROOT / "sample_runs"

@@ -33,6 +33,9 @@ class TestResult:
     seed_baseline: float | None = None
     explanation: str = ""
     details: dict[str, Any] = field(default_factory=dict)
+    #: bootstrap replicates of ``score`` (numpy array; not serialised), so that a metric's
+    #: score gets a joint interval over its tests
+    samples: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +77,9 @@ class FaultComparison:
     onset_lag_progress: float | None
     reproduced: bool
     explanation: str = ""
+    #: "reproduced" | "fault_missing" | "extra_fault" | "wrong_fault" | "fault_early" |
+    #: "fault_late" | "" (not compared)
+    outcome: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,6 +89,7 @@ class FaultComparison:
             "onset_lag_progress": _num(self.onset_lag_progress),
             "reproduced": self.reproduced,
             "explanation": self.explanation,
+            "outcome": self.outcome,
         }
 
 

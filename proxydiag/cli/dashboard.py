@@ -1,0 +1,29 @@
+"""``proxydiag dashboard``: a static fleet dashboard from the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from proxydiag.cli._app import DEFAULT_STORE, StoreOpt, app, out
+from proxydiag.errors import StoreError
+
+
+@app.command()
+def dashboard(
+    store: StoreOpt = DEFAULT_STORE,
+    output: Annotated[Path, typer.Option("--output", "-o", help="directory to write")] = Path(
+        "dashboard"),
+    analyse: Annotated[bool, typer.Option(
+        "--analyse/--no-analyse",
+        help="diagnose/compare in memory what the store has no result for")] = True,
+) -> None:
+    """Every run's label and key metrics, every proxy's fidelity, fidelity vs pruning and cost."""
+    from proxydiag.report.dashboard import write_dashboard
+
+    if not store.is_dir():
+        raise StoreError(f"{store}: no store here; ingest runs first (proxydiag ingest ... "
+                         "--store DIR) or pass --store DIR")
+    out.print(str(write_dashboard(store, output, analyse=analyse)), markup=False)

@@ -1,0 +1,38 @@
+"""``proxydiag mlflow sync``: push stored results that MLflow has not accepted yet."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from proxydiag.cli._app import DEFAULT_STORE, StoreOpt, TrackingOpt, app, err, out
+
+mlflow_app = typer.Typer(help="MLflow: push stored diagnoses and comparisons to MLflow runs.",
+                         no_args_is_help=True)
+app.add_typer(mlflow_app, name="mlflow")
+
+ExperimentOpt = Annotated[
+    str | None,
+    typer.Option("--mlflow-experiment",
+                 help="experiment for runs that did not come from MLflow (default: proxydiag)"),
+]
+
+
+@mlflow_app.command("sync")
+def sync_command(store: StoreOpt = DEFAULT_STORE, tracking_uri: TrackingOpt = None,
+                 experiment: ExperimentOpt = None) -> None:
+    """Log every pending result in the store to MLflow (exit 2 if any failed)."""
+    from proxydiag.errors import MlflowError
+    from proxydiag.mlflow_sync import sync
+    from proxydiag.store import RunStore
+
+    result = sync(RunStore(store), tracking_uri=tracking_uri, experiment=experiment)
+    for kind, key, mlflow_id in result.pushed:
+        out.print(f"synced {kind} {key} -> MLflow run {mlflow_id}", markup=False)
+    for kind, key, why in result.failed:
+        err.print(f"not synced {kind} {key}: {why}", markup=False)
+    if not result.pushed and not result.failed:
+        out.print("nothing to sync")
+    if result.failed:
+        raise MlflowError(f"{len(result.failed)} result(s) not synced; they stay pending in {store}")

@@ -1,0 +1,111 @@
+"""``proxydiag report``: a self-contained HTML (or Markdown/JSON) post-run report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, TrackingOpt, app, out
+from proxydiag.errors import AnalysisError
+from proxydiag.report.content import ReportContent
+from proxydiag.report.jobs import Job, comparison_jobs, group_runs
+from proxydiag.run import Run
+
+
+def _load(sources: list[str], *, store: Path, aliases: Path | None) -> list[Run]:
+    from proxydiag.sources import load
+
+    runs: list[Run] = []
+    for source in sources:
+        runs += load(source, store=store, **({"aliases": aliases} if aliases else {}))
+    return runs
+
+
+def _jobs(sources: list[str], full: list[str], proxy: str | None, group: str | None, *,
+          store: Path, output: Path, aliases: Path | None) -> list[Job]:
+    modes = sum([bool(sources), bool(full or proxy), group is not None])
+    if modes != 1:
+        raise AnalysisError("give SOURCE..., or --full SOURCE... --proxy SOURCE, "
+                            "or --store DIR --group NAME (exactly one of them)")
+    if group is not None:
+        fulls, proxies = group_runs(store, group)
+        return comparison_jobs(output, full=fulls, proxies=proxies)
+    if sources:
+        return [Job(output, runs=tuple(_load(sources, store=store, aliases=aliases)))]
+    if not full or proxy is None:
+        raise AnalysisError("a comparison report needs --full SOURCE and --proxy SOURCE")
+    proxies = _load([proxy], store=store, aliases=aliases)
+    if len(proxies) != 1:
+        names = ", ".join(r.name for r in proxies)
+        raise AnalysisError(f"{proxy}: --proxy must name one run, found {len(proxies)}: {names}")
+    return comparison_jobs(output, full=_load(full, store=store, aliases=aliases),
+                           proxies=proxies)
+
+
+def _log_to_mlflow(content: ReportContent, html: str, *, tracking_uri: str | None,
+                   experiment: str | None) -> None:
+    from proxydiag.mlflow_sink import log_comparison, log_diagnosis
+
+    for run in content.drawn_runs:
+        d = content.diagnoses.get(run.id)
+        if d is not None:
+            log_diagnosis(d, run, report_html=html, tracking_uri=tracking_uri,
+                          experiment=experiment)
+    if content.comparison is not None and content.proxy is not None:
+        log_comparison(content.comparison, content.proxy, list(content.full), report_html=html,
+                       tracking_uri=tracking_uri, experiment=experiment)
+
+
+@app.command()
+def report(
+    sources: Annotated[list[str] | None, typer.Argument(help="runs to diagnose and show")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="file to write ('-' for stdout)")] = Path(
+        "report.html"),
+    full: Annotated[list[str] | None, typer.Option(
+        "--full", help="full run (repeat for seeds; the first is the reference)")] = None,
+    proxy: Annotated[str | None, typer.Option("--proxy", help="proxy run")] = None,
+    group: Annotated[str | None, typer.Option(
+        "--group", help="report a group from --store (one report per proxy)")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="html | markdown | json")] = "html",
+    align: Annotated[str, typer.Option(
+        "--align", help="step | tokens | samples | progress")] = "step",
+    fail_on: Annotated[str | None, typer.Option(
+        "--fail-on", help="exit 1 when a run is labelled so (or the proxy's verdict is), "
+        "e.g. loss_divergence,precision_fault or unfaithful")] = None,
+    log_to_mlflow: Annotated[bool, typer.Option(
+        "--log-to-mlflow", help="also log the results and the HTML report to MLflow")] = False,
+    mlflow_experiment: Annotated[str | None, typer.Option(
+        "--mlflow-experiment", help="experiment for runs that did not come from MLflow")] = None,
+    tracking_uri: TrackingOpt = None,
+    aliases: AliasesOpt = None,
+) -> None:
+    """Write a post-run report: verdict, labels, timeline, metric panels, fidelity, evidence."""
+    from proxydiag.report.api import FORMATS, render, resolve
+
+    if fmt not in FORMATS:
+        raise AnalysisError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+    gate = {c.strip() for c in (fail_on or "").split(",") if c.strip()}
+    matched: list[str] = []
+    for job in _jobs(list(sources or []), list(full or []), proxy, group, store=store,
+                     output=output, aliases=aliases):
+        content = resolve(runs=job.runs, full=job.full, proxy=job.proxy or None, align=align)
+        text = render(content, fmt=fmt)
+        if str(job.output) == "-":  # e.g. Markdown straight into a PR comment
+            out.print(text, markup=False, end="")
+        else:
+            job.output.parent.mkdir(parents=True, exist_ok=True)
+            job.output.write_text(text, encoding="utf-8")
+            out.print(str(job.output), markup=False)
+        if log_to_mlflow:
+            html = render(content, fmt="html")
+            _log_to_mlflow(content, html, tracking_uri=tracking_uri, experiment=mlflow_experiment)
+        matched += [f"{name}: {d.label}" for name, d in content.named_diagnoses() if d.label in gate]
+        c = content.comparison
+        if c is not None and c.verdict in gate:
+            matched.append(f"{content.proxy.name if content.proxy else 'proxy'}: {c.verdict}")
+    if matched:
+        out.print(f"--fail-on matched: {'; '.join(matched)}", markup=False)
+        raise typer.Exit(1)

@@ -1,0 +1,97 @@
+"""Robust, vectorised statistics shared by the detectors (medians, MADs, rolling windows)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+#: MAD -> σ for a normal distribution
+MAD_TO_SIGMA = 1.4826
+#: a floor for σ so that a perfectly flat series does not make every wiggle infinite
+EPS = 1e-12
+
+
+def robust_level(values: np.ndarray) -> tuple[float, float]:
+    """Median and robust σ (1.4826·MAD) of the finite values; (nan, nan) when there are none.
+
+    >>> robust_level(np.array([1.0, 2.0, 3.0, 100.0, np.nan]))
+    (2.5, 1.4826)
+    """
+    x = values[np.isfinite(values)]
+    if x.size == 0:
+        return float("nan"), float("nan")
+    med = float(np.median(x))
+    return med, float(MAD_TO_SIGMA * np.median(np.abs(x - med)))
+
+
+def noise_sigma(values: np.ndarray) -> float:
+    """Robust σ of the point-to-point noise: MAD of first differences / √2 (trend-insensitive).
+
+    >>> round(noise_sigma(np.arange(10.0)), 6)
+    0.0
+    """
+    x = values[np.isfinite(values)]
+    if x.size < 3:
+        return 0.0
+    d = np.diff(x)
+    return float(MAD_TO_SIGMA * np.median(np.abs(d - np.median(d))) / np.sqrt(2.0))
+
+
+def safe_log(values: np.ndarray, *, floor: float = EPS) -> np.ndarray:
+    """log(max(|x|, floor)) with non-finite inputs kept as NaN."""
+    out = np.full(values.shape, np.nan)
+    ok = np.isfinite(values)
+    out[ok] = np.log(np.maximum(np.abs(values[ok]), floor))
+    return out
+
+
+def rolling_median(values: np.ndarray, *, window_points: int, center: bool = False) -> np.ndarray:
+    """Rolling median over ``window_points`` (trailing by default), ignoring NaN.
+
+    >>> rolling_median(np.array([1.0, 5.0, 2.0, 8.0]), window_points=3).tolist()
+    [1.0, 3.0, 2.0, 5.0]
+    """
+    s = pl.Series(values).fill_nan(None)
+    out = s.rolling_median(window_size=window_points, min_samples=1, center=center)
+    return out.fill_null(np.nan).to_numpy().astype(np.float64)
+
+
+def rolling_mad(
+    values: np.ndarray, median: np.ndarray, *, window_points: int
+) -> np.ndarray:
+    """Rolling robust σ (1.4826·MAD) of ``values`` around ``median``, trailing."""
+    dev = np.abs(values - median)
+    return MAD_TO_SIGMA * rolling_median(dev, window_points=window_points)
+
+
+def window_sum(steps: np.ndarray, counts: np.ndarray, *, window_steps: float) -> np.ndarray:
+    """For each point, the sum of ``counts`` logged in the ``window_steps`` steps ending there.
+
+    >>> window_sum(np.array([1, 2, 3, 10]), np.array([1.0, 1.0, 1.0, 1.0]), window_steps=3).tolist()
+    [1.0, 2.0, 3.0, 1.0]
+    """
+    csum = np.concatenate([[0.0], np.cumsum(counts)])
+    lo = np.searchsorted(steps, steps - window_steps, side="right")
+    return csum[np.arange(1, steps.size + 1)] - csum[lo]
+
+
+def runs_of(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (exclusive) indices of the runs of True in ``mask``.
+
+    >>> [a.tolist() for a in runs_of(np.array([0, 1, 1, 0, 1], dtype=bool))]
+    [[1, 4], [3, 5]]
+    """
+    padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
+    edges = np.diff(padded)
+    return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+
+
+def downsample(steps: np.ndarray, values: np.ndarray, *, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+    """Bucket means of at most ``max_points`` buckets (for O(n²) tests like Theil-Sen)."""
+    if steps.size <= max_points:
+        return steps.astype(np.float64), values
+    edges = np.linspace(0, steps.size, max_points + 1).astype(np.int64)
+    counts = np.diff(edges)
+    s = np.add.reduceat(steps.astype(np.float64), edges[:-1]) / counts
+    v = np.add.reduceat(values, edges[:-1]) / counts
+    return s, v

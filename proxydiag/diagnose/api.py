@@ -1,0 +1,84 @@
+"""``diagnose(run) -> Diagnosis``: run every detector, then the taxonomy.
+
+A detector is a module with ``detect(run, cfg) -> list[Event]``; adding one is a new module
+plus one line in :data:`DETECTORS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from proxydiag.diagnose._view import view
+from proxydiag.diagnose.config import DiagnoseConfig, load_config
+from proxydiag.diagnose.result import Diagnosis, RootCause
+from proxydiag.diagnose.taxonomy import classify
+from proxydiag.events import Event
+from proxydiag.run import Run
+
+#: detector modules under ``proxydiag.diagnose``, run in this order
+DETECTORS: tuple[str, ...] = ("nonfinite", "scaler", "spikes", "divergence", "mismatch", "drift")
+
+
+def diagnose(
+    run: Run,
+    *,
+    config: DiagnoseConfig | str | Path | None = None,
+    source: str | None = None,
+) -> Diagnosis:
+    """Label ``run`` healthy / gradient_overflow / loss_divergence / precision_fault.
+
+    Parameters
+    ----------
+    run
+        Any run in the canonical frame; detectors use the metrics it has and the diagnosis
+        lists in ``missing`` the metrics whose absence left a class undecidable.
+    config
+        A :class:`DiagnoseConfig`, or the path of a TOML file of overrides.
+    source
+        What to report as the source (default: the run's ``attrs["source"]``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from proxydiag.frame import raw
+    >>> from proxydiag.ingest.build import build_run
+    >>> steps = np.arange(200)
+    >>> grad = np.where(steps < 150, 1.0, np.inf)
+    >>> loss = np.full(200, 2.0)
+    >>> r = build_run(raw(np.r_[steps, steps], ["grad_norm"] * 200 + ["loss"] * 200,
+    ...                   np.r_[grad, loss]), name="demo", source="demo", fmt="test")
+    >>> d = diagnose(r)
+    >>> d.label, d.onset_step
+    ('gradient_overflow', 150)
+    """
+    cfg = config if isinstance(config, DiagnoseConfig) else (
+        load_config(config) if config is not None else DiagnoseConfig()
+    )
+    rv = view(run)
+    events: list[Event] = [*_reader_events(run)]
+    for name in DETECTORS:
+        module = importlib.import_module(f"proxydiag.diagnose.{name}")
+        events.extend(module.detect(rv, cfg))
+    verdict = classify(events, rv, cfg)
+    root = verdict.root
+    return Diagnosis(
+        source=source if source is not None else str(run.attrs.get("source", run.name)),
+        run=run.id,
+        label=verdict.label,
+        onset_step=verdict.onset_step,
+        confidence=verdict.confidence,
+        root_cause=RootCause(root.kind, root.metric, root.onset_step) if root else None,
+        events=verdict.chain,
+        hints=verdict.hints,
+        missing=verdict.missing,
+        metrics=dict(run.mapping),
+        first_step=rv.first_step,
+        last_step=rv.last_step,
+        summary=verdict.summary,
+    )
+
+
+def _reader_events(run: Run) -> list[Event]:
+    """Events the reader recorded (restarts, CRC errors) stay in the evidence as context."""
+    return [e for e in run.events if isinstance(e, Event)]

@@ -1,0 +1,124 @@
+"""Divergence: sustained growth or a level shift of grad norm / loss that does not revert, and
+the RL symptoms that follow it (reward collapse, entropy collapse or explosion, KL and
+clip-fraction blow-up; REFERENCE-failures.md, 'Loss divergence').
+
+Each metric gets one change-point fit (:mod:`._sustained`): the onset is where the growth
+starts (a hinge for a climb, the step for a jump), and the size is the level at the end of the
+run against the level before the change, in fold and in robust σ, so a spike that reverts
+measures nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from proxydiag.diagnose._stats import safe_log
+from proxydiag.diagnose._sustained import Change, sustained_change
+from proxydiag.diagnose._view import RunView, Series, view
+from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.events import Event, Severity
+from proxydiag.run import Run
+
+
+@dataclass(frozen=True)
+class _Rule:
+    metric: str
+    kind: str
+    sign: int
+    severity: Severity
+    transform: Callable[[np.ndarray], np.ndarray]
+    log: bool  # the transform is a log: the fold is exp(rise)
+
+
+def _log_pos(x: np.ndarray) -> np.ndarray:
+    return safe_log(x, floor=1e-12)
+
+
+def _ident(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+def _rules(cfg: DiagnoseConfig) -> tuple[_Rule, ...]:
+    return (
+        _Rule("grad_norm", "divergence", 1, "critical", _log_pos, True),
+        _Rule("loss", "divergence", 1, "critical", _log_pos, True),
+        _Rule("pg_loss", "pg_loss_blowup", 1, "warning", _log_pos, True),
+        _Rule("reward", "reward_collapse", -1, "warning", _ident, False),
+        _Rule("entropy", "entropy_collapse", -1, "warning", _log_pos, True),
+        _Rule("entropy", "entropy_explosion", 1, "warning", _log_pos, True),
+        _Rule("kl", "kl_blowup", 1, "warning", _log_pos, True),
+        _Rule("clip_frac", "clip_blowup", 1, "warning", _log_pos, True),
+    )
+
+
+def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
+    """Events ``divergence`` (critical; grad_norm, loss) and RL symptoms (warning).
+
+    >>> from proxydiag.diagnose._view import from_arrays
+    >>> rng = np.random.default_rng(0)
+    >>> t = np.arange(400)
+    >>> g = np.exp(rng.normal(0, 0.1, 400) + np.where(t < 250, 0.0, 0.03 * (t - 250)))
+    >>> ev = detect(from_arrays({"grad_norm": (t, g)}), DiagnoseConfig())
+    >>> [(e.kind, e.metric, abs(e.onset_step - 250) <= 8) for e in ev]
+    [('divergence', 'grad_norm', True)]
+    """
+    rv = view(run)
+    events = []
+    for rule in _rules(cfg):
+        s = rv.get(rule.metric)
+        if s is None:
+            continue
+        event = _check(s, rule, cfg)
+        if event is not None:
+            events.append(event)
+    return events
+
+
+def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:
+    c = cfg.divergence
+    ok = s.finite
+    if rule.log and rule.metric in ("grad_norm", "loss") and (s.values[ok] <= 0).any():
+        rule = _Rule(rule.metric, rule.kind, rule.sign, rule.severity, _ident, False)
+    steps, y = s.steps[ok], rule.transform(s.values[ok])
+    keep = np.isfinite(y)
+    steps, y = steps[keep], y[keep]
+    change = sustained_change(
+        steps.astype(np.float64), y, sign=rule.sign, tail_fraction=c.tail_fraction,
+        sigma_floor=1e-3 if rule.log else 1e-9, log_scale=rule.log,
+    )
+    if change is None or not _large(change, rule, cfg):
+        return None
+    z = change.z
+    conf = float(min(0.99, 0.6 + 0.4 * (1.0 - c.z_min / max(z, c.z_min))))
+    return Event(
+        rule.kind, rule.metric, int(steps[change.index]), None, rule.severity, conf,
+        _evidence(s.name, steps[change.index], change, rule),
+    )
+
+
+def _large(change: Change, rule: _Rule, cfg: DiagnoseConfig) -> bool:
+    c = cfg.divergence
+    if rule.metric == "reward":
+        return change.z >= c.reward_z_min
+    fold = c.min_fold if rule.severity == "critical" else c.symptom_fold
+    big = abs(change.rise) >= np.log(fold) if rule.log else True
+    return bool(big and change.z >= c.z_min)
+
+
+def _evidence(name: str, step: int, change: Change, rule: _Rule) -> str:
+    shape = "climbs" if change.kind == "ramp" else "jumps"
+    if rule.sign < 0:
+        shape = "declines" if change.kind == "ramp" else "drops"
+    if rule.log:
+        before, after = np.exp(change.before), np.exp(change.after)
+        size = f"{after / before:.3g}×"
+    else:
+        before, after = change.before, change.after
+        size = f"{after - before:+.4g}"
+    return (
+        f"{name} {shape} from step {int(step)}: level {before:.4g} before, {after:.4g} at the end "
+        f"of the run ({size}, robust z {change.z:.1f}); it does not revert"
+    )

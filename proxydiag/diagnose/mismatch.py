@@ -1,0 +1,133 @@
+"""Rollout-vs-learner mismatch: a step change (broken or stale weight sync) or a gradual climb
+(rounding lag, low-precision sampler), from whichever mismatch metric the run logs.
+
+Every metric of the ``mismatch*`` family is turned into a "badness" that grows with the
+disagreement (|p diff|, |k1|, k3, |log p diff|, 1 − Pearson, |log IS mean|, 1 − ESS) on log
+scale; the change is measured against the run's own early baseline (relative) and against the
+published bounds (absolute; REFERENCE-failures.md): veRL Ascend guide ``probs_diff_mean`` ≤ 0.01;
+veRL ``rollout_corr`` warnings |kl| > 0.1, ``chi2_token`` > 1, IS mean ∉ [0.5, 2], ESS < 0.3;
+healthy Pearson ≈ 0.999. The onset of a climb is where the climb starts, not where it crosses a
+bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from proxydiag.diagnose._stats import rolling_median, safe_log
+from proxydiag.diagnose._sustained import Change, sustained_change
+from proxydiag.diagnose._view import RunView, Series, view
+from proxydiag.diagnose.config import DiagnoseConfig, MismatchConfig
+from proxydiag.events import Event
+from proxydiag.run import Run
+
+Badness = Callable[[np.ndarray], np.ndarray]
+
+
+def _badness(metric: str) -> Badness:
+    """How a metric's values become a disagreement that grows (log scale)."""
+    if metric.startswith("mismatch_corr"):
+        return lambda x: safe_log(1.0 - x, floor=1e-6)
+    if metric.startswith(("mismatch_is_mean", "mismatch_prob_error")):
+        return lambda x: safe_log(safe_log(x, floor=1e-12), floor=1e-5)
+    if metric.startswith("mismatch_is_ess"):
+        return lambda x: safe_log(1.0 - x, floor=1e-4)
+    return lambda x: safe_log(x, floor=1e-9)
+
+
+def _beyond_bound(metric: str, level: np.ndarray, c: MismatchConfig) -> tuple[np.ndarray, str] | None:
+    """Where the (smoothed) value is beyond its published bound, and the bound as text."""
+    if metric == "mismatch_prob_diff":
+        return level > c.prob_diff_bound, f"> {c.prob_diff_bound:g} (veRL Ascend guide)"
+    if metric == "mismatch_kl":
+        return np.abs(level) > c.kl_bound, f"|kl| > {c.kl_bound:g} (veRL rollout_corr)"
+    if metric == "mismatch_chi2":
+        return level > c.chi2_bound, f"> {c.chi2_bound:g} (veRL rollout_corr)"
+    if metric == "mismatch_is_mean":
+        out = (level < c.is_mean_low) | (level > c.is_mean_high)
+        return out, f"outside [{c.is_mean_low:g}, {c.is_mean_high:g}] (veRL rollout_corr)"
+    if metric == "mismatch_is_ess":
+        return level < c.ess_bound, f"< {c.ess_bound:g} (veRL rollout_corr)"
+    if metric == "mismatch_corr":
+        return level < c.corr_bound, f"< {c.corr_bound:g} (healthy Pearson ≈ 0.999)"
+    return None
+
+
+def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
+    """Events ``mismatch_step`` / ``mismatch_climb`` / ``mismatch_corr_drop`` (critical) and
+    ``mismatch_level`` (warning: above a published bound without a change against the baseline).
+
+    >>> from proxydiag.diagnose._view import from_arrays
+    >>> rng = np.random.default_rng(0)
+    >>> t = np.arange(300)
+    >>> d = 0.003 * np.exp(rng.normal(0, 0.1, 300)) + np.where(t < 180, 0.0, 0.0004 * (t - 180))
+    >>> [(e.kind, abs(e.onset_step - 180) <= 6) for e in detect(from_arrays({"mismatch_prob_diff": (t, d)}), DiagnoseConfig())]
+    [('mismatch_climb', True)]
+    """
+    rv = view(run)
+    events = []
+    for metric in rv.mismatch_metrics:
+        s = rv.get(metric)
+        if s is not None and s.finite.sum() >= 12:
+            event = _check(s, cfg.mismatch)
+            if event is not None:
+                events.append(event)
+    return events
+
+
+def _check(s: Series, c: MismatchConfig) -> Event | None:
+    ok = s.finite
+    steps, x = s.steps[ok], s.values[ok]
+    y = _badness(s.name)(x)
+    n = y.size
+    fit = sustained_change(steps.astype(np.float64), y, sign=1, after="peak", sigma_floor=0.02,
+        log_scale=True,
+    )
+    if fit is None:
+        return None
+    base_n = max(min(int(c.baseline_fraction * n), fit.index), 3)
+    change = sustained_change(
+        steps.astype(np.float64), y, sign=1, after="peak", baseline_points=base_n,
+        sigma_floor=0.02, log_scale=True,
+    )
+    assert change is not None  # same series and fit as above
+    level = rolling_median(x, window_points=max(3, n // 20), center=True)
+    bound = _beyond_bound(s.name, level, c)
+    over = bound is not None and bool(bound[0][change.index:].any())
+    relative = change.rise >= np.log(c.min_fold) and change.z >= c.z_min
+    if relative and (over or change.rise >= np.log(c.strong_fold)):
+        return _event(s, steps, x, change, bound[1] if bound and over else None, c)
+    if bound is not None and bound[0].any():
+        first = int(np.flatnonzero(bound[0])[0])
+        return Event(
+            "mismatch_level", s.name, int(steps[first]), None, "warning", 0.5,
+            f"{s.name} is beyond its published bound {bound[1]} from step {int(steps[first])} "
+            f"(level {level[first]:.4g}), without a change against its own early baseline",
+        )
+    return None
+
+
+def _event(
+    s: Series, steps: np.ndarray, x: np.ndarray, change: Change, bound: str | None, c: MismatchConfig
+) -> Event:
+    k = change.index
+    base_x = float(np.median(x[: max(min(int(c.baseline_fraction * x.size), k), 3)]))
+    peak_x = float(np.median(x[k:])) if change.kind == "step" else float(np.max(rolling_median(
+        x[k:], window_points=max(3, x.size // 20), center=True)))
+    if s.name.startswith("mismatch_corr"):
+        kind, shape = "mismatch_corr_drop", "drops"
+        peak_x = float(np.min(rolling_median(x[k:], window_points=max(3, x.size // 20), center=True)))
+    elif change.kind == "step":
+        kind, shape = "mismatch_step", "steps up"
+    else:
+        kind, shape = "mismatch_climb", "starts climbing"
+    fold = float(np.exp(change.rise))
+    conf = float(min(0.99, 0.6 + 0.2 * (bound is not None) + 0.2 * (1 - c.z_min / max(change.z, c.z_min))))
+    return Event(
+        kind, s.name, int(steps[k]), None, "critical", conf,
+        f"{s.name} {shape} at step {int(steps[k])}: {base_x:.4g} in the early baseline, "
+        f"{peak_x:.4g} after ({fold:.3g}× the baseline's disagreement, robust z {change.z:.1f})"
+        + (f"; beyond the published bound {bound}" if bound else ""),
+    )

@@ -1,0 +1,152 @@
+"""fp16 dynamic loss scaling: persistent skipping, scale collapse, scale at its minimum.
+
+Benign patterns are not failures (REFERENCE-failures.md, realruns/deepspeed_chat): the leading
+burst of overflows while the scaler calibrates (65536 -> ~1024 in the first steps), and the
+periodic growth probes — every ``scale_window`` clean steps the scale doubles, overflows once or
+twice and halves back (139 skipped of 7,360 steps in a healthy SFT run). A failure is skipping
+that persists (a high skipped fraction over a window), a scale that ends many halvings below its
+own level and never recovers, or a scale at its minimum ("Minimum loss scale reached").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from proxydiag.diagnose._stats import runs_of, window_sum
+from proxydiag.diagnose._view import RunView, Series, view
+from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
+from proxydiag.events import Event
+from proxydiag.run import Run
+
+
+def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
+    """Events ``calibration`` (info), ``skip_burst`` (critical: persistent skipping),
+    ``scale_collapse`` and ``scale_min`` (critical).
+
+    >>> from proxydiag.diagnose._view import from_arrays
+    >>> steps = np.arange(300)
+    >>> skips = np.where((steps < 8) | (steps >= 200), 1.0, 0.0)
+    >>> ev = detect(from_arrays({"skipped": (steps, skips)}), DiagnoseConfig())
+    >>> [(e.kind, e.onset_step) for e in ev]
+    [('calibration', 0), ('skip_burst', 200)]
+    """
+    rv = view(run)
+    c = cfg.scaler
+    counts = _skip_counts(rv)
+    events: list[Event] = []
+    calib_end = None
+    if counts is not None:
+        calib_end = _calibration_end(counts, c)
+        if calib_end is not None:
+            n = int(counts.values[counts.steps <= calib_end].sum())
+            events.append(Event(
+                "calibration", counts.name, int(counts.steps[0]), calib_end, "info", 0.9,
+                f"{counts.name}: {n} overflow(s) up to step {calib_end} while the scaler "
+                "calibrates (benign)",
+            ))
+        events.extend(_persistent(counts, c, calib_end=calib_end))
+    scale = rv.get("loss_scale")
+    if scale is not None:
+        events.extend(_scale_events(scale, c, calib_end=calib_end))
+    return events
+
+
+def _skip_counts(rv: RunView) -> Series | None:
+    """Skipped steps per logged step: the counter if logged, else inferred from scale halvings."""
+    for name in ("skipped", "skipped_total"):
+        s = rv.get(name)
+        if s is not None:
+            vals = np.where(np.isfinite(s.values), np.maximum(s.values, 0.0), 0.0)
+            return Series(name, s.steps, vals)
+    scale = rv.get("loss_scale")
+    if scale is None or len(scale) < 2:
+        return None
+    ok = np.isfinite(scale.values) & (scale.values > 0)
+    steps, vals = scale.steps[ok], np.log2(scale.values[ok])
+    drops = np.maximum(-np.diff(vals, prepend=vals[:1]), 0.0)
+    return Series("loss_scale", steps, np.round(drops))
+
+
+def _calibration_end(counts: Series, c: ScalerConfig) -> int | None:
+    """Last step of the leading burst of overflows, or None when the run does not start with one."""
+    hit = np.flatnonzero(counts.values > 0)
+    if hit.size == 0:
+        return None
+    gap = max(c.calibration_gap_steps, 2 * counts.interval)
+    start = int(counts.steps[0])
+    if counts.steps[hit[0]] - start > gap:
+        return None
+    steps = counts.steps[hit]
+    breaks = np.flatnonzero(np.diff(steps) > gap)
+    end = int(steps[breaks[0]]) if breaks.size else int(steps[-1])
+    return min(end, start + c.calibration_steps)
+
+
+def _persistent(counts: Series, c: ScalerConfig, *, calib_end: int | None) -> list[Event]:
+    vals = counts.values.copy()
+    if calib_end is not None:
+        vals[counts.steps <= calib_end] = 0.0
+    window = max(float(c.window_steps), 4 * counts.interval)
+    covered = np.minimum(window, counts.steps - counts.steps[0] + counts.interval)
+    rate = window_sum(counts.steps, vals, window_steps=window) / covered
+    high = rate > c.max_skip_fraction
+    if not high.any():
+        return []
+    starts, ends = runs_of(high)
+    events = []
+    for a, b in zip(starts[:5], ends[:5], strict=False):
+        lo = counts.steps[a] - window
+        inside = np.flatnonzero((counts.steps > lo) & (counts.steps <= counts.steps[a]) & (vals > 0))
+        first = int(inside[0]) if inside.size else int(a)
+        # a per-interval count c at step s that persists covers the last c steps of the interval
+        span = min(vals[first], counts.interval)
+        onset = int(counts.steps[first] - max(span, 1.0) + 1)
+        total = int(vals[first:b].sum())
+        end_step = int(counts.steps[b - 1])
+        events.append(Event(
+            "skip_burst", counts.name, onset, end_step, "critical", 0.9,
+            f"{counts.name}: {total} steps skipped between steps {onset} and {end_step}; "
+            f"peak skipped fraction {rate[a:b].max():.0%} over {window:.0f} steps "
+            f"(> {c.max_skip_fraction:.0%})",
+        ))
+    return events
+
+
+def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None) -> list[Event]:
+    ok = np.isfinite(scale.values) & (scale.values > 0)
+    steps, lg = scale.steps[ok], np.log2(np.where(ok, scale.values, 1.0)[ok])
+    after = steps > (calib_end if calib_end is not None else steps[0] - 1)
+    if after.sum() < 2:
+        return []
+    steps, lg = steps[after], lg[after]
+    events = []
+    peak = np.maximum.accumulate(lg)
+    floor = np.log2(max(c.min_scale, 1e-30))
+    # a constant scale of 1 is bf16/fp32 bookkeeping (Megatron prints it), not a collapse
+    at_min = np.flatnonzero((lg <= floor + 1e-9) & (peak >= floor + 1.0))
+    tail = max(int(0.1 * lg.size), 2)
+    tail_level = float(np.median(lg[-tail:]))
+    collapsed = peak[-1] - tail_level >= c.collapse_halvings and lg[-1] <= tail_level + 1
+    if at_min.size >= 2 or collapsed:
+        hit = int(at_min[0]) if at_min.size >= 2 else lg.size - tail
+        start = _descent_start(steps, lg, hit=hit, gap_steps=c.calibration_gap_steps)
+        onset = int(steps[start - 1]) + 1 if start > 0 else int(steps[0])
+        kind = "scale_min" if at_min.size >= 2 else "scale_collapse"
+        events.append(Event(
+            kind, "loss_scale", onset, int(steps[-1]), "critical", 0.9,
+            f"loss_scale falls from {2 ** lg[max(start - 1, 0)]:.4g} at step {onset} to "
+            f"{2 ** lg[hit]:.4g} and ends at {2 ** lg[-1]:.4g}"
+            + (f" (at its minimum {c.min_scale:g} at {at_min.size} points)" if at_min.size >= 2
+               else f" ({peak[-1] - tail_level:.0f} halvings below its peak, no recovery)"),
+        ))
+    return events
+
+
+def _descent_start(steps: np.ndarray, lg: np.ndarray, *, hit: int, gap_steps: int) -> int:
+    """Index of the first drop of the descent that reaches ``hit``: drops closer together than
+    ``gap_steps`` (hysteresis, log intervals) belong to one descent."""
+    drops = np.flatnonzero(np.diff(lg[: hit + 1]) < 0) + 1
+    if drops.size == 0:
+        return hit
+    apart = np.flatnonzero(np.diff(steps[drops]) > gap_steps)
+    return int(drops[apart[-1] + 1]) if apart.size else int(drops[0])

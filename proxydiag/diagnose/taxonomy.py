@@ -1,0 +1,158 @@
+"""From events to one label, the root cause and its onset, by the order of the symptoms.
+
+Causal reading (REFERENCE-failures.md):
+
+- a rollout-vs-learner mismatch change that starts no later than a divergence (or an overflow)
+  is the root cause: ``precision_fault``, onset where the mismatch change starts;
+- finite grad-norm / loss growth that starts before any non-finite value or scaler collapse is
+  a ``loss_divergence`` (the NaN is its end, not its cause), onset where the growth starts;
+- non-finite gradients, persistent skipping or a collapsed loss scale without growth before
+  them is a ``gradient_overflow``, onset at the first of them;
+- otherwise ``healthy`` (benign events stay in the evidence as context).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from proxydiag.diagnose._view import RunView
+from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.events import Event
+
+OVERFLOW = frozenset({"skip_burst", "scale_collapse", "scale_min", "nonfinite", "nonfinite_counter"})
+DIVERGENCE = frozenset({"divergence"})
+SYMPTOMS = frozenset({
+    "reward_collapse", "entropy_collapse", "entropy_explosion", "kl_blowup", "clip_blowup",
+    "pg_loss_blowup",
+})
+MISMATCH = frozenset({"mismatch_step", "mismatch_climb", "mismatch_corr_drop"})
+
+HINTS: dict[str, tuple[str, ...]] = {
+    "gradient_overflow": (
+        "fp16: check the loss-scaler settings (initial scale, scale window, hysteresis, min "
+        "scale) or move to bf16; bf16: find the first op producing inf/NaN (anomaly hooks).",
+        "Lower the learning rate or tighten gradient clipping; check for log(0)/division by "
+        "zero in the loss and for reductions accumulated in low precision.",
+    ),
+    "loss_divergence": (
+        "Inspect the batches and rewards just before the onset; roll back to a checkpoint "
+        "~100 steps earlier and skip those batches (PaLM practice).",
+        "Lower the learning rate or lengthen warm-up, tighten gradient clipping; in RL check "
+        "the KL coefficient, clip range and reward scale.",
+    ),
+    "precision_fault": (
+        "Compare sampler and learner dtypes (bf16/fp8 rollout vs fp32 learner); matching "
+        "precision (or fp16) removes most rollout-vs-learner mismatch.",
+        "Check the weight-sync path from learner to sampler (stale or partial sync): compare "
+        "checksums of the served weights after each sync.",
+        "Check lm-head precision (MiniMax-M1 keeps it in fp32) and how master weights are "
+        "exported to the serving copy (round-to-nearest bf16 export drops small updates).",
+    ),
+    "healthy": (),
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    label: str
+    onset_step: int | None
+    confidence: float
+    root: Event | None
+    chain: tuple[Event, ...]
+    hints: tuple[str, ...]
+    missing: tuple[str, ...]
+    summary: str
+
+
+def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
+    """Label a run from its events (see the module docstring for the rules)."""
+    tol = max(cfg.taxonomy.order_tolerance_steps, int(rv.interval))
+    crit = [e for e in events if e.severity == "critical" and e.onset_step is not None]
+    mismatch = _first(e for e in crit if e.kind in MISMATCH)
+    diverge = _first(e for e in crit if e.kind in DIVERGENCE) or _symptom_cluster(events, rv)
+    overflow = _first(e for e in crit if e.kind in OVERFLOW)
+    label, root = "healthy", None
+    if mismatch is not None and all(
+        other is None or _at(mismatch) < _at(other) - tol for other in (diverge, overflow)
+    ):
+        label, root = "precision_fault", mismatch
+    elif diverge is not None and (overflow is None or _at(diverge) <= _at(overflow) + tol):
+        label, root = "loss_divergence", diverge
+    elif overflow is not None:
+        label, root = "gradient_overflow", overflow
+    missing = _missing(rv)
+    chain = _chain(events, root)
+    confidence = _confidence(label, root, events, missing)
+    return Verdict(
+        label, root.onset_step if root else None, confidence, root, chain, HINTS[label],
+        missing, _summary(label, root, chain, confidence),
+    )
+
+
+def _at(event: Event) -> int:
+    assert event.onset_step is not None
+    return event.onset_step
+
+
+def _first(events: object) -> Event | None:
+    found = sorted(events, key=lambda e: (_at(e), -e.confidence))  # type: ignore[call-overload]
+    return found[0] if found else None
+
+
+def _symptom_cluster(events: list[Event], rv: RunView) -> Event | None:
+    """Without a grad-norm/loss divergence, two or more distinct RL symptoms that start close
+    together (within 10% of the run) stand for one."""
+    found = sorted((e for e in events if e.kind in SYMPTOMS and e.onset_step is not None), key=_at)
+    for i, first in enumerate(found):
+        near = {e.kind for e in found[i:] if _at(e) - _at(first) <= 0.1 * rv.span}
+        near.discard("entropy_explosion" if "entropy_collapse" in near else "")
+        if len(near) >= 2:
+            return Event(
+                "divergence", first.metric, first.onset_step, None, "critical",
+                min(0.8, first.confidence),
+                f"{len(near)} RL symptoms start together ({', '.join(sorted(near))}) from step "
+                f"{first.onset_step}; {first.evidence}",
+            )
+    return None
+
+
+def _missing(rv: RunView) -> tuple[str, ...]:
+    out = []
+    if not rv.mismatch_metrics:
+        out.append("mismatch_*")
+    if not any(rv.has(m) for m in ("grad_norm", "loss_scale", "skipped", "skipped_total", "nonfinite")):
+        out.extend(["grad_norm", "loss_scale"])
+    if not any(rv.has(m) for m in ("grad_norm", "loss", "pg_loss")):
+        out.extend(m for m in ("grad_norm", "loss") if m not in out)
+    return tuple(out)
+
+
+def _chain(events: list[Event], root: Event | None) -> tuple[Event, ...]:
+    """Root cause first, then the other events by onset (critical and warning before info)."""
+    rank = {"critical": 0, "warning": 1, "info": 2}
+    rest = sorted(
+        (e for e in events if e is not root),
+        key=lambda e: (rank[e.severity] > 1, e.onset_step if e.onset_step is not None else 0),
+    )
+    return ((root,) if root is not None else ()) + tuple(rest)
+
+
+def _confidence(label: str, root: Event | None, events: list[Event], missing: tuple[str, ...]) -> float:
+    if root is not None:
+        return float(root.confidence)
+    worry = max((e.confidence for e in events if e.severity != "info"), default=0.0)
+    conf = 0.95 - 0.4 * worry
+    if "mismatch_*" in missing:
+        conf -= 0.1  # a precision fault could not have been seen
+    return float(max(conf, 0.3))
+
+
+def _summary(label: str, root: Event | None, chain: tuple[Event, ...], confidence: float) -> str:
+    if root is None:
+        return f"healthy (confidence {confidence:.2f}): no failure pattern found."
+    after = [e for e in chain[1:] if e.severity == "critical" and e.onset_step is not None]
+    follow = f"; then {after[0].kind} in {after[0].metric} from step {after[0].onset_step}" if after else ""
+    return (
+        f"{label} from step {root.onset_step} (confidence {confidence:.2f}): "
+        f"{root.kind} in {root.metric}{follow}."
+    )

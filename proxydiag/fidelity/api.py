@@ -1,0 +1,88 @@
+"""`compare(full, proxy)`: how faithfully a proxy run reproduced the full run(s).
+
+Pipeline: align (:mod:`proxydiag.align`) → per metric, the seed baseline and shared bootstrap
+resamples (:mod:`proxydiag.fidelity.context`) → one test per module (trend, shape, volatility,
+increments, level) → metric score and verdict → events and fault reproduction on full data →
+overall fidelity and verdict (:mod:`proxydiag.fidelity.aggregate`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+
+from proxydiag.align.grid import build_grid
+from proxydiag.diagnose.result import Diagnosis
+from proxydiag.errors import AnalysisError
+from proxydiag.fidelity import aggregate, events, faults, increments, level, shape, trend, volatility
+from proxydiag.fidelity.config import FidelityConfig, load_config
+from proxydiag.fidelity.context import metric_context
+from proxydiag.fidelity.result import Comparison, MetricFidelity
+from proxydiag.run import Run
+
+#: the per-metric tests, in the order they are reported (one module each)
+TESTS: tuple[ModuleType, ...] = (trend, shape, volatility, increments, level)
+
+
+def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
+            config: FidelityConfig | str | Path | None = None,
+            full_diagnoses: Sequence[Diagnosis | None] | None = None,
+            proxy_diagnosis: Diagnosis | None = None, seed: int = 0) -> Comparison:
+    """Score how faithfully ``proxy`` reproduced the dynamics and fault of ``full``.
+
+    Parameters
+    ----------
+    full
+        The full run, or several seeds of it (the first is the reference; the others define
+        seed-to-seed noise; with one, pseudo-seeds by block bootstrap do).
+    proxy
+        The proxy run.
+    align
+        ``step`` (default), ``tokens`` (consumed tokens, else samples) or ``progress``.
+    config
+        A :class:`FidelityConfig`, or a TOML file with a ``[compare]`` table.
+    full_diagnoses, proxy_diagnosis
+        Diagnoses already made (else the runs are diagnosed here).
+    seed
+        Seed of the bootstrap (results are deterministic for a seed).
+    """
+    fulls = [full] if isinstance(full, Run) else list(full)
+    cfg = config if isinstance(config, FidelityConfig) else (
+        load_config(config) if config is not None else FidelityConfig())
+    grid = build_grid(fulls, proxy, align=align, config=cfg)
+    if not grid.metrics:
+        raise AnalysisError(f"proxy {proxy.id}: no metric can be compared ({_skips(grid.skipped)})")
+    rng = np.random.default_rng(seed)
+    per_metric: dict[str, MetricFidelity] = {}
+    for name, mg in grid.metrics.items():
+        ctx = metric_context(mg, config=cfg, rng=rng)
+        tests = {t.NAME: t.score(fulls, proxy, mg, ctx=ctx) for t in TESTS}
+        per_metric[name] = aggregate.metric_fidelity(name, tests, cfg)
+    diagnoses = faults.diagnose_runs([*fulls, proxy], [*(full_diagnoses or [])][: len(fulls)]
+                                     + [None] * max(0, len(fulls) - len(full_diagnoses or []))
+                                     + [proxy_diagnosis])
+    fault = faults.score(fulls, proxy, grid, full=diagnoses[0], proxy_diagnosis=diagnoses[-1],
+                         config=cfg)
+    ev = events.score(grid, diagnoses, config=cfg)
+    fidelity, verdict, reasons = aggregate.overall(per_metric, fault, cfg)
+    return Comparison(
+        fidelity=float(np.clip(fidelity, 0.0, 1.0)), verdict=verdict, align=align,
+        metrics=per_metric, faults=fault, full_runs=tuple(r.id for r in fulls), proxy_run=proxy.id,
+        overlap=grid.overlap, reasons=reasons,
+        events={**ev.to_dict(), "skipped_metrics": dict(grid.skipped),
+                "baseline": _baseline_words(len(fulls), cfg)},
+    )
+
+
+def _skips(skipped: dict[str, str]) -> str:
+    return "; ".join(f"{m}: {why}" for m, why in list(skipped.items())[:3]) or "no shared metric"
+
+
+def _baseline_words(n_full: int, cfg: FidelityConfig) -> str:
+    if n_full >= 2:
+        return f"{n_full} full seeds: every seed pair is a baseline pair"
+    return (f"1 full seed: {cfg.n_pseudo_seeds} pseudo-seeds (trend + circular block bootstrap of "
+            "the residuals)")

@@ -1,0 +1,63 @@
+"""`MetricContext`: what every test gets for one metric: the aligned pair, the baseline and the
+shared bootstrap resamples (one set per metric, so the metric's score has a joint interval)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from proxydiag.align.grid import MetricGrid
+from proxydiag.align.noise import Baseline, baseline, block_points_for, circular_block_indices
+from proxydiag.align.smooth import smooth, window_for
+from proxydiag.fidelity.config import FidelityConfig
+
+Floats = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class MetricContext:
+    """The reference full run (row 0) and the proxy on the positions where both are finite.
+
+    ``boot`` holds ``n_boot`` circular-block-bootstrap resamples of those positions (indices into
+    ``a``/``b``); a test's replicates use exactly these rows.
+    """
+
+    metric: str
+    a: Floats  # reference full run, compressed to common finite positions
+    b: Floats  # proxy
+    smooth_a: Floats
+    smooth_b: Floats
+    positions: npt.NDArray[np.int64]  # grid positions of a/b
+    baseline: Baseline
+    boot: npt.NDArray[np.int64]
+    smooth_points: int
+    config: FidelityConfig
+
+    def smoothed(self, curve: Floats) -> Floats:
+        return smooth(curve, window_points=self.smooth_points)
+
+
+def metric_context(grid: MetricGrid, *, config: FidelityConfig, rng: np.random.Generator
+                   ) -> MetricContext:
+    """Build the context of one metric (baseline and bootstrap drawn from ``rng``)."""
+    smooth_points = window_for(grid.buckets, fraction=config.smooth_fraction)
+    block = block_points_for(grid.buckets, smooth_points=smooth_points)
+    ref, proxy = grid.sample[0], grid.proxy
+    positions = np.flatnonzero(np.isfinite(ref) & np.isfinite(proxy))
+    smoothed = smooth(np.vstack([ref, proxy]), window_points=smooth_points)
+    base = baseline(grid.full, n_pseudo_seeds=config.n_pseudo_seeds,
+                    trend_fraction=config.trend_fraction, block_points=block, rng=rng)
+    boot = circular_block_indices(positions.size, n_rows=config.n_boot, block_points=block, rng=rng)
+    return MetricContext(
+        metric=grid.metric, a=ref[positions], b=proxy[positions],
+        smooth_a=smoothed[0, positions], smooth_b=smoothed[1, positions], positions=positions,
+        baseline=base, boot=boot, smooth_points=smooth_points, config=config,
+    )
+
+
+def common(x: Floats, y: Floats) -> tuple[Floats, Floats]:
+    """``x`` and ``y`` on the positions where both are finite."""
+    keep = np.isfinite(x) & np.isfinite(y)
+    return x[keep], y[keep]

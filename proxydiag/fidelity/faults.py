@@ -1,0 +1,85 @@
+"""Fault reproduction: diagnose the full run and the proxy, compare class and onset in progress.
+
+The fault is *reproduced* when both runs carry the same label and, for a fault, the onsets are
+within ``onset_tolerance_progress`` (10%) of run progress of each other (ARCHITECTURE.md). Two
+healthy runs reproduce "no fault". The outcome names what went wrong otherwise: ``fault_missing``
+(the proxy is healthy), ``extra_fault`` (the proxy fails where the full run is healthy: a pruning
+artefact), ``wrong_fault``, ``fault_early``, ``fault_late``. Diagnoses come from
+:func:`proxydiag.diagnose.api.diagnose` unless given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from proxydiag.align.grid import Grid
+from proxydiag.diagnose.result import Diagnosis
+from proxydiag.fidelity.config import FidelityConfig
+from proxydiag.fidelity.result import FaultComparison
+from proxydiag.run import Run
+
+NAME = "faults"
+
+
+def diagnose_runs(runs: Sequence[Run], given: Sequence[Diagnosis | None]) -> list[Diagnosis | None]:
+    """The given diagnoses, diagnosing the runs that have none (None while diagnose is absent)."""
+    try:
+        from proxydiag.diagnose.api import diagnose
+    except ImportError:  # the taxonomy is optional for the curve tests
+        return list(given) + [None] * (len(runs) - len(given))
+    return [g if i < len(given) and (g := given[i]) is not None else diagnose(run)
+            for i, run in enumerate(runs)]
+
+
+def outcome(full: Diagnosis, proxy: Diagnosis, lag_progress: float | None, *, tolerance: float) -> str:
+    """``reproduced`` or what differs (see the module docstring)."""
+    if full.label == proxy.label:
+        if full.label == "healthy" or lag_progress is None or abs(lag_progress) <= tolerance:
+            return "reproduced"
+        return "fault_late" if lag_progress > 0 else "fault_early"
+    if proxy.label == "healthy":
+        return "fault_missing"
+    return "extra_fault" if full.label == "healthy" else "wrong_fault"
+
+
+def score(full_runs: Sequence[Run], proxy: Run, grid: Grid, *, full: Diagnosis | None,
+          proxy_diagnosis: Diagnosis | None, config: FidelityConfig) -> FaultComparison:
+    """Compare the reference full run's diagnosis with the proxy's."""
+    if full is None or proxy_diagnosis is None:
+        return FaultComparison({"label": None, "onset_step": None}, {"label": None, "onset_step": None},
+                               None, None, False,
+                               "faults not compared: proxydiag.diagnose is not available")
+    p_full = _progress(grid, 0, full)
+    p_proxy = _progress(grid, grid.n_full, proxy_diagnosis)
+    both = full.onset_step is not None and proxy_diagnosis.onset_step is not None
+    lag_steps = proxy_diagnosis.onset_step - full.onset_step if both else None  # type: ignore[operator]
+    lag = p_proxy - p_full if p_full is not None and p_proxy is not None else None
+    what = outcome(full, proxy_diagnosis, lag, tolerance=config.onset_tolerance_progress)
+    return FaultComparison(
+        _side(full, p_full), _side(proxy_diagnosis, p_proxy), lag_steps, lag, what == "reproduced",
+        _explain(what, full, proxy_diagnosis, lag, config.onset_tolerance_progress), what,
+    )
+
+
+def _progress(grid: Grid, row: int, d: Diagnosis) -> float | None:
+    return None if d.onset_step is None or d.label == "healthy" else grid.progress(row, d.onset_step)
+
+
+def _side(d: Diagnosis, progress: float | None) -> dict[str, Any]:
+    return {"label": d.label, "onset_step": d.onset_step,
+            "onset_progress": None if progress is None else round(progress, 4)}
+
+
+def _explain(what: str, full: Diagnosis, proxy: Diagnosis, lag: float | None, tol: float) -> str:
+    at = f" (onsets {full.onset_step} vs {proxy.onset_step}, lag {lag:+.1%} of progress)" if lag is not None else ""
+    texts = {
+        "reproduced": (f"fault reproduced: both {full.label}{at}, within {tol:.0%}"
+                       if full.label != "healthy" else "no fault: both runs healthy"),
+        "fault_late": f"fault_late: both {full.label} but the proxy's onset is later{at}, beyond {tol:.0%}",
+        "fault_early": f"fault_early: both {full.label} but the proxy's onset is earlier{at}, beyond {tol:.0%}",
+        "fault_missing": f"fault_missing: the full run has {full.label} at step {full.onset_step}, the proxy is healthy",
+        "extra_fault": f"extra_fault: the proxy has {proxy.label} at step {proxy.onset_step} where the full run is healthy",
+        "wrong_fault": f"wrong_fault: the full run has {full.label}, the proxy {proxy.label}",
+    }
+    return texts[what]

@@ -1,0 +1,107 @@
+"""Shape distance of the normalised curves: area between them, and banded DTW of their envelopes.
+
+Each curve is normalised by its own median and interquartile range, so level and scale (which a
+pruned proxy changes by design) drop out and only the shape remains.
+
+* **area**: mean |difference| of the normalised, smoothed curves per grid point (IQR units); the
+  bootstrap interval comes from this statistic.
+* **DTW**: dynamic time warping distance (``dtaidistance``, C implementation, Sakoe-Chiba band of
+  ``dtw_band_fraction`` of the length) between the normalised min/max *envelopes* at the
+  analysis resolution, divided by √length (an RMS along the warping path). The band lets a
+  proxy with a slightly different time constant match; the envelope keeps spikes.
+
+Each is judged against its seed baseline; the test's score is the better of the two (close
+pointwise, or close after a small time warp). Non-finite points never enter a curve; their counts
+are reported per run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from dtaidistance import dtw
+
+from proxydiag.align.grid import MetricGrid
+from proxydiag.align.noise import block_points_for, pseudo_seeds
+from proxydiag.fidelity.context import MetricContext, common
+from proxydiag.fidelity.result import TestResult
+from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score as _seed_score
+from proxydiag.fidelity.stats import normalise, percentile_ci
+from proxydiag.run import Run
+
+Floats = npt.NDArray[np.float64]
+NAME = "shape"
+
+
+def area(x: Floats, y: Floats) -> float:
+    """Mean |difference| of the normalised curves.
+
+    >>> area(np.array([1.0, 2, 3, 4, 5]), np.array([10.0, 20, 30, 40, 50]))
+    0.0
+    """
+    return float(np.mean(np.abs(normalise(x) - normalise(y))))
+
+
+def dtw_distance(x: Floats, y: Floats, *, band_fraction: float) -> float:
+    """Banded DTW of the normalised finite points, per √point.
+
+    >>> round(dtw_distance(np.array([0.0, 1, 2, 3, 2, 1]), np.array([0.0, 0, 1, 2, 3, 2]), band_fraction=0.5), 3)
+    0.534
+    """
+    x, y = normalise(x[np.isfinite(x)]), normalise(y[np.isfinite(y)])
+    if x.size < 2 or y.size < 2:
+        return float("nan")
+    window = max(2, round(band_fraction * max(x.size, y.size))) + abs(x.size - y.size)
+    d = dtw.distance_fast(np.ascontiguousarray(x), np.ascontiguousarray(y), window=window,
+                          use_pruning=True)
+    return float(d / np.sqrt(max(x.size, y.size)))
+
+
+def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricContext) -> TestResult:
+    """Area and DTW against their seed baselines."""
+    cfg = ctx.config
+    value = area(ctx.smooth_a, ctx.smooth_b)
+    base = [area(*common(ctx.smoothed(x), ctx.smoothed(y))) for x, y in ctx.baseline.pairs]
+    ref = reference(base, floor=cfg.floor_shape)
+    za, zb = normalise(ctx.smooth_a), normalise(ctx.smooth_b)
+    reps = np.abs(za - zb)[ctx.boot].mean(axis=1)
+    d_dtw = dtw_distance(grid.envelope[0], grid.envelope[grid.n_full], band_fraction=cfg.dtw_band_fraction)
+    base_dtw = _baseline_dtw(grid, ctx)
+    ref_dtw = reference(base_dtw, floor=cfg.floor_shape)
+    s_dtw = float(relative(d_dtw, ref_dtw))
+    samples = np.maximum(relative(reps, ref), s_dtw)
+    lo, hi = percentile_ci(reps, level=cfg.ci_level)
+    seed_area = float(np.median(base)) if base else None
+    nf_full, nf_proxy = int(grid.n_nonfinite[0]), int(grid.n_nonfinite[grid.n_full])
+    words = (f"{grid.metric} shape: area {fmt(value)} [{fmt(lo)}, {fmt(hi)}] IQR units, "
+             f"seed-to-seed {fmt(seed_area)}; DTW {fmt(d_dtw)}, seed-to-seed "
+             f"{fmt(float(np.median(base_dtw)) if base_dtw else None)}; non-finite points "
+             f"full {nf_full}, proxy {nf_proxy} (not in the curves)")
+    return TestResult(
+        NAME, value, max(float(relative(value, ref)), s_dtw), (lo, hi), seed_area, words,
+        details={
+            "area": round(value, 6), "seed_areas": [round(b, 4) for b in base],
+            "seed_score": _seed_score(base, ref),
+            "dtw": round(d_dtw, 6) if np.isfinite(d_dtw) else None,
+            "seed_dtw": [round(b, 4) for b in base_dtw], "reference_area": round(ref, 4),
+            "reference_dtw": round(ref_dtw, 4), "nonfinite_full": nf_full,
+            "nonfinite_proxy": nf_proxy, "points": int(ctx.a.size),
+        },
+        samples=samples,
+    )
+
+
+def _baseline_dtw(grid: MetricGrid, ctx: MetricContext) -> list[float]:
+    """DTW between the seeds' envelopes; with one seed, between pseudo-seeds of its envelope
+    (trend + circular block bootstrap of the envelope's residuals, as for the curves)."""
+    cfg = ctx.config
+    band = cfg.dtw_band_fraction
+    if grid.n_full >= 2:
+        env = grid.envelope[: grid.n_full]
+        return [dtw_distance(env[i], env[j], band_fraction=band)
+                for i in range(grid.n_full) for j in range(i + 1, grid.n_full)][:6]
+    rng = np.random.default_rng(grid.buckets)  # deterministic for a given grid
+    block = 2 * block_points_for(grid.buckets, smooth_points=ctx.smooth_points)
+    seeds = pseudo_seeds(grid.envelope[0], n=4, trend_fraction=cfg.trend_fraction,
+                         block_points=block, rng=rng)
+    return [dtw_distance(seeds[k], seeds[k + 1], band_fraction=band) for k in (0, 2)]

@@ -1,0 +1,62 @@
+"""Volatility: the robust spread (MAD, as σ) of step-to-step changes, as a proxy/full ratio.
+
+Changes are taken between consecutive grid points where both runs are finite (one logged point
+per bucket, so runs logged every step and every 10 steps compare at equal spacing), on log scale
+for metrics that are positive throughout (grad norm, loss scale: a ratio of relative changes),
+as differences otherwise. The discrepancy is ``|log(ratio)|``, judged against seed pairs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from proxydiag.align.grid import MetricGrid
+from proxydiag.fidelity.context import MetricContext, common
+from proxydiag.fidelity.result import TestResult
+from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score as _seed_score
+from proxydiag.fidelity.stats import increments, percentile_ci, robust_sigma
+from proxydiag.run import Run
+
+Floats = npt.NDArray[np.float64]
+NAME = "volatility"
+
+
+def log_ratio(x: Floats, y: Floats, *, log_scale: bool) -> float:
+    """``log(σ(Δy) / σ(Δx))`` (0 when both are flat, ±inf when one is).
+
+    >>> round(log_ratio(np.array([0.0, 1, 0, 1, 0]), np.array([0.0, 2, 0, 2, 0]), log_scale=False), 4)
+    0.6931
+    """
+    sx = float(robust_sigma(increments(x, log_scale=log_scale)))
+    sy = float(robust_sigma(increments(y, log_scale=log_scale)))
+    return _log_ratio(np.array(sy), np.array(sx)).item()
+
+
+def _log_ratio(num: Floats, den: Floats) -> Floats:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.log(num / den)
+    return np.asarray(np.where((num == 0) & (den == 0), 0.0, out), dtype=np.float64)
+
+
+def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricContext) -> TestResult:
+    """Ratio of the proxy's to the full run's increment spread, against the seed baseline."""
+    cfg, log_scale = ctx.config, grid.positive
+    value = log_ratio(ctx.a, ctx.b, log_scale=log_scale)
+    base = [abs(log_ratio(*common(x, y), log_scale=log_scale)) for x, y in ctx.baseline.pairs]
+    ref = reference(base, floor=cfg.floor_volatility)
+    da, db = increments(ctx.a, log_scale=log_scale), increments(ctx.b, log_scale=log_scale)
+    idx = np.minimum(ctx.boot, da.size - 1)
+    reps = _log_ratio(robust_sigma(db[idx]), robust_sigma(da[idx]))
+    lo, hi = percentile_ci(np.exp(reps), level=cfg.ci_level)
+    seed_ratio = float(np.exp(np.median(base))) if base else None
+    scale = "log-scale changes" if log_scale else "changes"
+    words = (f"{grid.metric} volatility: proxy/full spread of step-to-step {scale} "
+             f"{fmt(float(np.exp(value)))} [{fmt(lo)}, {fmt(hi)}], seed-to-seed within "
+             f"×{fmt(seed_ratio)}")
+    return TestResult(
+        NAME, float(np.exp(value)), float(relative(abs(value), ref)), (lo, hi), seed_ratio, words,
+        details={"log_scale": log_scale, "seed_score": _seed_score(base, ref), "seed_abs_log_ratios": [round(b, 4) for b in base],
+                 "reference_abs_log_ratio": round(ref, 4)},
+        samples=relative(np.abs(reps), ref),
+    )

@@ -1,0 +1,157 @@
+"""DeepSpeed progress and loss-scaler lines (REFERENCE-formats.md §4, §11).
+
+Progress lines (anchors):
+
+- ``step=N, skipped=K, lr=[...], mom=[...]`` → ``ds_skipped`` (the *cumulative* skipped
+  count, canonical ``skipped_total``) and ``lr`` (first parameter group);
+- ``epoch=E/micro_step=M/global_step=N, RunningAvgSamplesPerSec=..., CurrSamplesPerSec=...,
+  MemAllocated=...GB, MaxMemAllocated=...GB`` (``utils/timer.py``);
+- pipeline engine ``steps: N loss: L ... iter time (s): T samples/sec: S``.
+
+Overflow lines become overflow rows (resolved in :mod:`console_overflow`), one family each:
+
+- ``ds_rank0``: ``[deepspeed] OVERFLOW! Rank r Skipping step. Attempted loss scale: X,
+  reducing to Y`` (also ``[deepscale]``, and ``... but hysteresis is h``, where the scale
+  stays X), ``fp16 dynamic loss scale overflow! ...``, ``Overflow detected. Skipping step.``;
+- ``ds_iter``: ``Grad overflow on iteration N`` (one per rank; names its iteration);
+- ``ds_scale_down`` / ``ds_scale_up``: ``Reducing|Increasing dynamic loss scale from X to Y``
+  (one per rank; two log lines may be spliced on one physical line: the last complete
+  message on the line is read);
+- ``ds_min_scale``: ``Current loss scale already at minimum``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from proxydiag.ingest.console_records import (
+    OVERFLOW_SCHEMA,
+    Chunk,
+    Extract,
+    checked,
+    empty_overflows,
+    empty_records,
+    finish,
+    steps,
+    wall_time,
+)
+
+NAME = "deepspeed"
+SNIFF = re.compile(
+    r"step=\d+, skipped=\d+|global_step=\d+, RunningAvg|OVERFLOW! Rank|Grad overflow on iteration"
+    r"|dynamic loss scale from|Overflow detected\. Skipping step|steps: \d+ loss: "
+)
+
+_NUM = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan))"
+_STEP_LINE = r"step=(\d+), skipped=(\d+), lr=\[\s*([^,\]\s]+)"
+_TIMER = (
+    r"global_step=(\d+), RunningAvgSamplesPerSec=([^,\s]+), CurrSamplesPerSec=([^,\s]+)"
+    r"(?:, MemAllocated=([\d.]+)GB, MaxMemAllocated=([\d.]+)GB)?"
+)
+_PIPE = rf"steps: (\d+) loss: {_NUM}.*?iter time \(s\): {_NUM} samples/sec: {_NUM}"
+_FAMILIES: dict[str, str] = {
+    "ds_rank0": (
+        rf"(?:OVERFLOW! Rank (\d+) Skipping step\.|fp16 dynamic loss scale overflow! Skipping step\."
+        rf"|Overflow detected\. Skipping step\.)(?: Attempted loss scale: {_NUM}"
+        rf"(?:, reducing to {_NUM}|, but hysteresis))?"
+    ),
+    "ds_iter": r"Grad overflow on iteration:?\s*(\d+)",
+    "ds_scale_down": rf".*Reducing dynamic loss scale from {_NUM} to {_NUM}",
+    "ds_scale_up": rf".*Increasing dynamic loss scale from {_NUM} to {_NUM}",
+    "ds_min_scale": r"(Current loss scale already at minimum)",
+}
+_LITERALS = ("OVERFLOW!", "overflow", "Overflow", "dynamic loss scale", "already at minimum")
+
+
+def extract(chunk: Chunk) -> Extract:
+    text = pl.col("text")
+    lines = chunk.lines.filter(
+        text.str.contains("step=", literal=True)
+        | text.str.contains("steps: ", literal=True)
+        | pl.any_horizontal([text.str.contains(s, literal=True) for s in _LITERALS])
+    )
+    if lines.is_empty():
+        return Extract(empty_records())
+    records = pl.concat([_step_lines(chunk, lines), _timer(chunk, lines), _pipe(chunk, lines)])
+    return Extract(records.sort("line", maintain_order=True), _overflows(lines))
+
+
+def _step_lines(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+    hits = lines.select(
+        "line", pl.col("text").str.extract_groups(_STEP_LINE).alias("m"),
+        wall_time(pl.col("text")).alias("wall_time"),
+    ).unnest("m").filter(pl.col("1").is_not_null())
+    if hits.is_empty():
+        return empty_records()
+    long = pl.concat([
+        hits.select("line", steps(pl.col("1")).alias("step"), "wall_time",
+                    pl.lit("ds_skipped").alias("key"), pl.col("2").alias("raw")),
+        hits.select("line", steps(pl.col("1")).alias("step"), "wall_time",
+                    pl.lit("lr").alias("key"), pl.col("3").alias("raw")),
+    ]).filter(pl.col("step").is_not_null())
+    return finish(checked(long, path=chunk.path, raw="raw", what="DeepSpeed step="), anchor=True)
+
+
+def _timer(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+    names = ("RunningAvgSamplesPerSec", "CurrSamplesPerSec", "MemAllocated", "MaxMemAllocated")
+    return _wide(chunk, lines, _TIMER, names, what="DeepSpeed timer")
+
+
+def _pipe(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+    names = ("loss", "iter time (s)", "samples/sec")
+    return _wide(chunk, lines, _PIPE, names, what="DeepSpeed pipeline")
+
+
+def _wide(
+    chunk: Chunk, lines: pl.DataFrame, pattern: str, names: tuple[str, ...], *, what: str
+) -> pl.DataFrame:
+    """Rows of a fixed-layout line: group 1 is the step, groups 2.. are ``names``."""
+    hits = lines.select(
+        "line", pl.col("text").str.extract_groups(pattern).alias("m"),
+        wall_time(pl.col("text")).alias("wall_time"),
+    ).unnest("m").filter(pl.col("1").is_not_null())
+    if hits.is_empty():
+        return empty_records()
+    long = pl.concat([
+        hits.select("line", steps(pl.col("1")).alias("step"), "wall_time",
+                    pl.lit(name).alias("key"), pl.col(str(i + 2)).alias("raw"))
+        for i, name in enumerate(names)
+    ]).filter(pl.col("raw").is_not_null() & pl.col("step").is_not_null())
+    return finish(checked(long, path=chunk.path, raw="raw", what=what), anchor=True)
+
+
+def _overflows(lines: pl.DataFrame) -> pl.DataFrame:
+    text = pl.col("text")
+    frames = [empty_overflows()]
+    for family, pattern in _FAMILIES.items():
+        hits = lines.filter(text.str.contains(pattern))
+        if hits.is_empty():
+            continue
+        hits = hits.select(
+            "line", text.str.extract_groups(pattern).alias("m"), wall_time(text).alias("wall_time")
+        ).unnest("m")
+        frames.append(hits.select(_overflow_columns(family)))
+    return pl.concat(frames)
+
+
+def _overflow_columns(family: str) -> list[pl.Expr]:
+    num = lambda name: pl.col(name).cast(pl.Float64, strict=False)  # noqa: E731
+    none_f = pl.lit(None, dtype=pl.Float64)
+    none_i = pl.lit(None, dtype=pl.Int64)
+    if family == "ds_rank0":
+        cols = [none_i, pl.col("1").cast(pl.Int64, strict=False), num("2"),
+                pl.coalesce(num("3"), num("2"))]
+        step, rank, attempted, scale = cols
+    elif family == "ds_iter":
+        step, rank, attempted, scale = steps(pl.col("1")) + 1, none_i, none_f, none_f
+    elif family in ("ds_scale_down", "ds_scale_up"):
+        step, rank, attempted, scale = none_i, none_i, num("1"), num("2")
+    else:
+        step, rank, attempted, scale = none_i, none_i, none_f, none_f
+    exprs = {
+        "line": pl.col("line"), "step": step, "family": pl.lit(family), "attempted": attempted,
+        "scale": scale, "rank": rank, "wall_time": pl.col("wall_time"),
+    }
+    return [exprs[c].cast(t).alias(c) for c, t in OVERFLOW_SCHEMA.items()]

@@ -1,0 +1,112 @@
+"""Megatron-LM / Megatron-DeepSpeed ``training_log`` iteration and validation lines.
+
+Every historical variant (REFERENCE-formats.md §3, §11): with or without the leading
+``[%Y-%m-%d %H:%M:%S(.%f)]`` timestamp, ``learning rate: {:.3E}`` or ``{:.6E}``, the
+BigScience launcher prefix ``[default7]:``, ``elapsed time per iteration (s)`` or ``(ms)``,
+``consumed tokens``, MoE loss keys, ``number of skipped/nan iterations``. Fields are split
+on ``" | "`` and ``key: value``, so unknown fields are read too. Keys are kept as printed
+(``lm loss``, ``grad norm``); the alias table maps them. Megatron prints no loss when it is
+NaN (``if avg >= 0``): such a step has no loss row, never a made-up one.
+
+Validation lines (``validation loss at iteration 100 | lm loss value: ... | lm loss PPL:
+...``) become ``lm loss validation`` and ``lm loss validation ppl``, the TensorBoard names.
+
+When progress lines come from several launcher ranks (``[default0]:``, ``[default7]:``),
+the first rank seen keeps the plain keys and the others get ``@rank<N>``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from proxydiag.ingest.console_records import (
+    Chunk,
+    Extract,
+    checked,
+    empty_records,
+    finish,
+    pairs,
+    steps,
+    wall_time,
+)
+
+NAME = "megatron"
+SNIFF = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*(?:loss|learning rate)")
+
+_ITER = r"iteration\s+(\d+)\s*/\s*\d+\s*\|"
+_RANK = r"^\s*\[(?:default|rank)?(\d+)\]:"
+_VALID = r"validation(.*?) loss at iteration\s+(\d+)"
+
+
+def extract(chunk: Chunk) -> Extract:
+    lines = chunk.lines.filter(
+        pl.col("text").str.contains("iteration", literal=True)
+        & pl.col("text").str.contains("|", literal=True)
+    )
+    if lines.is_empty():
+        return Extract(empty_records())
+    lines = lines.with_columns(
+        steps(pl.col("text").str.extract(_ITER, 1)).alias("step"),
+        steps(pl.col("text").str.extract(_VALID, 2)).alias("vstep"),
+    ).filter(pl.col("step").is_not_null() | pl.col("vstep").is_not_null())
+    progress = _progress(chunk, lines.filter(pl.col("step").is_not_null()))
+    valid = _validation(chunk, lines.filter(pl.col("step").is_null()))
+    return Extract(pl.concat([progress, valid]).sort("line", maintain_order=True))
+
+
+def _progress(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+    if lines.is_empty():
+        return empty_records()
+    lines = lines.with_columns(
+        pl.col("text").str.extract(_RANK, 1).cast(pl.Int64, strict=False).alias("rank"),
+        wall_time(pl.col("text")).alias("wall_time"),
+        pl.col("text").str.strip_chars_end(" |").alias("text"),
+    )
+    fields = (
+        lines.select(
+            "line", "step", "rank", "wall_time",
+            pl.col("text").str.split(" | ").list.slice(1).alias("_f"),
+        )
+        .explode("_f")
+        .with_columns(pl.col("_f").str.split_exact(":", 1).alias("_kv"))
+        .unnest("_kv")
+        .select(
+            "line", "step", "rank", "wall_time",
+            pl.col("field_0").str.strip_chars().alias("key"),
+            pl.col("field_1").alias("raw"),
+        )
+        .filter(pl.col("raw").is_not_null() & (pl.col("key") != ""))
+    )
+    fields = _rank_keys(chunk, fields)
+    fields = checked(fields, path=chunk.path, raw="raw", what="Megatron")
+    return finish(fields, anchor=True)
+
+
+def _rank_keys(chunk: Chunk, fields: pl.DataFrame) -> pl.DataFrame:
+    ranks = fields["rank"].drop_nulls()
+    if ranks.is_empty():
+        return fields.drop("rank")
+    primary = chunk.state.setdefault("megatron_rank", int(ranks[0]))
+    other = pl.col("rank").is_not_null() & (pl.col("rank") != primary)
+    key = pl.when(other).then(pl.format("{}@rank{}", "key", "rank")).otherwise("key")
+    return fields.with_columns(key.alias("key")).drop("rank")
+
+
+def _validation(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+    if lines.is_empty():
+        return empty_records()
+    lines = lines.with_columns(
+        pl.col("vstep").alias("step"),
+        wall_time(pl.col("text")).alias("wall_time"),
+        pl.col("text").str.strip_chars_end(" |").str.split(" | ").list.slice(1).list.join(" | "),
+    )
+    fields = pairs(lines, column="text", sep=" | ", kv=":", keep=("line", "step", "wall_time"))
+    key = (
+        pl.col("key")
+        .str.replace(r"^(.*) value$", "$1 validation")
+        .str.replace(r"^(.*) PPL$", "$1 validation ppl")
+    )
+    fields = checked(fields.with_columns(key), path=chunk.path, raw="raw", what="Megatron validation")
+    return finish(fields)

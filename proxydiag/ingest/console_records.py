@@ -1,0 +1,162 @@
+"""What a console dialect extracts from a block of lines, and the helpers dialects share.
+
+A dialect turns a frame of lines (``line``, ``text``) into *records* (:data:`RECORD_SCHEMA`)
+and *overflow rows* (:data:`OVERFLOW_SCHEMA`). A record with ``attach = 0`` has its own step;
+``attach = 1`` takes the step of the next progress line (an ``OVERFLOW!`` line), ``attach =
+-1`` the step of the previous one (DeepSpeed-Chat's ``average reward score`` after its step
+line). ``anchor`` marks records of progress lines: the lines whose steps others take.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from proxydiag.errors import IngestWarning, where
+
+RECORD_SCHEMA: dict[str, pl.DataType] = {
+    "line": pl.Int64(),
+    "step": pl.Int64(),
+    "key": pl.Utf8(),
+    "value": pl.Float64(),
+    "wall_time": pl.Float64(),
+    "attach": pl.Int8(),
+    "anchor": pl.Boolean(),
+}
+
+OVERFLOW_SCHEMA: dict[str, pl.DataType] = {
+    "line": pl.Int64(),
+    "step": pl.Int64(),  # known only where the line names its iteration
+    "family": pl.Utf8(),
+    "attempted": pl.Float64(),  # the loss scale the skipped step used
+    "scale": pl.Float64(),  # the loss scale after it
+    "rank": pl.Int64(),
+    "wall_time": pl.Float64(),
+}
+
+# numpy/torch reprs (veRL pprints numpy >= 2 scalars as np.float64(0.5)), booleans
+_WRAPPER = r"^(?:np|numpy|torch)?\.?(?:float\d*|int\d*|tensor)\((.*?)(?:,\s*device=.*)?\)$"
+
+
+@dataclass
+class Chunk:
+    """One block of lines plus what a dialect may carry from block to block."""
+
+    path: Path
+    lines: pl.DataFrame
+    state: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Extract:
+    records: pl.DataFrame
+    overflows: pl.DataFrame | None = None
+
+
+def empty_records() -> pl.DataFrame:
+    return pl.DataFrame(schema=RECORD_SCHEMA)
+
+
+def empty_overflows() -> pl.DataFrame:
+    return pl.DataFrame(schema=OVERFLOW_SCHEMA)
+
+
+def number(expr: pl.Expr) -> pl.Expr:
+    """A value string as Float64: trims blanks, unwraps ``np.float64(x)``, reads nan/inf.
+
+    >>> s = pl.Series(["1.5E+00", " nan ", "np.float64(-inf)", "True", "x"])
+    >>> pl.select(number(pl.lit(s))).to_series().to_list()
+    [1.5, nan, -inf, 1.0, None]
+    """
+    text = expr.str.strip_chars().str.replace(_WRAPPER, "$1").str.strip_chars()
+    text = text.replace({"True": "1", "False": "0"})
+    return text.cast(pl.Float64, strict=False)
+
+
+def checked(frame: pl.DataFrame, *, path: Path, raw: str, what: str) -> pl.DataFrame:
+    """Cast column ``raw`` to ``value``; rows that do not parse are dropped with one warning.
+
+    A value that matched a pattern but is not a number is never guessed: it becomes no row,
+    and the warning names the first ``file:line`` and how many there were.
+    """
+    frame = frame.with_columns(number(pl.col(raw)).alias("value"))
+    bad = frame.filter(pl.col("value").is_null())
+    if bad.height:
+        first = bad.row(0, named=True)
+        warnings.warn(
+            IngestWarning(
+                f"{where(path, int(first['line']))}: {bad.height} {what} value(s) are not "
+                f"numbers (first: {str(first[raw])[:40]!r} for {str(first.get('key'))[:60]!r}); "
+                "skipped"
+            ),
+            stacklevel=3,
+        )
+        frame = frame.filter(pl.col("value").is_not_null())
+    return frame.drop(raw)
+
+
+def steps(expr: pl.Expr) -> pl.Expr:
+    """A step string as Int64 (null when it does not fit)."""
+    return expr.str.strip_chars().cast(pl.Int64, strict=False)
+
+
+def wall_time(expr: pl.Expr) -> pl.Expr:
+    """Seconds since the epoch from a leading timestamp (taken as UTC), else null.
+
+    Accepts ``[2023-04-18 01:46:52,554]`` (DeepSpeed), ``[2024-05-01 10:00:00.123456]``
+    (Megatron), ``2021-01-01 00:00:00 | INFO`` (fairseq), after a launcher prefix.
+
+    >>> s = pl.Series(["[2023-04-18 01:46:52,554] x", " iteration 1/ 2 |"])
+    >>> pl.select(wall_time(pl.lit(s))).to_series().to_list()
+    [1681782412.554, None]
+    """
+    pattern = r"^\W*(?:\[?(?:default|rank)?\d+\]:\s*)?\[?(\d{4}-\d\d-\d\d)[ T](\d\d:\d\d:\d\d)(?:[.,](\d{1,9}))?"
+    parts = expr.str.extract_groups(pattern)
+    stamp = pl.concat_str(parts.struct.field("1"), pl.lit(" "), parts.struct.field("2"))
+    seconds = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us").dt.epoch("s")
+    frac_text = parts.struct.field("3")
+    frac = (frac_text.cast(pl.Float64, strict=False) / (10.0 ** frac_text.str.len_chars())).fill_null(0.0)
+    return seconds.cast(pl.Float64) + frac
+
+
+def pairs(
+    frame: pl.DataFrame, *, column: str, sep: str, kv: str, keep: tuple[str, ...] = ()
+) -> pl.DataFrame:
+    """Explode ``column`` (``k: v<sep>k: v...``) into rows ``key``, ``raw`` (+ ``keep`` columns).
+
+    The key is everything before the *last* ``kv`` of a field (keys like ``lm loss`` have
+    blanks; values never contain ``kv``); empty fields are dropped.
+
+    >>> f = pl.DataFrame({"line": [1], "rest": ["lm loss: 2.5E+00 | grad norm: 1.0"]})
+    >>> pairs(f, column="rest", sep=" | ", kv=":", keep=("line",)).rows()
+    [(1, 'lm loss', '2.5E+00'), (1, 'grad norm', '1.0')]
+    """
+    fields = frame.select(*keep, pl.col(column).str.split(sep).alias("_f")).explode("_f")
+    split = pl.col("_f").str.extract_groups(rf"^\s*(.*\S)\s*{_re_escape(kv)}\s*(.*?)\s*$")
+    out = fields.select(
+        *keep,
+        split.struct.field("1").alias("key"),
+        split.struct.field("2").alias("raw"),
+    )
+    return out.filter(pl.col("key").is_not_null() & (pl.col("key") != ""))
+
+
+def finish(frame: pl.DataFrame, *, attach: int = 0, anchor: bool = False) -> pl.DataFrame:
+    """Add the constant columns and order the columns as :data:`RECORD_SCHEMA`."""
+    extra = []
+    if "wall_time" not in frame.columns:
+        extra.append(pl.lit(None, dtype=pl.Float64).alias("wall_time"))
+    if "step" not in frame.columns:
+        extra.append(pl.lit(None, dtype=pl.Int64).alias("step"))
+    frame = frame.with_columns(
+        *extra, pl.lit(attach, dtype=pl.Int8).alias("attach"), pl.lit(anchor).alias("anchor")
+    )
+    return frame.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
+
+
+def _re_escape(text: str) -> str:
+    return "".join("\\" + ch if not ch.isalnum() and ch != " " else ch for ch in text)

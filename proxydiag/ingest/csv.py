@@ -1,0 +1,220 @@
+"""CSV/TSV metric tables, wide (step + one column per metric) or long (step, key, value).
+
+The fast path is one typed ``polars.read_csv``; only when it refuses the file does a second,
+all-text read find the first bad cell (vectorised) so that the error names ``file:line`` and
+the column. The value spellings are those of :mod:`proxydiag.ingest.tabular`.
+
+Damage and oddities, and what happens:
+
+* a last line without newline that has fewer fields than the header was cut mid-write:
+  it is dropped with an :class:`~proxydiag.errors.IngestWarning` (a complete one is kept);
+* any other row with a different number of fields than the header is an error naming the line;
+* a header repeated inside the file (runs appended after a restart) separates segments; the
+  restart rules of :mod:`proxydiag.ingest.segments` then apply;
+* a column name given twice keeps both columns, the later one renamed ``name#2`` (warning);
+* blank lines, a UTF-8 BOM and Windows newlines are accepted.
+
+A directory of DeepSpeed ``csv_monitor`` files is one run (:mod:`proxydiag.ingest.csv_monitor`).
+"""
+
+from __future__ import annotations
+
+import csv as _csv
+import io
+import warnings
+from pathlib import Path
+
+import polars as pl
+
+from proxydiag.errors import IngestError, IngestWarning
+from proxydiag.ingest import ReadContext, csv_monitor, tabular
+from proxydiag.ingest.build import build_run, sidecar_for
+from proxydiag.run import Run
+
+NAME = "csv"
+SUFFIXES = (".csv", ".tsv")
+_PEEK_BYTES = 8192
+
+
+def can_read(source: str | Path) -> bool:
+    """A ``.csv``/``.tsv`` file, a text file whose header names a step column, or a
+    DeepSpeed csv_monitor directory."""
+    path = Path(source)
+    if path.is_dir():
+        return csv_monitor.is_monitor_dir(path)
+    if not path.is_file():
+        return False
+    if path.suffix.lower() in SUFFIXES:
+        return True
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(_PEEK_BYTES)
+    except OSError:
+        return False
+    first = head.split(b"\n", 1)[0].removeprefix(b"\xef\xbb\xbf").decode("utf-8", "replace")
+    for sep in (",", "\t"):
+        cells = [c.strip().strip('"') for c in first.split(sep)]
+        if len(cells) >= 2 and tabular.find_column(cells, tabular.STEP_NAMES) in cells[:1]:
+            return True
+    return False
+
+
+def read(source: str | Path, ctx: ReadContext) -> list[Run]:
+    path = Path(source)
+    if path.is_dir():
+        return [csv_monitor.read(path, ctx)]
+    raw, notes = read_table(path)
+    return [
+        build_run(
+            raw, name=path.stem, source=path, fmt="csv" if _separator(path, b"") == "," else "tsv",
+            aliases=ctx.aliases, attrs=notes.attrs(), sidecar=sidecar_for(path),
+        )
+    ]
+
+
+def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
+    """Read one CSV/TSV file into a raw frame (``step, key, value, wall_time``)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(f"{path}: cannot read ({exc.strerror})") from exc
+    if not data.strip():
+        raise IngestError(f"{path}: empty file; nothing to ingest")
+    sep = _separator(path, data)
+    header, body_at = _header(path, data, sep)
+    data = _drop_cut_tail(path, data, sep, len(header))
+    if not data[body_at:].strip():
+        raise IngestError(f"{path}: a header and no data rows; nothing to ingest")
+    _check_fields(path, data, body_at, sep, len(header))
+    notes = tabular.Notes()
+    names = tabular.dedupe_names(header, notes)
+    for new, old in notes.renamed_columns.items():
+        warnings.warn(
+            IngestWarning(f"{path}:1: column {old!r} appears twice; the later one is read as {new!r}"),
+            stacklevel=2,
+        )
+    layout = tabular.long_layout(names)
+    step = layout[0] if layout else tabular.find_column(names, tabular.STEP_NAMES)
+    if step is None:
+        raise IngestError(
+            f"{path}:1: no step column (expected one of {', '.join(tabular.STEP_NAMES[:6])}, ...);"
+            " rename the step column"
+        )
+    frame = _parse(path, data, sep, names, step=step, key=layout[1] if layout else None)
+
+    def locate(row: int) -> str:
+        return f"{path}:{_line_of_row(data, body_at, sep, row)}"
+
+    frame, locate = _drop_repeated_headers(frame, header, step, locate)
+    if layout:
+        return tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes), notes
+    wall = tabular.find_column(names, tabular.WALL_NAMES)
+    return tabular.wide_to_raw(frame, step=step, wall=wall, locate=locate, notes=notes), notes
+
+
+def _separator(path: Path, data: bytes) -> str:
+    if path.suffix.lower() == ".tsv":
+        return "\t"
+    first = data.split(b"\n", 1)[0]
+    return "\t" if b"\t" in first and b"," not in first else ","
+
+
+def _header(path: Path, data: bytes, sep: str) -> tuple[list[str], int]:
+    """The header's cells (BOM stripped) and the byte offset where the body starts."""
+    end = data.find(b"\n")
+    end = len(data) if end < 0 else end + 1
+    line = data[:end].removeprefix(b"\xef\xbb\xbf")
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"{path}:1: the header is not UTF-8 text; save the file as UTF-8") from exc
+    cells = next(_csv.reader([text.rstrip("\r\n")], delimiter=sep), [])
+    if len(cells) < 2:
+        raise IngestError(
+            f"{path}:1: the header has {len(cells)} column(s); expected a step column and metrics"
+        )
+    return cells, end
+
+
+def _drop_cut_tail(path: Path, data: bytes, sep: str, n_fields: int) -> bytes:
+    """Drop a last line that was cut mid-write (no newline and too few fields)."""
+    if data.endswith(b"\n"):
+        return data
+    start = data.rfind(b"\n") + 1
+    if start == 0:
+        return data  # only a header
+    fields = next(_csv.reader([data[start:].decode("utf-8", "replace")], delimiter=sep), [])
+    if len(fields) >= n_fields or not data[start:].strip():
+        return data
+    line = data.count(b"\n") + 1
+    warnings.warn(
+        IngestWarning(
+            f"{path}:{line}: the last line is cut ({len(fields)} of {n_fields} fields, no "
+            "newline); read the complete rows before it"
+        ),
+        stacklevel=3,
+    )
+    return data[:start]
+
+
+def _check_fields(path: Path, data: bytes, body_at: int, sep: str, n_fields: int) -> None:
+    """Every non-blank row has as many fields as the header (cheap count, exact scan if not)."""
+    body = data[body_at:]
+    sep_b = sep.encode()
+    if b'"' not in body:
+        n_lines = body.count(b"\n") + (0 if body.endswith(b"\n") else 1)
+        blank = body.count(b"\n\n") + body.count(b"\n\r\n") + body.startswith((b"\n", b"\r\n"))
+        if body.count(sep_b) == (n_lines - blank) * (n_fields - 1):
+            return
+    reader = _csv.reader(io.StringIO(data.decode("utf-8", "replace"), newline=""), delimiter=sep)
+    next(reader)
+    for row in reader:
+        if row and len(row) != n_fields:
+            raise IngestError(
+                f"{path}:{reader.line_num}: {len(row)} fields where the header has {n_fields};"
+                " fix or remove the row"
+            )
+
+
+def _parse(
+    path: Path, data: bytes, sep: str, names: list[str], *, step: str, key: str | None
+) -> pl.DataFrame:
+    dtypes: list[pl.DataType] = [
+        pl.Int64() if n == step else pl.Utf8() if n == key else pl.Float64() for n in names
+    ]
+    options = {"separator": sep, "new_columns": names, "raise_if_empty": False}
+    try:
+        return pl.read_csv(data, schema_overrides=dtypes, **options)  # type: ignore[arg-type]
+    except pl.exceptions.PolarsError:
+        pass  # a cell the typed reader refuses: read as text and find it
+    try:
+        return pl.read_csv(data, infer_schema=False, **options)  # type: ignore[arg-type]
+    except pl.exceptions.PolarsError as exc:
+        reason = str(exc).splitlines()[0]
+        raise IngestError(f"{path}: cannot parse as CSV ({reason}); is it UTF-8 text?") from exc
+
+
+def _drop_repeated_headers(
+    frame: pl.DataFrame, header: list[str], step: str, locate: tabular.Locate
+) -> tuple[pl.DataFrame, tabular.Locate]:
+    if frame[step].dtype != pl.Utf8:
+        return frame, locate
+    again = (frame[step].str.strip_chars() == header[frame.columns.index(step)].strip()).fill_null(
+        False
+    )
+    if not again.any():
+        return frame, locate
+    rows = (~again).arg_true()
+    return frame.filter(~again), lambda r: locate(int(rows[r]))
+
+
+def _line_of_row(data: bytes, body_at: int, sep: str, row: int) -> int:
+    """The 1-based file line of data row ``row`` (polars keeps blank lines as rows)."""
+    body = data[body_at:]
+    if b'"' not in body:
+        return row + 2
+    reader = _csv.reader(io.StringIO(body.decode("utf-8", "replace"), newline=""), delimiter=sep)
+    for index, _ in enumerate(reader):
+        if index == row:
+            return reader.line_num + 1
+    return row + 2

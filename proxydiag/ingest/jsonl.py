@@ -1,0 +1,228 @@
+"""JSON Lines metric records: flat ``{"step": N, "loss": ...}`` or veRL's file logger
+``{"step": N, "data": {...}}`` (``verl/utils/tracking.py``, written with orjson).
+
+* ``NaN``, ``Infinity`` and ``-Infinity`` tokens (Python's ``json.dumps``) are read as such.
+* ``null`` is a value the writer could not represent — orjson writes NaN and ±inf as ``null`` —
+  so it becomes NaN and ``attrs["null_as_nan"]`` says how many (the sign of an inf is lost).
+* A key absent from a record is no row. Nested objects are flattened with ``/``.
+* A last line cut mid-write is dropped with an :class:`~proxydiag.errors.IngestWarning`;
+  any other unparseable line is an error naming ``file:line``.
+
+Fast path: the non-standard tokens are replaced in bulk by rare finite sentinels, the file is
+parsed by ``polars.read_ndjson`` and the sentinels turned back into NaN/±inf; if a sentinel value
+also occurs in the data itself the file is re-read exactly, record by record.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import warnings
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from proxydiag.errors import IngestError, IngestWarning
+from proxydiag.ingest import ReadContext, tabular
+from proxydiag.ingest.build import build_run, sidecar_for
+from proxydiag.run import Run
+
+NAME = "jsonl"
+SUFFIXES = (".jsonl", ".ndjson")
+FORMAT = "jsonl"
+_TOKENS = re.compile(rb"([:,\[]\s*)(NaN|-Infinity|Infinity|null)(?=\s*[,}\]])")
+#: token -> (sentinel text, value it stands for); sentinels are finite so any JSON parser reads them
+_SENTINELS = {
+    b"NaN": (b"-1.2345678987654321e-307", float("nan")),
+    b"Infinity": (b"1.2345678987654322e-307", float("inf")),
+    b"-Infinity": (b"-1.2345678987654323e-307", float("-inf")),
+    b"null": (b"1.2345678987654324e-307", float("nan")),
+}
+
+
+def can_read(source: str | Path) -> bool:
+    """A ``.jsonl``/``.ndjson`` file, or a file whose first line is a JSON object with a step."""
+    path = Path(source)
+    if not path.is_file():
+        return False
+    if path.suffix.lower() in SUFFIXES:
+        return True
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline(1 << 16).strip()
+    except OSError:
+        return False
+    if not first.startswith(b"{") or not first.endswith(b"}"):
+        return False
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and tabular.find_column(list(record), tabular.STEP_NAMES) is not None
+
+
+def read(source: str | Path, ctx: ReadContext) -> list[Run]:
+    path = Path(source)
+    raw, notes, verl = read_table(path)
+    attrs = notes.attrs()
+    if verl:
+        attrs["framework"] = "verl"
+    return [
+        build_run(raw, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases, attrs=attrs,
+                  sidecar=sidecar_for(path))
+    ]
+
+
+def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes, bool]:
+    """Raw frame, notes, and whether the records had veRL's ``{"step", "data"}`` shape."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise IngestError(f"{path}: cannot read ({exc.strerror})") from exc
+    if not data.strip():
+        raise IngestError(f"{path}: empty file; nothing to ingest")
+    data = _drop_cut_tail(path, data)
+    notes = tabular.Notes()
+    fast = _fast_frame(data)
+    frame, notes.null_as_nan = fast if fast is not None else (_exact_frame(path, data), 0)
+    verl = _is_verl(data)
+    frame, _ = _flatten(frame)
+    step = tabular.find_column(frame.columns, tabular.STEP_NAMES)
+    if step is None:
+        raise IngestError(
+            f"{path}:1: records have no step field (one of {', '.join(tabular.STEP_NAMES[:6])},"
+            " ...); add one"
+        )
+    wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
+    raw = tabular.wide_to_raw(frame, step=step, wall=wall, locate=_locator(path, data), notes=notes)
+    return raw, notes, verl
+
+
+def _is_verl(data: bytes) -> bool:
+    """veRL's file logger writes ``{"step": N, "data": {...}}`` and nothing else."""
+    try:
+        first = json.loads(data[: data.find(b"\n")] if b"\n" in data else data)
+    except ValueError:
+        return False
+    return isinstance(first, dict) and set(first) == {"step", "data"}
+
+
+def _drop_cut_tail(path: Path, data: bytes) -> bytes:
+    if data.endswith(b"\n"):
+        return data
+    start = data.rfind(b"\n") + 1
+    try:
+        json.loads(data[start:])
+        return data
+    except ValueError:
+        pass
+    if start == 0:
+        raise IngestError(f"{path}:1: the only line is not complete JSON; nothing to ingest")
+    line = data.count(b"\n") + 1
+    warnings.warn(
+        IngestWarning(
+            f"{path}:{line}: the last line is cut (incomplete JSON, no newline);"
+            " read the complete lines before it"
+        ),
+        stacklevel=3,
+    )
+    return data[:start]
+
+
+def _fast_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:
+    """Parse with polars after swapping non-standard tokens for sentinels; None if unsure.
+
+    Returns the frame (sentinels turned back into NaN/±inf) and the number of ``null`` values.
+    """
+    counts: dict[bytes, int] = {}
+    if any(tok in data for tok in _SENTINELS):
+        if any(text in data for text, _ in _SENTINELS.values()):
+            return None
+
+        def swap(match: re.Match[bytes]) -> bytes:
+            counts[match.group(2)] = counts.get(match.group(2), 0) + 1
+            return match.group(1) + _SENTINELS[match.group(2)][0]
+
+        data = _TOKENS.sub(swap, data)
+    try:
+        frame, _ = _flatten(pl.read_ndjson(io.BytesIO(data), infer_schema_length=None))
+    except pl.exceptions.PolarsError:
+        return None
+    floats = [c for c, t in frame.schema.items() if t == pl.Float64]
+    exprs = {c: pl.col(c) for c in floats}
+    for token, (text, value) in _SENTINELS.items():
+        sentinel = float(text)
+        if sum(int((frame[c] == sentinel).sum()) for c in floats) != counts.get(token, 0):
+            return None  # a token inside a string, say: read exactly instead
+        for c in floats:
+            exprs[c] = pl.when(pl.col(c) == sentinel).then(value).otherwise(exprs[c])
+    if any(counts.values()) and floats:
+        frame = frame.with_columns([e.alias(c) for c, e in exprs.items()])
+    return frame, counts.get(b"null", 0)
+
+
+def _exact_frame(path: Path, data: bytes) -> pl.DataFrame:
+    """Record-by-record parse (the fallback): exact, and names the first bad line.
+
+    Every value becomes text (``repr`` of a float round-trips exactly; ``None`` is ``"null"``)
+    and :func:`proxydiag.ingest.tabular.values` parses the columns.
+    """
+    rows: list[dict[str, str]] = []
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            reason = getattr(exc, "msg", "invalid")
+            raise IngestError(f"{path}:{number}: not valid JSON ({reason}); fix or remove the line") from exc
+        if not isinstance(record, dict):
+            raise IngestError(f"{path}:{number}: a JSON {type(record).__name__}, expected an object")
+        rows.append(_flatten_dict(record))
+    names = list(dict.fromkeys(k for row in rows for k in row))
+    return pl.from_dicts(rows, schema=dict.fromkeys(names, pl.Utf8))
+
+
+def _flatten_dict(record: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in record.items():
+        name = prefix + str(key)
+        if isinstance(value, dict):
+            out.update(_flatten_dict(value, "" if key == "data" and not prefix else name + "/"))
+        elif value is None:
+            out[name] = "null"
+        else:
+            out[name] = repr(value) if isinstance(value, float) else str(value)
+    return out
+
+
+def _flatten(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
+    """Unnest struct columns (``data`` without prefix, others as ``parent/child``)."""
+    verl = "data" in frame.columns and isinstance(frame.schema["data"], pl.Struct)
+    while True:
+        structs = [c for c, t in frame.schema.items() if isinstance(t, pl.Struct)]
+        if not structs:
+            return frame, verl
+        for col in structs:
+            fields = frame.schema[col].fields  # type: ignore[union-attr]
+            prefix = "" if col == "data" else f"{col}/"
+            frame = frame.with_columns(
+                [pl.col(col).struct.field(f.name).alias(prefix + f.name) for f in fields]
+            ).drop(col)
+
+
+def _locator(path: Path, data: bytes) -> tabular.Locate:
+    """Map a record index to its file line (blank lines are not records)."""
+
+    def locate(row: int) -> str:
+        seen = -1
+        for number, line in enumerate(data.split(b"\n"), start=1):
+            if line.strip():
+                seen += 1
+                if seen == row:
+                    return f"{path}:{number}"
+        return f"{path}:?"
+
+    return locate

@@ -1,0 +1,163 @@
+"""MLflow tracking servers over REST: complete metric histories, fetched concurrently.
+
+Every (run, key) history is read with ``GET /api/2.0/mlflow/metrics/get-history`` page by
+page (``max_results`` + ``next_page_token``) until the server has no next page, in a thread
+pool, and parsed straight into columns (no ``Metric`` object per point). Nothing is sampled:
+``get-history-bulk-interval`` (what the UI uses) returns at most a few hundred points per key,
+so it is never used. Each history is checked against the run's latest value of that key
+(``runs/get``): a history that stops short of it raises :class:`~proxydiag.errors.MlflowError`.
+
+Credentials come only from MLflow's environment variables (``MLFLOW_TRACKING_USERNAME`` /
+``_PASSWORD`` / ``_TOKEN``, TLS settings) through ``mlflow.utils.credentials``; they are never
+put in a message: URIs are shown without their user-info (:func:`redact`). Our own calls fail
+fast: no retries and a 10 s timeout unless ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` /
+``MLFLOW_HTTP_REQUEST_TIMEOUT`` say otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from proxydiag.errors import MlflowError
+from proxydiag.frame import RAW_SCHEMA
+from proxydiag.ingest.mlflow_meta import decode_values
+
+#: points per page: MLflow's own GET_METRIC_HISTORY_MAX_RESULTS
+PAGE_SIZE = 25_000
+#: concurrent requests (the server does the work; threads overlap its latency with parsing)
+WORKERS = 8
+_API = "/api/2.0/mlflow"
+
+
+def redact(uri: str) -> str:
+    """A URI without user-info, safe to print.
+
+    >>> redact("https://alice:s3cret@mlflow.example.com/")
+    'https://***@mlflow.example.com/'
+    """
+    return re.sub(r"(?<=://)[^/@\s]+@", "***@", uri)
+
+
+def _timeouts() -> dict[str, Any]:
+    return {
+        "max_retries": int(os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")),
+        "timeout": int(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")),
+    }
+
+
+def get_json(tracking_uri: str, endpoint: str, params: dict[str, Any]) -> dict[str, Any]:
+    """``GET`` an MLflow REST endpoint; any failure is one :class:`MlflowError` line."""
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    where = f"MLflow server {redact(tracking_uri)}"
+    try:
+        creds = get_default_host_creds(tracking_uri)  # type: ignore[no-untyped-call]
+        resp = http_request(  # type: ignore[no-untyped-call]
+            creds, f"{_API}/{endpoint}", "GET", params=params, raise_on_status=False, **_timeouts()
+        )
+    except Exception as exc:  # requests/urllib3 raise many types; all mean "not reachable"
+        text = str(exc).lower()
+        reason = ("connection refused" if "refused" in text else
+                  "timed out" if "timed out" in text or "timeout" in text else "connection failed")
+        raise MlflowError(
+            f"{where} is not answering ({reason}); start it, or check MLFLOW_TRACKING_URI"
+        ) from None
+    if resp.status_code in (401, 403):
+        raise MlflowError(
+            f"{where} refused the request (HTTP {resp.status_code}); set MLFLOW_TRACKING_USERNAME"
+            "/MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN"
+        )
+    if resp.status_code != 200:
+        detail = _error_message(resp.text)
+        raise MlflowError(f"{where}: {endpoint} failed (HTTP {resp.status_code}: {detail})")
+    data: dict[str, Any] = json.loads(resp.content)
+    return data
+
+
+def _error_message(text: str) -> str:
+    try:
+        return str(json.loads(text).get("message", ""))[:200].replace("\n", " ")
+    except (ValueError, AttributeError):
+        return text[:100].replace("\n", " ")
+
+
+def probe(tracking_uri: str) -> None:
+    """Raise :class:`MlflowError` at once when the server is down or refuses us."""
+    get_json(tracking_uri, "experiments/search", {"max_results": 1})
+
+
+def get_run(tracking_uri: str, run_id: str) -> dict[str, Any]:
+    """``runs/get``: ``{"info": ..., "data": {"metrics", "params", "tags"}}``."""
+    run: dict[str, Any] = get_json(tracking_uri, "runs/get", {"run_id": run_id})["run"]
+    return run
+
+
+def histories(tracking_uri: str, runs: Sequence[dict[str, Any]], *,
+              page_size: int = PAGE_SIZE, workers: int = WORKERS) -> list[pl.DataFrame]:
+    """The raw frame (file order = logging order) of each run in ``runs`` (``runs/get`` bodies)."""
+    tasks = [(run["info"]["run_id"], m) for run in runs for m in run["data"].get("metrics", [])]
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
+        parts = list(pool.map(lambda t: _history(tracking_uri, *t, page_size=page_size), tasks))
+    frames: dict[str, list[pl.DataFrame]] = {run["info"]["run_id"]: [] for run in runs}
+    for (run_id, _), part in zip(tasks, parts, strict=True):
+        frames[run_id].append(part)
+    empty = pl.DataFrame(schema=RAW_SCHEMA)
+    return [pl.concat(frames[r["info"]["run_id"]]) if frames[r["info"]["run_id"]] else empty
+            for r in runs]
+
+
+def _history(tracking_uri: str, run_id: str, latest: dict[str, Any], *,
+             page_size: int) -> pl.DataFrame:
+    key = latest["key"]
+    pages: list[list[dict[str, Any]]] = []
+    token: str | None = None
+    seen: set[str] = set()
+    while True:
+        params: dict[str, Any] = {"run_id": run_id, "metric_key": key, "max_results": page_size}
+        if token:
+            params["page_token"] = token
+        body = get_json(tracking_uri, "metrics/get-history", params)
+        pages.append(body.get("metrics", []))
+        token = body.get("next_page_token") or None
+        if token is None:
+            break
+        if token in seen:
+            raise MlflowError(f"{redact(tracking_uri)} run {run_id} key {key!r}: pagination loops")
+        seen.add(token)
+    frame = _columns([m for page in pages for m in page], key)
+    _check_complete(frame, latest, where=f"{redact(tracking_uri)} run {run_id} key {key!r}")
+    return frame
+
+
+def _columns(metrics: list[dict[str, Any]], key: str) -> pl.DataFrame:
+    # proto JSON writes non-finite doubles as "NaN"/"Infinity"/"-Infinity"; numpy parses them
+    values = np.array([m.get("value", 0.0) for m in metrics], dtype=np.float64)
+    frame = pl.DataFrame({
+        "step": np.array([int(m.get("step", 0)) for m in metrics], dtype=np.int64),
+        "value": values,
+        "timestamp": np.array([int(m.get("timestamp", 0)) for m in metrics], dtype=np.int64),
+    })
+    return frame.sort("timestamp", "step", maintain_order=True).select(
+        "step", pl.lit(key).alias("key"), decode_values(pl.col("value")),
+        (pl.col("timestamp").cast(pl.Float64) / 1000.0).alias("wall_time"),
+    )
+
+
+def _check_complete(frame: pl.DataFrame, latest: dict[str, Any], *, where: str) -> None:
+    """The history must reach the step of the run's latest value of this key."""
+    want = int(latest.get("step", 0))
+    got = int(frame["step"].max()) if frame.height else None  # type: ignore[arg-type]
+    if got is None or got < want:
+        raise MlflowError(
+            f"{where}: history stops at step {got} but the latest value is at step {want}; "
+            "the server returned an incomplete history, retry"
+        )

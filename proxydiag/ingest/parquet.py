@@ -1,0 +1,70 @@
+"""Parquet metric tables, wide (step + one column per metric) or long (step, key, value[, wall]).
+
+The same rules as the CSV reader apply (see :mod:`proxydiag.ingest.tabular`); Parquet is typed,
+so the usual problems are a step column of floats or strings and text in a metric column. A
+frame written by proxydiag's own store (the canonical schema) is read back as it is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from proxydiag.errors import IngestError
+from proxydiag.frame import SCHEMA
+from proxydiag.ingest import ReadContext, tabular
+from proxydiag.ingest.build import build_run, sidecar_for
+from proxydiag.run import Run
+
+NAME = "parquet"
+FORMAT = "parquet"
+_MAGIC = b"PAR1"
+
+
+def can_read(source: str | Path) -> bool:
+    """A file that starts with Parquet's magic bytes."""
+    path = Path(source)
+    if not path.is_file():
+        return False
+    try:
+        with path.open("rb") as fh:
+            return fh.read(4) == _MAGIC
+    except OSError:
+        return False
+
+
+def read(source: str | Path, ctx: ReadContext) -> list[Run]:
+    path = Path(source)
+    raw, notes = read_table(path)
+    return [
+        build_run(raw, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases,
+                  attrs=notes.attrs(), sidecar=sidecar_for(path))
+    ]
+
+
+def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
+    """Read one Parquet file into a raw frame (``step, key, value, wall_time``)."""
+    try:
+        frame = pl.read_parquet(path)
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise IngestError(f"{path}: cannot read as Parquet ({reason}); is the file complete?") from exc
+    notes = tabular.Notes()
+
+    def locate(row: int) -> str:
+        return f"{path}@row {row}"
+
+    if set(SCHEMA) <= set(frame.columns):  # a canonical frame (e.g. a store file copied out)
+        frame = frame.select("step", "key", "value", "wall_time")
+    layout = tabular.long_layout(frame.columns)
+    if layout:
+        return tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes), notes
+    step = tabular.find_column(frame.columns, tabular.STEP_NAMES)
+    if step is None:
+        raise IngestError(
+            f"{path}: no step column (expected one of {', '.join(tabular.STEP_NAMES[:6])}, ...);"
+            " rename the step column"
+        )
+    wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
+    return tabular.wide_to_raw(frame, step=step, wall=wall, locate=locate, notes=notes), notes

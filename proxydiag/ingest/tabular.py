@@ -1,0 +1,255 @@
+"""Shared rules of the tabular readers (CSV/TSV, JSONL, Parquet): columns, steps, values.
+
+A table is *wide* (a step column plus one column per metric) or *long* (step, key, value and
+optionally wall time). Validation is vectorised: the first bad cell is found with polars and
+reported as ``file:line`` by the reader's ``locate(row)`` callback.
+
+Spellings of a value (CSV/TSV text, JSON strings):
+
+* ``nan``, ``NaN``, ``-nan``, ``inf``, ``Infinity``, ``-inf``, ``-Infinity`` (any case) are
+  the IEEE values;
+* ``null`` / ``None`` (any case) stand for a logged value the writer could not represent —
+  orjson and JavaScript write NaN and ±inf as ``null`` — so they become NaN and the run's
+  ``attrs["null_as_nan"]`` counts them (the sign of an infinity is lost);
+* an empty cell is *no row* (the value was not logged);
+* anything else is an :class:`~proxydiag.errors.IngestError` naming file, line and column.
+
+A column with no numeric cell at all (a label such as ``phase=train``) is not a metric: it is
+skipped and listed in ``attrs["ignored_columns"]``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from proxydiag.errors import IngestError
+
+#: step column names, in order of preference (matched case-insensitively)
+STEP_NAMES = (
+    "step", "_step", "global_step", "trainer/global_step", "train/global_step", "iteration",
+    "iter", "steps", "global step", "num_updates", "update",
+)
+#: wall-time column names (seconds since the epoch)
+WALL_NAMES = ("wall_time", "walltime", "_timestamp", "timestamp", "time")
+#: key column names of the long form
+KEY_NAMES = ("key", "metric", "tag", "name")
+#: value column names of the long form
+VALUE_NAMES = ("value", "val", "simple_value")
+#: spellings of a logged value that could not be represented (see module docstring)
+NULL_SPELLINGS = ("null", "none")
+INT64_MAX = 2**63 - 1
+
+Locate = Callable[[int], str]
+
+
+@dataclass
+class Notes:
+    """What a tabular reader learned besides the data (goes into ``Run.attrs``)."""
+
+    null_as_nan: int = 0
+    ignored_columns: list[str] = field(default_factory=list)
+    renamed_columns: dict[str, str] = field(default_factory=dict)
+
+    def attrs(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.null_as_nan:
+            out["null_as_nan"] = self.null_as_nan
+            out.setdefault("notes", []).append(
+                f"{self.null_as_nan} null value(s) read as NaN: the writer could not represent "
+                "NaN/±inf, so the sign of an infinity was lost"
+            )
+        if self.ignored_columns:
+            out["ignored_columns"] = self.ignored_columns
+        if self.renamed_columns:
+            out["renamed_columns"] = self.renamed_columns
+        return out
+
+
+def find_column(columns: Sequence[str], names: Sequence[str]) -> str | None:
+    """The first of ``names`` present in ``columns`` (case-insensitive).
+
+    >>> find_column(["Step", "loss"], STEP_NAMES)
+    'Step'
+    """
+    lowered = {c.strip().lower(): c for c in reversed(columns)}
+    for name in names:
+        if name in lowered:
+            return lowered[name]
+    return None
+
+
+def long_layout(columns: Sequence[str]) -> tuple[str, str, str, str | None] | None:
+    """``(step, key, value, wall)`` column names when ``columns`` are the long form, else None.
+
+    >>> long_layout(["step", "key", "value", "wall_time"])
+    ('step', 'key', 'value', 'wall_time')
+    >>> long_layout(["step", "loss"]) is None
+    True
+    """
+    step, key = find_column(columns, STEP_NAMES), find_column(columns, KEY_NAMES)
+    value, wall = find_column(columns, VALUE_NAMES), find_column(columns, WALL_NAMES)
+    if step is None or key is None or value is None:
+        return None
+    if set(columns) - {step, key, value, wall}:
+        return None
+    return step, key, value, wall
+
+
+def dedupe_names(names: Sequence[str], notes: Notes) -> list[str]:
+    """Make column names unique: a repeated name gets ``#2``, ``#3`` (recorded in ``notes``).
+
+    >>> dedupe_names(["step", "a", "a"], Notes())
+    ['step', 'a', 'a#2']
+    """
+    seen: dict[str, int] = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        new = name if seen[name] == 1 else f"{name}#{seen[name]}"
+        while new in seen and new != name:
+            seen[name] += 1
+            new = f"{name}#{seen[name]}"
+        if new != name:
+            notes.renamed_columns[new] = name
+            seen[new] = 1
+        out.append(new)
+    return out
+
+
+def steps(column: pl.Series, *, locate: Locate) -> pl.Series:
+    """Validate a step column (any dtype) and return it as Int64; errors name the line."""
+    name = column.name
+    dtype = column.dtype
+    if dtype == pl.Int64:
+        out = column
+    elif dtype.is_integer():
+        too_big = column.cast(pl.Float64) > INT64_MAX
+        _fail_first(too_big, locate, lambda r: f"step {column[r]} does not fit in 64 bits")
+        out = column.cast(pl.Int64)
+    else:
+        text = column.cast(pl.Utf8).str.strip_chars()
+        as_int = text.cast(pl.Int64, strict=False)
+        as_float = text.cast(pl.Float64, strict=False)
+        bad = as_int.is_null() & (
+            as_float.is_null() | ~as_float.is_finite() | (as_float != as_float.floor())
+            | (as_float.abs() > 2.0**53)
+        )
+        _fail_first(
+            bad & text.is_not_null(), locate,
+            lambda r: f"step {text[r]!r} is not an integer that fits in 64 bits"
+            f" (column {name})",
+        )
+        out = as_int.fill_null(as_float.cast(pl.Int64, strict=False))
+    _fail_first(out.is_null(), locate, lambda r: f"no step in column {name}")
+    return out.alias("step")
+
+
+def values(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series | None:
+    """A metric column as Float64 (NaN/±inf spellings kept); None if it holds no number."""
+    dtype = column.dtype
+    if dtype.is_float():
+        return column.cast(pl.Float64)
+    if dtype.is_integer():
+        return column.cast(pl.Float64)
+    if dtype == pl.Null:
+        return column.cast(pl.Float64)
+    if dtype != pl.Utf8:
+        notes.ignored_columns.append(column.name)
+        return None
+    text = column.str.strip_chars()
+    folded = text.str.to_lowercase()
+    is_null_word = folded.is_in(list(NULL_SPELLINGS))
+    parsed = folded.cast(pl.Float64, strict=False)
+    filled = text.is_not_null() & (text != "")
+    if not (parsed.is_not_null() | is_null_word).any() and filled.any():
+        notes.ignored_columns.append(column.name)  # a label column, not a metric
+        return None
+    bad = parsed.is_null() & filled & ~is_null_word
+    _fail_first(bad, locate, lambda r: f"{column[r]!r} is not a number in column {column.name}")
+    if not is_null_word.any():
+        return parsed.alias(column.name)
+    notes.null_as_nan += int(is_null_word.sum())
+    frame = pl.DataFrame({"v": parsed, "n": is_null_word})
+    return frame.select(
+        pl.when(pl.col("n")).then(float("nan")).otherwise(pl.col("v")).alias(column.name)
+    ).to_series()
+
+
+def wide_to_raw(
+    frame: pl.DataFrame, *, step: str, wall: str | None, locate: Locate, notes: Notes
+) -> pl.DataFrame:
+    """Turn a wide table into a raw frame (``step, key, value, wall_time``); empty cells drop."""
+    frame, locate = _drop_blank_rows(frame, locate)
+    metric_cols = [c for c in frame.columns if c not in (step, wall)]
+    cols: dict[str, pl.Series] = {"step": steps(frame[step], locate=locate)}
+    cols["wall_time"] = (
+        _wall(frame[wall], locate=locate, notes=notes) if wall
+        else pl.repeat(None, frame.height, dtype=pl.Float64, eager=True)
+    )
+    for name in metric_cols:
+        series = values(frame[name], locate=locate, notes=notes)
+        if series is not None:
+            cols[name] = series.alias(name)
+    table = pl.DataFrame(cols)
+    on = [c for c in table.columns if c not in ("step", "wall_time")]
+    if not on:
+        return table.select("step", pl.lit(None, pl.Utf8).alias("key"),
+                            pl.lit(None, pl.Float64).alias("value"), "wall_time").clear()
+    return (
+        table.unpivot(on=on, index=["step", "wall_time"], variable_name="key", value_name="value")
+        .filter(pl.col("value").is_not_null())
+        .select("step", "key", "value", "wall_time")
+    )
+
+
+def long_to_raw(
+    frame: pl.DataFrame, *, layout: tuple[str, str, str, str | None], locate: Locate,
+    notes: Notes,
+) -> pl.DataFrame:
+    """Turn a long table (step, key, value[, wall]) into a raw frame; empty values drop."""
+    step, key, value, wall = layout
+    frame, locate = _drop_blank_rows(frame, locate)
+    vals = values(frame[value], locate=locate, notes=notes)
+    if vals is None:
+        raise IngestError(f"{locate(0)}: column {value} holds no numbers")
+    keys = frame[key].cast(pl.Utf8)
+    _fail_first(keys.is_null() & vals.is_not_null(), locate, lambda r: f"no key in column {key}")
+    wall_col = (
+        _wall(frame[wall], locate=locate, notes=notes) if wall
+        else pl.repeat(None, frame.height, dtype=pl.Float64, eager=True)
+    )
+    out = pl.DataFrame({
+        "step": steps(frame[step], locate=locate), "key": keys, "value": vals,
+        "wall_time": wall_col,
+    })
+    return out.filter(pl.col("value").is_not_null())
+
+
+def _wall(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series:
+    out = values(column, locate=locate, notes=notes)
+    if out is None:  # a date string column, say: keep the run, drop the wall time
+        return pl.repeat(None, column.len(), dtype=pl.Float64, eager=True)
+    return out.alias("wall_time")
+
+
+def _drop_blank_rows(frame: pl.DataFrame, locate: Locate) -> tuple[pl.DataFrame, Locate]:
+    """Rows where every cell is empty are blank lines, not data; ``locate`` keeps file rows."""
+    if not frame.height:
+        return frame, locate
+    blank = frame.select(pl.all_horizontal(pl.all().is_null())).to_series()
+    if not blank.any():
+        return frame, locate
+    rows = (~blank).arg_true()
+    return frame.filter(~blank), lambda r: locate(int(rows[r]))
+
+
+def _fail_first(mask: pl.Series, locate: Locate, message: Callable[[int], str]) -> None:
+    """Raise naming the first row where ``mask`` is true (nulls count as false)."""
+    if not mask.any():
+        return
+    row = int(mask.fill_null(False).arg_true()[0])
+    raise IngestError(f"{locate(row)}: {message(row)}")

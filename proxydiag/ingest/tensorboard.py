@@ -1,0 +1,133 @@
+"""TensorBoard event files: legacy ``simple_value`` and tensor-form scalars, every point.
+
+A source is one event file, or a directory that directly holds event files: they form one
+run (named after the directory), read in order of their first wall time, then name. A
+directory's subdirectories that hold event files are runs of their own (fairseq writes
+``train/``, ``train_inner/``, ``valid/``), named by their path below the source.
+
+Each file is read once into memory and framed, CRC-checked and decoded in compiled bulk
+passes (:mod:`~proxydiag.ingest.tb_scalars`); damage (a CRC mismatch, garbage, a truncated
+tail) is an :class:`~proxydiag.errors.IngestWarning` naming ``file@offset`` and a run event,
+and the intact records are kept. ``float32`` values (``simple_value``, ``DT_FLOAT``) are
+widened exactly; ``DT_DOUBLE`` keeps float64.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import warnings
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from proxydiag.errors import IngestError, IngestWarning
+from proxydiag.events import Event
+from proxydiag.frame import raw
+from proxydiag.ingest import ReadContext
+from proxydiag.ingest.build import build_run, sidecar_for
+from proxydiag.run import Run
+
+NAME = "tensorboard"
+_MARK = "tfevents"
+
+
+def is_event_file(path: Path) -> bool:
+    """A file named like an event file, or whose first bytes frame as a TFRecord."""
+    if _MARK in path.name:
+        return True
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return False
+    if len(head) < 12:
+        return False
+    import google_crc32c
+
+    crc = google_crc32c.value(head[:8])
+    masked = ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    return bool(struct.unpack("<I", head[8:])[0] == masked)
+
+
+def _event_files(directory: Path) -> list[Path]:
+    try:
+        return sorted(p for p in directory.iterdir() if _MARK in p.name and p.is_file())
+    except OSError:
+        return []
+
+
+def can_read(source: str | Path) -> bool:
+    """An event file, or a directory that directly contains event files."""
+    if isinstance(source, str) and "://" in source:
+        return False
+    path = Path(source)
+    if path.is_dir():
+        return bool(_event_files(path))
+    return path.is_file() and is_event_file(path)
+
+
+def read(source: str | Path, ctx: ReadContext) -> list[Run]:
+    """The run of ``source`` (plus one per subdirectory holding event files)."""
+    path = Path(source)
+    if path.is_file():
+        run = _read_files([path], name=path.resolve().parent.name, source=path, ctx=ctx)
+        return [run] if run is not None else []
+    runs: list[Run] = []
+    for directory, _subdirs, _files in sorted(os.walk(path)):
+        files = _event_files(Path(directory))
+        if not files:
+            continue
+        rel = Path(directory).relative_to(path)
+        name = path.resolve().name if rel == Path(".") else f"{path.resolve().name}/{rel.as_posix()}"
+        run = _read_files(files, name=name, source=Path(directory), ctx=ctx)
+        if run is not None:
+            runs.append(run)
+    if not runs:
+        raise IngestError(
+            f"{path}: no scalar points in its event files (empty, damaged, or only images/"
+            "histograms/text); check that the run logged scalars"
+        )
+    return runs
+
+
+def _read_files(files: list[Path], *, name: str, source: Path, ctx: ReadContext) -> Run | None:
+    from proxydiag.ingest.tb_scalars import read_buffer  # compiled code: import when needed
+
+    parts = []
+    events: list[Event] = []
+    for file in files:
+        scalars = read_buffer(_load(file), path=str(file))
+        issues = scalars.issues
+        if scalars.size == 0 and not issues:
+            issues = [("empty", f"{file}: no scalar points in this event file (empty, or only images/histograms/text)")]
+        for kind, message in issues:
+            warnings.warn(IngestWarning(message), stacklevel=3)
+            events.append(Event(kind, None, None, None, "warning", 1.0, message))
+        if scalars.size:
+            parts.append((scalars.first_wall_time, str(file), scalars))
+    if not parts:
+        return None
+    parts.sort(key=lambda p: (p[0], p[1]))
+    frame = raw(
+        np.concatenate([p.steps for *_, p in parts]),
+        pl.concat([p.keys for *_, p in parts]),
+        np.concatenate([p.values for *_, p in parts]),
+        np.concatenate([p.wall_times for *_, p in parts]),
+    )
+    return build_run(
+        frame, name=name, source=source, fmt=NAME, aliases=ctx.aliases,
+        attrs={"event_files": [Path(name_).name for _, name_, _ in parts]}, events=events,
+        sidecar=sidecar_for(source),
+    )
+
+
+def _load(file: Path) -> np.ndarray:
+    try:
+        size = file.stat().st_size
+        if size == 0:
+            return np.empty(0, dtype=np.uint8)
+        return np.fromfile(file, dtype=np.uint8)
+    except OSError as exc:
+        raise IngestError(f"{file}: cannot read event file ({exc.strerror}); check permissions") from exc

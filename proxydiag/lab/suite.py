@@ -1,0 +1,66 @@
+"""The full-vs-proxy matrix with seeds: resumable (finished runs are skipped), on both cores."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from proxydiag.lab.runner import DONE, LabRun, run_lab
+
+DEFAULT_FAULTS = ("none", "fp16_static_scale", "lr_blowup", "fp8_sampler", "bf16_increment", "stale_sync")
+KEEP = (8, 4, 2, 1)
+FULL_SEEDS = (0, 1, 2)
+
+
+def matrix(*, faults: tuple[str, ...] = DEFAULT_FAULTS, steps: int = 150) -> list[LabRun]:
+    runs = []
+    for fault in faults:
+        precision = "fp16" if fault == "fp16_static_scale" else "fp32"
+        base = LabRun(fault=fault, precision=precision, steps=steps, fault_step=steps * 2 // 5)
+        runs += [replace(base, seed=s) for s in FULL_SEEDS]
+        runs += [replace(base, experts_kept=k) for k in KEEP if k != base.model.n_experts]
+    return runs
+
+
+def _one(args: tuple[LabRun, Path, Path]) -> dict[str, Any]:
+    spec, out, cache = args
+    return run_lab(spec, out, cache_dir=cache)
+
+
+def run_suite(out: Path, *, runs: list[LabRun], workers: int = 2) -> Path:
+    """Run what is not finished yet, then write ``labels.json``; returns its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    cache = out / ".pretrained"
+    todo = [r for r in runs if not (out / r.name / DONE).exists()]
+    # pre-train once (cached) before fanning out, so workers do not race on the cache
+    if todo:
+        from proxydiag.lab.pretrain import pretrain
+
+        for seed in sorted({r.pretrain_seed for r in todo}):
+            pretrain(todo[0].model, seed=seed, steps=todo[0].pretrain_steps, cache_dir=cache)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(_one, [(r, out, cache) for r in todo]))
+    return write_labels(out, runs)
+
+
+def write_labels(out: Path, runs: list[LabRun]) -> Path:
+    labels: dict[str, Any] = {"runs": {}, "pairs": {}}
+    for r in runs:
+        done = out / r.name / DONE
+        if done.exists():
+            labels["runs"][r.name] = json.loads(done.read_text(encoding="utf-8"))
+    for group in sorted({r.group for r in runs}):
+        full = [n for n, t in labels["runs"].items() if t["group"] == group and t["role"] == "full"]
+        proxies = [n for n, t in labels["runs"].items() if t["group"] == group and t["role"] == "proxy"]
+        for i, a in enumerate(full):
+            for b in full[i + 1 :]:
+                labels["pairs"][f"{b}~{a}"] = {"full": [a], "proxy": b, "faithful": True, "why": ""}
+        for p in proxies:
+            # whether a pruned proxy reproduces the fault is what the lab measures: no truth
+            labels["pairs"][f"{p}~{group}"] = {"full": full, "proxy": p, "faithful": None, "why": "unknown"}
+    path = out / "labels.json"
+    path.write_text(json.dumps(labels, indent=2), encoding="utf-8")
+    return path

@@ -1,0 +1,145 @@
+"""The fleet dashboard: every run's label and key metrics, every proxy's fidelity, and fidelity
+against pruning level and cost — how small may a proxy be and still be trusted?
+
+Static HTML (one self-contained ``index.html``, plotly.js embedded once) written from the store
+by ``proxydiag dashboard --store DIR -o DIR``. The page template is
+``proxydiag/report/templates/dashboard.html`` (see ``dashboards/README.md``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+import polars as pl
+
+from proxydiag.report.escape import esc
+from proxydiag.report.figures import base_layout
+from proxydiag.report.fleet import Fleet
+from proxydiag.report.fragments import badge
+from proxydiag.report.page import FigureSet, render
+from proxydiag.report.text import num, step_text
+
+VERDICT_SYMBOL = {"faithful": "circle", "partial": "diamond", "unfaithful": "x"}
+PALETTE = ("#1f6fb4", "#e8710a", "#2e7d32", "#8e24aa", "#c62828", "#00838f", "#6d4c41",
+           "#5c6bc0", "#9e9d24", "#ad1457")
+
+RUN_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("name", "run"), ("role", "role"), ("group", "group"), ("seed", "seed"),
+    ("experts_kept", "experts kept"), ("cost_per_step", "cost/step"), ("precision", "precision"),
+    ("label", "label"), ("onset_step", "onset"), ("confidence", "conf."),
+    ("last_step", "last step"), ("reward_last", "final reward"), ("loss_last", "final loss"),
+    ("grad_norm_max", "max grad norm"), ("mismatch_prob_diff_max", "max mismatch"),
+    ("nonfinite_points", "non-finite points"),
+)
+PROXY_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("name", "proxy"), ("group", "group"), ("experts_kept", "experts kept"),
+    ("cost_per_step", "cost/step"), ("fidelity", "fidelity"), ("verdict", "verdict"),
+    ("full_label", "full run's label"), ("proxy_label", "proxy's label"),
+    ("reproduced", "fault reproduced"), ("full_runs", "full runs"),
+)
+BADGES = {"label", "verdict", "role"}
+STEPS = {"onset_step", "last_step", "seed", "nonfinite_points"}
+
+
+def _cell(column: str, value: Any) -> str:
+    if value is None:
+        return "<td class=num>—</td>"
+    if column in BADGES:
+        return f"<td>{badge(str(value))}</td>"
+    if column in STEPS:
+        return f"<td class=num>{step_text(int(value))}</td>"
+    if isinstance(value, bool):
+        return f"<td>{'yes' if value else 'no'}</td>"
+    if isinstance(value, float):
+        return f"<td class=num>{esc(num(value))}</td>"
+    return f"<td>{esc(value)}</td>"
+
+
+def table(frame: pl.DataFrame, columns: Sequence[tuple[str, str]]) -> str:
+    """An escaped HTML table of ``columns`` (name, header) present in ``frame``."""
+    cols = [(c, h) for c, h in columns if c in frame.columns]
+    head = "".join(f"<th>{esc(h)}</th>" for _, h in cols)
+    rows = "".join(
+        "<tr>" + "".join(_cell(c, row[c]) for c, _ in cols) + "</tr>"
+        for row in frame.select([c for c, _ in cols]).iter_rows(named=True)
+    )
+    return f"<table class=grid><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+
+
+def fidelity_scatter(proxies: pl.DataFrame, *, x: str, title: str) -> go.Figure:
+    """Fidelity of each proxy against ``x`` (experts kept or cost per step), one colour per
+    group, marker shape per verdict."""
+    fig = go.Figure()
+    data = proxies.filter(pl.col(x).is_not_null() & pl.col("fidelity").is_not_null())
+    groups = data["group"].unique(maintain_order=True).to_list()
+    for i, group in enumerate(groups):
+        sub = data.filter(pl.col("group").eq_missing(group)).sort(x)
+        fig.add_trace(go.Scatter(
+            x=sub[x].to_list(), y=sub["fidelity"].to_list(), mode="lines+markers",
+            name=esc(group if group is not None else "no group"),
+            line={"color": PALETTE[i % len(PALETTE)], "width": 1, "dash": "dot"},
+            marker={"size": 11, "color": PALETTE[i % len(PALETTE)],
+                    "symbol": [VERDICT_SYMBOL.get(v, "circle") for v in sub["verdict"]]},
+            hovertext=[esc(f"{n}: fidelity {f:.2f} ({v})") for n, f, v in
+                       zip(sub["name"], sub["fidelity"], sub["verdict"], strict=True)],
+            hoverinfo="text",
+        ))
+    fig.update_layout(**base_layout(title=esc(title), height_px=360))
+    fig.update_layout(xaxis_title=x.replace("_", " "), yaxis={"title": "fidelity",
+                                                              "range": [-0.02, 1.05]})
+    if data.height and x == "cost_per_step" and data[x].min() > 0 and data[x].max() / data[x].min() > 30:  # type: ignore[operator]
+        fig.update_xaxes(type="log")
+    if not data.height:
+        fig.add_annotation(text=f"no proxies with {x.replace('_', ' ')} recorded", showarrow=False,
+                           x=0.5, y=0.5, xref="paper", yref="paper", font={"color": "#777"})
+    return fig
+
+
+def _cards(fleet: Fleet) -> str:
+    labels = fleet.runs["label"].value_counts(sort=True) if "label" in fleet.runs.columns else None
+    cards = [("runs", fleet.runs.height), ("proxies compared", fleet.proxies.height)]
+    if labels is not None:
+        cards += [(str(lbl or "not diagnosed"), int(n)) for lbl, n in labels.iter_rows()]
+    if fleet.proxies.height:
+        cards += [(str(v), int(n)) for v, n in fleet.proxies["verdict"].value_counts(sort=True)
+                  .iter_rows()]
+    inner = "".join(f'<div class="card"><b>{n}</b>{esc(t)}</div>' for t, n in cards)
+    return f'<div class="cards">{inner}</div>'
+
+
+def dashboard_html(fleet: Fleet) -> str:
+    """The dashboard page as one HTML document."""
+    figures = FigureSet()
+    scatter = "".join(
+        figures.div(fidelity_scatter(fleet.proxies, x=x, title=t)) for x, t in (
+            ("experts_kept", "Fidelity against experts kept"),
+            ("cost_per_step", "Fidelity against cost per step"))
+    )
+    body = (
+        '<section id="fidelity"><h2>How small may a proxy be?</h2><p class=muted>Each point is '
+        "a proxy's fidelity to its full run (shape: ● faithful, ◆ partial, ✕ unfaithful); "
+        f'one colour per group.</p><div class="panels">{scatter}</div></section>'
+        '<section id="proxies"><h2>Proxies</h2>'
+        f"{table(fleet.proxies, PROXY_COLUMNS)}</section>"
+        '<section id="runs"><h2>Runs</h2>'
+        f"{table(fleet.runs, RUN_COLUMNS)}</section>"
+    )
+    footer = (f"<p>Generated by proxydiag from the store {esc(fleet.store)}. Key metrics use "
+              "every point: final = last finite value; max = largest finite value.</p>")
+    return render("dashboard.html", figures=figures, title="Fleet", headline=_cards(fleet),
+                  body=body, footer=footer)
+
+
+def write_dashboard(store_path: Path, out_dir: Path, *, analyse: bool = True) -> Path:
+    """Write ``index.html`` for the store at ``store_path`` into ``out_dir``; return its path."""
+    from proxydiag.report.fleet import load_fleet
+    from proxydiag.store import RunStore
+
+    fleet = load_fleet(RunStore(store_path), analyse=analyse)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    index = out_dir / "index.html"
+    index.write_text(dashboard_html(fleet), encoding="utf-8")
+    return index

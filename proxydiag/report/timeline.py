@@ -1,0 +1,102 @@
+"""The failure timeline: each run's events on a step axis, the root cause marked.
+
+One row per (run, event kind, metric); an event is a bar from its onset to its end step (a
+point when it has no end, except a critical one, which lasts to the end of the run); colour is
+severity; the root cause is a star and a dashed line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from proxydiag.diagnose.result import Diagnosis
+from proxydiag.events import Event
+from proxydiag.report.escape import esc
+from proxydiag.report.figures import base_layout
+
+SEVERITY_COLOR = {"critical": "#c62828", "warning": "#ef8f00", "info": "#8d96a0"}
+ROOT_COLOR = "#6a1b9a"
+
+
+def _row(prefix: str, e: Event) -> str:
+    metric = f" · {e.metric}" if e.metric else ""
+    return esc(f"{prefix}{e.kind}{metric}")
+
+
+def _severity_trace(
+    rows: list[tuple[str, Event]], severity: str, *, last_step: int | None
+) -> list[go.Scatter]:
+    xs: list[float | None] = []
+    ys: list[str | None] = []
+    px, py, hover = [], [], []
+    for row, e in rows:
+        if e.onset_step is None:
+            continue
+        end = e.end_step if e.end_step is not None else e.onset_step
+        if last_step is not None and e.end_step is None and e.severity == "critical":
+            end = last_step  # a critical event without an end lasts to the end of the run
+        xs += [e.onset_step, end, None]
+        ys += [row, row, None]
+        px.append(e.onset_step)
+        py.append(row)
+        hover.append(esc(f"{e.kind} ({e.severity}, conf {e.confidence:.2f}) steps "
+                         f"{e.onset_step}–{e.end_step if e.end_step is not None else '…'}: "
+                         f"{e.evidence}"))
+    color = SEVERITY_COLOR.get(severity, "#555")
+    return [
+        go.Scatter(x=xs, y=ys, mode="lines", line={"color": color, "width": 7},
+                   name=severity, legendgroup=severity, hoverinfo="skip", showlegend=False),
+        go.Scatter(x=px, y=py, mode="markers", name=severity, legendgroup=severity,
+                   marker={"color": color, "size": 9, "symbol": "line-ns-open",
+                           "line": {"width": 2, "color": color}},
+                   hovertext=hover, hoverinfo="text"),
+    ]
+
+
+def timeline_figure(diagnoses: Sequence[tuple[str, Diagnosis]]) -> go.Figure:
+    """Events of each ``(display name, Diagnosis)`` on one step axis."""
+    multi = len(diagnoses) > 1
+    by_severity: dict[str, list[tuple[str, Event]]] = {}
+    roots_x, roots_y, roots_text = [], [], []
+    last = max((d.last_step for _, d in diagnoses if d.last_step is not None), default=None)
+    rows: list[str] = []
+    for name, d in diagnoses:
+        prefix = f"{name} · " if multi else ""
+        for e in d.events:
+            row = _row(prefix, e)
+            rows.append(row)
+            by_severity.setdefault(e.severity, []).append((row, e))
+        rc = d.root_cause
+        if rc is not None and rc.onset_step is not None:
+            row = esc(f"{prefix}root cause · {rc.kind}")
+            rows.append(row)
+            roots_x.append(rc.onset_step)
+            roots_y.append(row)
+            roots_text.append(esc(f"{name}: root cause {rc.kind} in {rc.metric or 'run'} "
+                                  f"at step {rc.onset_step} → {d.label}"))
+    traces: list[go.Scatter] = []
+    for severity in ("info", "warning", "critical"):
+        traces += _severity_trace(by_severity.get(severity, []), severity, last_step=last)
+    traces.append(go.Scatter(
+        x=roots_x, y=roots_y, mode="markers", name="root cause", hovertext=roots_text,
+        hoverinfo="text", marker={"symbol": "star", "size": 15, "color": ROOT_COLOR}))
+    order = list(dict.fromkeys(rows))
+    n_rows = max(len(order), 1)
+    fig = go.Figure(traces)
+    fig.update_layout(**base_layout(title="Failure timeline", height_px=110 + 26 * n_rows))
+    fig.update_layout(
+        xaxis_title="step",
+        yaxis={"type": "category", "categoryorder": "array", "categoryarray": order[::-1],
+               "automargin": True, "gridcolor": "#eef0f2"},
+    )
+    for x in roots_x:
+        fig.add_vline(x=x, line={"color": ROOT_COLOR, "dash": "dash", "width": 1})
+    if not order:
+        fig.add_annotation(text="no events", showarrow=False, x=0.5, y=0.5, xref="paper",
+                           yref="paper", font={"color": "#777"})
+    if last is not None:
+        first = min((d.first_step for _, d in diagnoses if d.first_step is not None), default=0)
+        fig.update_xaxes(range=[first, last])
+    return fig

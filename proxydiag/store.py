@@ -1,0 +1,319 @@
+"""The run store: a directory of Parquet files (one per run) plus a DuckDB catalog.
+
+::
+
+    <store>/runs/<run>.parquet   the canonical frame; metadata in the Parquet footer
+    <store>/catalog.duckdb       tables runs, diagnoses, comparisons, meta(schema_version)
+    <store>/.writer.lock         held by the one writing process (filelock)
+    <store>/.journal.json        the run a writer is changing, until the catalog has it
+
+Writers take the lock for one change (a run's ingest, a result); readers never do. A put writes
+the Parquet file atomically, then updates the catalog in one transaction; the journal lets the
+next writer finish a change that was killed between the two (the file is complete, so the
+catalog is rolled forward from its footer). A reader therefore sees each run complete or not
+at all, also while another process ingests.
+
+>>> import tempfile, polars as pl
+>>> from proxydiag.ingest.build import build_run
+>>> store = RunStore(tempfile.mkdtemp())
+>>> run = build_run(pl.DataFrame({"step": [1, 2], "key": ["loss"] * 2,
+...                               "value": [0.5, float("nan")]}), name="r", source="s", fmt="csv")
+>>> rid = store.put(run)
+>>> store.runs()["n_points"].to_list(), store.get("r").frame["value"].to_list()
+([2], [0.5, nan])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from proxydiag import store_catalog as catalog
+from proxydiag import store_files as files
+from proxydiag.errors import StoreError
+from proxydiag.frame import SCHEMA
+from proxydiag.run import Run, slug
+from proxydiag.store_lock import WriterLock
+
+if TYPE_CHECKING:
+    from proxydiag.diagnose.result import Diagnosis
+    from proxydiag.fidelity.result import Comparison
+
+DEFAULT = Path(os.environ.get("PROXYDIAG_STORE", "proxydiag-store"))
+JOURNAL = ".journal.json"
+KINDS = ("diagnosis", "comparison")
+
+
+class RunStore:
+    """A run store at ``path`` (created on the first write)."""
+
+    def __init__(self, path: str | Path = DEFAULT, *, lock_timeout_s: float = 10.0,
+                 read_timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        self.lock_timeout_s = lock_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self._lock = WriterLock(self.path, timeout_s=lock_timeout_s)
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.path)!r})"
+
+    @property
+    def db(self) -> Path:
+        return self.path / catalog.CATALOG_NAME
+
+    # -- writing -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[RunStore]:
+        """Hold the writer lock (re-entrant); raises StoreLockedError after lock_timeout_s."""
+        with self._lock:
+            if self._lock.depth == 1:
+                self._prepare()
+            yield self
+
+    def put(self, run: Run) -> str:
+        """Store ``run`` (replacing the run with the same id); returns the run id."""
+        if run.frame.schema != pl.Schema(SCHEMA):
+            raise StoreError(f"run {run.id}: frame does not follow the canonical schema")
+        rid = run.id
+        digest = files.content_hash(run)
+        with self.writing():
+            path = self._file(rid)
+            with self._session() as con:
+                row = con.execute("SELECT content_hash FROM runs WHERE run = ?", [rid]).fetchone()
+            if row and row[0] == digest and path.exists():
+                return rid  # unchanged: nothing to do
+            self._journal({"op": "put", "run": rid})
+            files.write(path, run, digest=digest)
+            with self._session() as con:
+                _upsert_run(con, run, path=path, digest=digest)
+            (self.path / JOURNAL).unlink()
+        return rid
+
+    def remove(self, ref: str) -> str:
+        """Remove a run (by id or unique name) and its diagnosis; returns the run id."""
+        with self.writing():
+            rid = self.resolve(ref)
+            self._journal({"op": "remove", "run": rid})
+            with self._session() as con:
+                con.execute("DELETE FROM runs WHERE run = ?", [rid])
+                con.execute("DELETE FROM diagnoses WHERE run = ?", [rid])
+            self._file(rid).unlink(missing_ok=True)
+            (self.path / JOURNAL).unlink()
+        return rid
+
+    def put_diagnosis(self, diagnosis: Diagnosis) -> None:
+        """Keep a diagnosis (the latest per run); it is pending for MLflow until marked synced."""
+        d = diagnosis.to_dict()
+        with self.writing(), self._session() as con:
+            con.execute(
+                "INSERT OR REPLACE INTO diagnoses VALUES (?, ?, ?, ?, ?, false, ?)",
+                [diagnosis.run, diagnosis.label, diagnosis.onset_step, diagnosis.confidence,
+                 json.dumps(d, default=str), _now()],
+            )
+
+    def put_comparison(self, comparison: Comparison) -> str:
+        """Keep a comparison (the latest per proxy and set of full runs); returns its key."""
+        key = comparison_key(comparison.proxy_run, comparison.full_runs)
+        with self.writing(), self._session() as con:
+            con.execute(
+                "INSERT OR REPLACE INTO comparisons VALUES (?, ?, ?, ?, ?, ?, false, ?)",
+                [key, comparison.proxy_run, list(comparison.full_runs), comparison.fidelity,
+                 comparison.verdict, json.dumps(comparison.to_dict(), default=str), _now()],
+            )
+        return key
+
+    def mark_synced(self, kind: str, key: str) -> None:
+        """Mark a stored diagnosis (key: run id) or comparison (key) as logged to MLflow."""
+        table, column = _table(kind)
+        with self.writing(), self._session() as con:
+            con.execute(f"UPDATE {table} SET mlflow_synced = true WHERE {column} = ?", [key])
+
+    # -- reading -------------------------------------------------------------------------
+    def runs(self) -> pl.DataFrame:
+        """One row per run: id, name, role, group, seed, experts kept, cost, sizes, steps."""
+        cols = ", ".join(f'"{c}"' for c in catalog.RUN_COLUMNS)
+        return self._query(f"SELECT {cols} FROM runs ORDER BY ingested_at, run", _RUNS_SCHEMA)
+
+    def get(self, ref: str) -> Run:
+        """The run with id ``ref`` (or the one run named ``ref``)."""
+        return files.read(self._file(self.resolve(ref)))
+
+    def resolve(self, ref: str) -> str:
+        """The run id for an id or a unique name; StoreError if none or several."""
+        found = self._query(
+            "SELECT run, name FROM runs WHERE run = ? OR name = ? ORDER BY run = ? DESC, run",
+            {"run": pl.Utf8(), "name": pl.Utf8()}, [ref, ref, ref],
+        )
+        if found.height == 0:
+            raise StoreError(f"{ref}: no such run in store {self.path}; see `proxydiag runs`")
+        if found.height > 1 and found["run"][0] != ref:
+            ids = ", ".join(found["run"].to_list()[:10])
+            raise StoreError(f"{ref}: {found.height} runs have this name ({ids}); use a run id")
+        return str(found["run"][0])
+
+    def diagnoses(self) -> pl.DataFrame:
+        return self._query(
+            "SELECT run, label, onset_step, confidence, json, mlflow_synced FROM diagnoses "
+            "ORDER BY run", _DIAG_SCHEMA,
+        )
+
+    def comparisons(self) -> pl.DataFrame:
+        return self._query(
+            "SELECT proxy_run, full_runs, fidelity, verdict, json, mlflow_synced FROM comparisons "
+            "ORDER BY key", _COMP_SCHEMA,
+        )
+
+    def pending_mlflow(self) -> list[dict[str, Any]]:
+        """Results not yet logged to MLflow: ``{"kind", "key", "run", "result"}`` each."""
+        out: list[dict[str, Any]] = []
+        for row in self.diagnoses().filter(~pl.col("mlflow_synced")).iter_rows(named=True):
+            out.append({"kind": "diagnosis", "key": row["run"], "run": row["run"],
+                        "result": json.loads(row["json"])})
+        for row in self.comparisons().filter(~pl.col("mlflow_synced")).iter_rows(named=True):
+            key = comparison_key(row["proxy_run"], row["full_runs"])
+            out.append({"kind": "comparison", "key": key, "run": row["proxy_run"],
+                        "full_runs": row["full_runs"], "result": json.loads(row["json"])})
+        return out
+
+    def scan(self) -> pl.LazyFrame:
+        """A LazyFrame over every stored run's Parquet (only runs the catalog lists)."""
+        ids = self.runs()["run"].to_list()
+        if not ids:
+            return pl.LazyFrame(schema=SCHEMA)
+        return pl.scan_parquet([self._file(rid) for rid in ids])
+
+    def size_bytes(self) -> int:
+        """Bytes on disk of the whole store directory."""
+        if not self.path.exists():
+            return 0
+        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+
+    # -- internals -----------------------------------------------------------------------
+    def _file(self, rid: str) -> Path:
+        return self.path / "runs" / f"{slug(rid, max_len=200)}.parquet"
+
+    def _session(self) -> contextlib.AbstractContextManager[Any]:
+        return catalog.session(self.db, read_only=False, timeout_s=self.lock_timeout_s)
+
+    def _query(self, sql: str, schema: dict[str, pl.DataType], params: list[Any] | None = None,
+               ) -> pl.DataFrame:
+        if not self.db.exists():
+            return pl.DataFrame(schema=schema)
+        with catalog.session(self.db, read_only=True, timeout_s=self.read_timeout_s) as con:
+            rel = con.execute(sql, params or [])
+            names = [d[0] for d in rel.description or []]
+            rows = rel.fetchall()
+        return pl.DataFrame(rows, schema=list(zip(names, schema.values(), strict=True)), orient="row")
+
+    def _journal(self, entry: dict[str, str]) -> None:
+        path = self.path / JOURNAL
+        with path.open("w", encoding="utf-8") as fh:
+            json.dump(entry, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _prepare(self) -> None:
+        """Under the lock: create the layout and finish a change a killed writer left."""
+        (self.path / "runs").mkdir(parents=True, exist_ok=True)
+        with self._session() as con:
+            catalog.create(con, self.db)
+        for tmp in (self.path / "runs").glob(".*.tmp"):
+            tmp.unlink(missing_ok=True)
+        journal = self.path / JOURNAL
+        if not journal.exists():
+            return
+        try:
+            entry = json.loads(journal.read_text(encoding="utf-8"))
+        except ValueError:
+            entry = {}
+        rid = entry.get("run")
+        if rid:
+            self._recover(str(rid), str(entry.get("op")))
+        journal.unlink()
+
+    def _recover(self, rid: str, op: str) -> None:
+        path = self._file(rid)
+        with self._session() as con:
+            if op == "put" and path.exists():
+                run = files.read(path)
+                _upsert_run(con, run, path=path, digest=files.metadata(path).get("content_hash", ""))
+            else:
+                con.execute("DELETE FROM runs WHERE run = ?", [rid])
+                path.unlink(missing_ok=True)
+
+
+def comparison_key(proxy_run: str, full_runs: Any) -> str:
+    """``proxy<-full1,full2`` (full runs sorted)."""
+    return f"{proxy_run}<-{','.join(sorted(full_runs))}"
+
+
+def _table(kind: str) -> tuple[str, str]:
+    if kind == "diagnosis":
+        return "diagnoses", "run"
+    if kind == "comparison":
+        return "comparisons", "key"
+    raise StoreError(f"unknown result kind {kind!r}; use one of {KINDS}")
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def _upsert_run(con: Any, run: Run, *, path: Path, digest: str) -> None:
+    attrs = run.attrs
+    frame = run.frame
+    steps = frame["step"]
+    con.execute("DELETE FROM runs WHERE run = ?", [run.id])
+    con.execute(
+        "INSERT INTO runs VALUES (" + ", ".join(["?"] * 21) + ")",
+        [run.id, run.name, _text(attrs.get("role")), _text(attrs.get("group")),
+         _int(attrs.get("seed")), _float(attrs.get("experts_kept")),
+         _float(attrs.get("cost_per_step")), _text(attrs.get("precision")),
+         _text(attrs.get("format")), _text(attrs.get("source")), frame.height,
+         frame["metric"].n_unique(), steps.min() if frame.height else None,
+         steps.max() if frame.height else None, _now(), digest, catalog.SCHEMA_VERSION,
+         path.name, json.dumps(attrs, default=str), json.dumps(run.mapping),
+         json.dumps([e.to_dict() for e in run.events])],
+    )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+_RUNS_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.Utf8(), "name": pl.Utf8(), "role": pl.Utf8(), "group": pl.Utf8(),
+    "seed": pl.Int64(), "experts_kept": pl.Float64(), "cost_per_step": pl.Float64(),
+    "precision": pl.Utf8(), "format": pl.Utf8(), "source": pl.Utf8(), "n_points": pl.Int64(),
+    "n_metrics": pl.Int64(), "first_step": pl.Int64(), "last_step": pl.Int64(),
+    "ingested_at": pl.Datetime("us"),
+}
+_DIAG_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.Utf8(), "label": pl.Utf8(), "onset_step": pl.Int64(), "confidence": pl.Float64(),
+    "json": pl.Utf8(), "mlflow_synced": pl.Boolean(),
+}
+_COMP_SCHEMA: dict[str, pl.DataType] = {
+    "proxy_run": pl.Utf8(), "full_runs": pl.List(pl.Utf8()), "fidelity": pl.Float64(),
+    "verdict": pl.Utf8(), "json": pl.Utf8(), "mlflow_synced": pl.Boolean(),
+}

@@ -1,0 +1,101 @@
+"""Injected faults: each variant adds its symptoms to an :class:`Effects` from its onset on.
+
+The onset is where the root cause begins (ARCHITECTURE.md): the first overflowing or
+non-finite step, the first step of grad-norm growth, the mismatch jump, or the first step of
+a mismatch climb (not where it crosses a threshold).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from proxydiag.synth.effects import Effects, since
+from proxydiag.synth.scenario import FaultSpec
+
+Injector = Callable[[Effects, FaultSpec, np.random.Generator], None]
+
+
+def inject(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    """Add ``fault``'s symptoms to ``eff`` (in place)."""
+    INJECTORS[fault.variant](eff, fault, rng)
+
+
+def _scaler_collapse(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    # the fp16 range is exceeded on every step from the onset: the headroom falls far below
+    # the minimum scale within a few steps, so the scaler halves to its floor and stays there
+    dt = since(len(eff.grad_log), fault.onset_step)
+    ramp = float(rng.integers(2, 6))
+    eff.headroom_drop += np.where(dt >= 0, 24.0 * np.minimum(1.0, (dt + 1.0) / ramp), 0.0)
+
+
+def _nonfinite(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    dt = since(len(eff.grad_log), fault.onset_step)
+    p_bad = np.where(dt >= 0, 0.55 + 0.4 * np.minimum(1.0, dt / 20.0), 0.0)
+    mask = rng.random(len(dt)) < p_bad
+    mask[fault.onset_step - 1] = True
+    eff.nonfinite |= mask
+
+
+def _divergence(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    n = len(eff.grad_log)
+    dt = since(n, fault.onset_step)
+    after = dt >= 0
+    kick = np.log(rng.uniform(3.0, 6.0)) * (1.0 - np.exp(-np.maximum(dt, 0.0) / rng.uniform(3, 8)))
+    growth = np.log(rng.uniform(30.0, 300.0)) / max(n - fault.onset_step, 1) * np.maximum(dt, 0)
+    eff.grad_log += np.where(after, kick + growth, 0.0)
+    lag = rng.uniform(8.0, 25.0)
+    sev = 1.0 - np.exp(-np.maximum(dt - lag, 0.0) / rng.uniform(10.0, 30.0))
+    eff.collapse = np.maximum(eff.collapse, sev)
+    eff.mismatch_mult *= 1.0 + 2.0 * sev  # a broken policy also disagrees with its sampler
+    eff.entropy_explodes = bool(rng.random() < 0.5)
+    if fault.nan_after_steps is not None:
+        eff.nan |= dt >= fault.nan_after_steps
+
+
+def _slow_drift(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    n = len(eff.grad_log)
+    frac = np.clip(since(n, fault.onset_step) / max(n - fault.onset_step, 1), 0.0, 1.0)
+    eff.grad_log += np.log(rng.uniform(5.0, 10.0)) * frac
+    eff.drift = np.maximum(eff.drift, frac)
+
+
+def _sync_step(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    after = since(len(eff.grad_log), fault.onset_step) >= 0
+    eff.mismatch_mult *= np.where(after, rng.uniform(4.0, 8.0), 1.0)
+    eff.learn_gain *= np.where(after, 0.5, 1.0)  # the sampler serves a stale policy
+    eff.grad_log += np.where(after, np.log(1.2), 0.0)
+
+
+def _climb(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> float:
+    """A mismatch climb from the onset; returns its length in steps."""
+    n = len(eff.grad_log)
+    length = rng.uniform(0.15, 0.3) * n
+    frac = np.clip(since(n, fault.onset_step) / length, 0.0, 1.0)
+    eff.mismatch_mult *= 1.0 + (rng.uniform(5.0, 10.0) - 1.0) * frac
+    eff.learn_gain *= 1.0 - 0.5 * frac
+    return float(length)
+
+
+def _gradual_climb(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    _climb(eff, fault, rng)
+
+
+def _climb_then_divergence(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    length = _climb(eff, fault, rng)
+    tip = fault.onset_step + int(length * rng.uniform(0.6, 0.9))
+    if tip < len(eff.grad_log) - 10:
+        nan_after = fault.nan_after_steps
+        _divergence(eff, FaultSpec("divergence", tip, nan_after), rng)
+
+
+INJECTORS: dict[str, Injector] = {
+    "fp16_scaler_collapse": _scaler_collapse,
+    "bf16_nonfinite": _nonfinite,
+    "divergence": _divergence,
+    "slow_drift": _slow_drift,
+    "sync_step": _sync_step,
+    "gradual_climb": _gradual_climb,
+    "climb_then_divergence": _climb_then_divergence,
+}

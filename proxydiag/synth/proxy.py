@@ -1,0 +1,145 @@
+"""Proxies: the full run's dynamics with systematic differences that grow with pruning, and
+how a proxy relates to its full run's fault.
+
+A proxy keeps a fraction of the experts (50%, 25%, 12.5%: pruning level 1, 2, 3 doublings).
+Per level it reaches a lower reward ceiling, learns a little slower, has larger and noisier
+gradients (less fp16 headroom) and a slightly larger rollout mismatch — the differences a
+structure-preserving, clustering-based pruning leaves (REFERENCE-failures.md).
+
+==============  ================  ====================================================
+relation        pair ``why``       the proxy ...
+==============  ================  ====================================================
+``reproduce``   ""                has the full run's fault at nearly the same onset
+``late``        ``fault_late``    has it 15–25% of the run later
+``early``       ``fault_early``   has it 15–25% of the run earlier
+``miss``        ``fault_missing`` stays healthy
+``wrong``       ``wrong_fault``   shows a fault of another class
+``extra``       ``extra_fault``   fails although the full run is healthy
+``trend``       ``trend``         does not learn (flat reward and entropy)
+``dynamics``    ``dynamics``      reproduces the fault, with 3.5× noise, 2.5× time constants
+==============  ================  ====================================================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+
+from proxydiag.synth.dynamics import Dynamics
+from proxydiag.synth.scenario import VARIANT_CLASS, FaultSpec
+
+RELATION_WHY: dict[str, str] = {
+    "reproduce": "",
+    "late": "fault_late",
+    "early": "fault_early",
+    "miss": "fault_missing",
+    "wrong": "wrong_fault",
+    "extra": "extra_fault",
+    "trend": "trend",
+    "dynamics": "dynamics",
+}
+#: relations possible when the full run is faulty / healthy
+FAULTY_RELATIONS = ("reproduce", "late", "early", "miss", "wrong", "dynamics")
+HEALTHY_RELATIONS = ("reproduce", "extra", "trend", "dynamics")
+
+
+def pruning_level(kept_fraction: float) -> float:
+    """Doublings of pruning: 1.0 → 0, 0.5 → 1, 0.125 → 3.
+
+    >>> pruning_level(0.125)
+    3.0
+    """
+    return -math.log2(kept_fraction)
+
+
+def prune(dyn: Dynamics, *, kept_fraction: float) -> Dynamics:
+    """The dynamics of a proxy keeping ``kept_fraction`` of the experts."""
+    d = pruning_level(kept_fraction)
+    return replace(
+        dyn,
+        reward_max=dyn.reward_max * (1.0 - 0.07 * d),
+        reward0=dyn.reward0 * (1.0 - 0.03 * d),
+        tau_reward=dyn.tau_reward * (1.0 + 0.08 * d),
+        tau_entropy=dyn.tau_entropy * (1.0 + 0.08 * d),
+        tau_length=dyn.tau_length * (1.0 + 0.05 * d),
+        entropy0=dyn.entropy0 * (1.0 + 0.03 * d),
+        grad0=dyn.grad0 * (1.0 + 0.3 * d),
+        grad_sigma=dyn.grad_sigma * (1.0 + 0.15 * d),
+        noise=dyn.noise * (1.0 + 0.1 * d),
+        step_time_s=dyn.step_time_s * (0.3 + 0.7 * kept_fraction),
+        n_gpus=max(8, int(dyn.n_gpus * kept_fraction)),
+    )
+
+
+def with_dynamics(dyn: Dynamics, kind: str) -> Dynamics:
+    """Apply a run-level dynamics change: ``normal``, ``no_learning`` or ``volatile``."""
+    if kind == "no_learning":
+        return replace(dyn, reward_max=dyn.reward0 * 1.05, entropy_floor=0.97, length_growth=1.02)
+    if kind == "volatile":
+        return replace(
+            dyn,
+            noise=dyn.noise * 3.5,
+            grad_sigma=dyn.grad_sigma * 3.0,
+            tau_reward=dyn.tau_reward * 2.5,
+            tau_entropy=dyn.tau_entropy * 2.5,
+        )
+    return dyn
+
+
+def cost_per_step(kept_fraction: float) -> float:
+    """Relative accelerator cost per step (full run = 1.0); 12.5% of experts ≈ 8× cheaper.
+
+    >>> round(cost_per_step(0.125), 3)
+    0.111
+    """
+    return round(kept_fraction**1.2 + 0.03, 4)
+
+
+def proxy_fault(
+    full: FaultSpec | None,
+    relation: str,
+    *,
+    n_steps: int,
+    precision: str,
+    rng: np.random.Generator,
+) -> FaultSpec | None:
+    """The fault a proxy shows, given its full run's fault and its relation to it."""
+    if relation in ("miss", "trend") or (full is None and relation != "extra"):
+        return None
+    if full is None:  # extra: a pruning artefact the full run does not have
+        variant = "divergence" if rng.random() < 0.5 else _overflow_variant(precision)
+        onset = int(n_steps * rng.uniform(0.35, 0.6))
+        return FaultSpec(variant, onset, _nan_after(variant, n_steps, rng))
+    shift = {
+        "reproduce": rng.uniform(-0.02, 0.03),
+        "dynamics": rng.uniform(-0.02, 0.03),
+        "late": rng.uniform(0.15, 0.25),
+        "early": -rng.uniform(0.15, 0.25),
+        "wrong": rng.uniform(-0.03, 0.03),
+    }[relation]
+    onset = int(np.clip(full.onset_step + shift * n_steps, 0.08 * n_steps, 0.85 * n_steps))
+    if relation != "wrong":
+        return FaultSpec(full.variant, onset, full.nan_after_steps)
+    variant = _wrong_variant(full.variant, precision, rng)
+    return FaultSpec(variant, onset, _nan_after(variant, n_steps, rng))
+
+
+def _overflow_variant(precision: str) -> str:
+    return "fp16_scaler_collapse" if precision == "fp16" else "bf16_nonfinite"
+
+
+def _wrong_variant(variant: str, precision: str, rng: np.random.Generator) -> str:
+    label = VARIANT_CLASS[variant]
+    if label == "gradient_overflow":
+        return "divergence"
+    if label == "loss_divergence":
+        return _overflow_variant(precision)
+    return "divergence" if rng.random() < 0.5 else _overflow_variant(precision)
+
+
+def _nan_after(variant: str, n_steps: int, rng: np.random.Generator) -> int | None:
+    if variant != "divergence" or rng.random() < 0.4:
+        return None
+    return int(n_steps * rng.uniform(0.12, 0.25))

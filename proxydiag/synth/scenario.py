@@ -1,0 +1,133 @@
+"""What to simulate: a :class:`Scenario` (run shape, precision, pruning, injected fault) and
+the ground truth it implies (:class:`Truth`).
+
+Fault variants and the failure class each belongs to:
+
+==========================  =================  =============================================
+variant                     class              what is injected at ``onset_step``
+==========================  =================  =============================================
+``fp16_scaler_collapse``    gradient_overflow  fp16 overflow on every step: the scale halves
+                                               down to its minimum, steps are skipped
+``bf16_nonfinite``          gradient_overflow  non-finite grad norms on most steps (skipped)
+``divergence``              loss_divergence    grad-norm growth that does not revert, then
+                                               reward/entropy collapse, KL and clip blow-up
+``slow_drift``              loss_divergence    slow upward drift of grad norm, falling reward
+``sync_step``               precision_fault    rollout-vs-learner mismatch jumps (broken sync)
+``gradual_climb``           precision_fault    mismatch climbs (rounding lag, fp8 sampler)
+``climb_then_divergence``   precision_fault    a climb that later tips the run into
+                                               divergence (the climb is the root cause)
+==========================  =================  =============================================
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from proxydiag.errors import ConfigError
+
+VARIANT_CLASS: dict[str, str] = {
+    "fp16_scaler_collapse": "gradient_overflow",
+    "bf16_nonfinite": "gradient_overflow",
+    "divergence": "loss_divergence",
+    "slow_drift": "loss_divergence",
+    "sync_step": "precision_fault",
+    "gradual_climb": "precision_fault",
+    "climb_then_divergence": "precision_fault",
+}
+PRECISIONS = ("fp16", "bf16")
+#: how a run's curves may differ from its group's shared dynamics
+DYNAMICS = ("normal", "no_learning", "volatile")
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """One injected fault: its variant and the step where its root cause begins."""
+
+    variant: str
+    onset_step: int
+    #: for divergences: NaN from ``onset_step + nan_after_steps`` on (None: stays finite)
+    nan_after_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANT_CLASS:
+            raise ConfigError(f"unknown fault variant {self.variant!r}; use one of {sorted(VARIANT_CLASS)}")
+        if self.onset_step < 1:
+            raise ConfigError(f"fault onset_step must be >= 1, got {self.onset_step}")
+
+    @property
+    def label(self) -> str:
+        return VARIANT_CLASS[self.variant]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A run to simulate. Runs with the same ``group_seed`` share their underlying dynamics."""
+
+    name: str
+    n_steps: int = 500
+    precision: str = "bf16"
+    group_seed: int = 0
+    experts_total: int = 64
+    experts_kept: int = 64
+    fault: FaultSpec | None = None
+    dynamics: str = "normal"
+    role: str = "full"
+    group: str = ""
+
+    def __post_init__(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        if self.dynamics not in DYNAMICS:
+            raise ConfigError(f"dynamics must be one of {DYNAMICS}, got {self.dynamics!r}")
+        if not 1 <= self.experts_kept <= self.experts_total:
+            raise ConfigError("experts_kept must be in [1, experts_total]")
+        if self.n_steps < 50:
+            raise ConfigError(f"n_steps must be >= 50, got {self.n_steps}")
+        if self.fault is not None and self.fault.onset_step >= self.n_steps:
+            raise ConfigError(f"fault onset {self.fault.onset_step} is past the run's end")
+        if self.fault is not None and self.fault.variant == "fp16_scaler_collapse" and (
+            self.precision != "fp16"
+        ):
+            raise ConfigError("fp16_scaler_collapse needs precision='fp16'")
+        if self.fault is not None and self.fault.variant == "bf16_nonfinite" and (
+            self.precision != "bf16"
+        ):
+            raise ConfigError("bf16_nonfinite needs precision='bf16'")
+
+    @property
+    def kept_fraction(self) -> float:
+        return self.experts_kept / self.experts_total
+
+    @property
+    def truth(self) -> Truth:
+        if self.fault is None:
+            return Truth("healthy", None, "")
+        return Truth(self.fault.label, self.fault.onset_step, self.fault.variant)
+
+
+@dataclass(frozen=True)
+class Truth:
+    """Ground truth of one run: failure class, onset step (None when healthy), variant."""
+
+    label: str
+    onset_step: int | None
+    variant: str
+
+
+def named(name: str, *, n_steps: int = 500) -> Scenario:
+    """A named scenario: ``healthy`` or a fault variant, with the fault at 40% of the run.
+
+    >>> named("sync_step").fault
+    FaultSpec(variant='sync_step', onset_step=200, nan_after_steps=None)
+    """
+    if name == "healthy":
+        return Scenario(name, n_steps=n_steps, precision="fp16")
+    if name not in VARIANT_CLASS:
+        raise ConfigError(f"unknown scenario {name!r}; use one of {', '.join(SCENARIOS)}")
+    precision = "fp16" if name == "fp16_scaler_collapse" else "bf16"
+    nan_after = n_steps // 5 if name == "divergence" else None
+    fault = FaultSpec(name, int(n_steps * 0.4), nan_after)
+    return replace(Scenario(name, n_steps=n_steps, precision=precision), fault=fault)
+
+
+SCENARIOS: tuple[str, ...] = ("healthy", *VARIANT_CLASS)
