@@ -65,8 +65,7 @@ def log_comparison(comparison: Comparison, proxy: Run, full: Run | list[Run], *,
                    report_html: str | Path | None = None, tracking_uri: str | None = None,
                    experiment: str | None = None, store: RunStore | None = None) -> str:
     """Log ``comparison`` to the proxy's MLflow run (created if needed); return its run id."""
-    if store is not None:
-        store.put_comparison(comparison)
+    key = store.put_comparison(comparison) if store is not None else None
     result = comparison.to_dict()
     fulls = full if isinstance(full, list) else [full]
     tags, metrics = comparison_fields(result, [_mlflow_name(f) for f in fulls])
@@ -74,8 +73,8 @@ def log_comparison(comparison: Comparison, proxy: Run, full: Run | list[Run], *,
                            run_name=proxy.name, tags=tags, metrics=metrics,
                            report_html=report_html, tracking_uri=tracking_uri,
                            experiment=experiment)
-    if store is not None:
-        store.mark_synced("comparison", comparison.proxy_run or proxy.id)
+    if store is not None and key is not None:
+        store.mark_synced("comparison", key)
     return mlflow_id
 
 

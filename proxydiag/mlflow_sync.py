@@ -62,7 +62,7 @@ def sync(store: RunStore, *, tracking_uri: str | None = None, experiment: str | 
 
 
 def _result(item: Mapping[str, Any]) -> dict[str, Any]:
-    raw = item.get("json")
+    raw = item.get("result", item.get("json"))
     data = json.loads(raw) if isinstance(raw, str) else raw
     if not isinstance(data, dict):
         raise StoreError(f"stored {item.get('kind')} {item.get('key')}: result JSON is not an object")

@@ -60,6 +60,7 @@ class RunStore:
         self.lock_timeout_s = lock_timeout_s
         self.read_timeout_s = read_timeout_s
         self._lock = WriterLock(self.path, timeout_s=lock_timeout_s)
+        self._ready = False  # catalog created/checked by this instance
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.path)!r})"
@@ -85,9 +86,7 @@ class RunStore:
         digest = files.content_hash(run)
         with self.writing():
             path = self._file(rid)
-            with self._session() as con:
-                row = con.execute("SELECT content_hash FROM runs WHERE run = ?", [rid]).fetchone()
-            if row and row[0] == digest and path.exists():
+            if path.exists() and files.metadata(path).get("content_hash") == digest:
                 return rid  # unchanged: nothing to do
             self._journal({"op": "put", "run": rid})
             files.write(path, run, digest=digest)
@@ -143,6 +142,12 @@ class RunStore:
 
     def get(self, ref: str) -> Run:
         """The run with id ``ref`` (or the one run named ``ref``)."""
+        direct = self._file(ref)
+        if direct.name == f"{ref}.parquet" and direct.exists():
+            try:
+                return files.read(direct)  # a run id: the file alone is the whole run
+            except FileNotFoundError:
+                pass  # removed meanwhile: let the catalog say so
         return files.read(self._file(self.resolve(ref)))
 
     def resolve(self, ref: str) -> str:
@@ -221,9 +226,11 @@ class RunStore:
 
     def _prepare(self) -> None:
         """Under the lock: create the layout and finish a change a killed writer left."""
-        (self.path / "runs").mkdir(parents=True, exist_ok=True)
-        with self._session() as con:
-            catalog.create(con, self.db)
+        if not self._ready or not self.db.exists():
+            (self.path / "runs").mkdir(parents=True, exist_ok=True)
+            with self._session() as con:
+                catalog.create(con, self.db)
+            self._ready = True
         for tmp in (self.path / "runs").glob(".*.tmp"):
             tmp.unlink(missing_ok=True)
         journal = self.path / JOURNAL

@@ -74,6 +74,8 @@ def metadata(path: Path) -> dict[str, Any]:
     """The ``proxydiag`` metadata of a run file."""
     try:
         raw = pl.read_parquet_metadata(path).get(META_KEY)
+    except FileNotFoundError:
+        raise
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise StoreError(f"{path}: unreadable run file ({exc}); remove the run and re-ingest") from exc
     if raw is None:

@@ -66,6 +66,7 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
         "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_TRACKING")}
+    env["MLFLOW_SERVER_ENABLE_JOB_EXECUTION"] = "false"  # no job runner / huey workers to start
     log = (root / "server.log").open("wb")
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)

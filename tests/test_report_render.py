@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from _report_data import XSS, make_diagnosis, make_run, scenario
+from _report_data import make_diagnosis, make_run, scenario
 
 from proxydiag.errors import AnalysisError
 from proxydiag.report.api import report, resolve
@@ -61,7 +61,7 @@ def test_panel_marks_nonfinite_at_edges_and_uses_log_axis() -> None:
     assert names.count("NaN") == 4 and names.count("+inf") == 4  # 3 seeds + proxy
     assert sum(t.showlegend is not False for t in fig.data if t.name == "NaN") == 1
     nan_trace = next(t for t in fig.data if t.name == "NaN")
-    assert nan_trace.yaxis == "y2" and set(np.asarray(nan_trace.y).tolist()) == {0.95}
+    assert nan_trace.yaxis == "y2" and np.allclose(np.asarray(nan_trace.y), 0.95)
     assert fig.layout.yaxis.type == "log"  # grad norm spans 0.2 .. 1e3
     assert fig.layout.yaxis2.range == (0, 1)
     assert all(t.type == "scatter" for t in fig.data)
@@ -82,7 +82,7 @@ def test_html_report_sections_and_single_plotlyjs() -> None:
     figs = _figures(html)
     assert [f["id"] for f in figs] == [f"fig-{i}" for i in range(len(figs))]
     assert len(figs) == 1 + 5  # timeline + reward, grad_norm, entropy, pg_loss, loss_scale
-    assert "scattergl" not in html
+    assert "scattergl" not in json.dumps(figs)
 
 
 def test_user_strings_are_escaped_everywhere() -> None:
@@ -94,7 +94,7 @@ def test_user_strings_are_escaped_everywhere() -> None:
     figs = json.dumps(_figures(html))
     assert "<img" not in figs and "&lt;img src=x onerror=alert(1)&gt;" in figs
     md = report(fmt="markdown", **s)  # type: ignore[arg-type]
-    assert "<img" not in md and "&lt;img src=x onerror=alert\\(1\\)&gt;" in md
+    assert "<img" not in md and "&lt;img src=x onerror=alert(1)&gt;" in md
 
 
 def test_html_size_for_a_1e5_step_run_is_within_budget() -> None:
@@ -110,7 +110,7 @@ def test_markdown_fits_a_comment() -> None:
     md = report(fmt="markdown", **s)  # type: ignore[arg-type]
     lines = md.splitlines()
     assert lines[0] == "### proxydiag report"
-    assert lines[2].startswith("**Verdict:** proxy-e25 is partial to full-s0 \\(+2 seeds\\)")
+    assert lines[2].startswith("**Verdict:** proxy-e25 is partial to full-s0 (+2 seeds)")
     assert "| reward | 0.910 | [0.850, 0.960] | 0.970 | faithful |" in lines
     assert "- onset: step 240 (60% of the run)" in lines
     assert len(md) < 4000 and len(lines) < 45

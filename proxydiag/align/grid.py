@@ -1,8 +1,10 @@
 """`Grid`: full runs and a proxy aligned on one axis and resampled per metric.
 
-Rows ``0 .. n_full-1`` of every array are the full runs (row 0 is the reference, the first
-``--full``), row ``n_full`` is the proxy. The range compared is the runs' overlap on the axis
-(``step``, ``tokens``) or [0, 1] (``progress``); :attr:`Grid.overlap` says which, in words.
+A metric is compared when the proxy and at least one full run have it. Rows ``0 .. n_full-1`` of
+its arrays are the full runs that have it, in the order given (row 0, the first of them, is the
+reference; the others are its seeds); row ``n_full`` is the proxy. ``rows`` maps rows back to
+runs. The range compared is the overlap of the reference
+full run and the proxy on the axis (``step``, ``tokens``) or [0, 1] (``progress``); :attr:`Grid.overlap` says which, in words.
 The analysis resolution is ``config.buckets`` buckets per metric (min/max kept, so at most
 ``resolution_points`` points per metric and run); never more buckets than the sparsest run has
 finite points in the range.
@@ -15,10 +17,10 @@ from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
-import polars as pl
 
 from proxydiag.align import progress, step, tokens
 from proxydiag.align.axis import Axis
+from proxydiag.align.register import register
 from proxydiag.align.resample import resample
 from proxydiag.errors import AnalysisError
 from proxydiag.fidelity.config import FidelityConfig
@@ -42,7 +44,9 @@ class MetricGrid:
     n_finite: Ints  # (R,) finite points in the range (full data)
     n_nonfinite: Ints  # (R,) NaN/±inf points in the range (full data)
     nonfinite_x: tuple[Floats, ...]  # (R,) their axis positions
-    positive: bool  # every finite point of every run > 0 (increments taken on log scale)
+    positive: bool  # every finite point of every run > 0
+    rows: tuple[int, ...]  # run index (into Grid.run_ids) of each row
+    log_scale: bool  # positive, and a scale-like metric or spanning a decade: log-scale changes
     n_full: int
 
     @property
@@ -59,7 +63,11 @@ class MetricGrid:
 
     @property
     def proxy(self) -> Floats:
-        return self.sample[self.n_full]
+        return np.asarray(self.sample[self.n_full], dtype=np.float64)
+
+    def row_of(self, run_index: int) -> int | None:
+        """The row of run ``run_index`` (None when that run lacks the metric)."""
+        return self.rows.index(run_index) if run_index in self.rows else None
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,11 @@ class Grid:
     metrics: dict[str, MetricGrid] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
 
+    def position(self, progress: float) -> float:
+        """The axis position of a relative progress (inverse of :meth:`progress`)."""
+        first, last = self.spans[0] if self.align != "progress" else (0.0, 1.0)
+        return first + progress * (last - first)
+
     def progress(self, row: int, at_step: float) -> float:
         """Relative progress of ``at_step`` of run ``row``: on the reference full run's span for
         ``step``/``tokens`` alignment (so a proxy that stopped early is not stretched), on the
@@ -87,8 +100,13 @@ class Grid:
 
 
 def build_grid(full: list[Run], proxy: Run, *, align: str = "step",
-               config: FidelityConfig | None = None) -> Grid:
-    """Align ``full`` runs and ``proxy`` and resample every metric they all have."""
+               config: FidelityConfig | None = None,
+               register_onsets: tuple[float, float] | None = None) -> Grid:
+    """Align ``full`` runs and ``proxy`` and resample every metric the proxy and a full run have.
+
+    ``register_onsets = (proxy_onset_step, full_onset_progress)`` warps the proxy's axis so its
+    fault onset lands on the full run's (:mod:`proxydiag.align.register`).
+    """
     config = config or FidelityConfig()
     if align not in ALIGNERS:
         raise AnalysisError(f"unknown alignment {align!r}; use one of {', '.join(ALIGNERS)}")
@@ -103,17 +121,21 @@ def build_grid(full: list[Run], proxy: Run, *, align: str = "step",
         axes = tuple(module.axis(r) for r in runs)
     spans = tuple((ax.first, ax.last) for ax in axes)
     x_range, overlap = _range(module.RANGE, axes, runs)
-    common = set.intersection(*(set(r.metrics) for r in runs))
+    if register_onsets is not None:
+        axes, note = _registered(axes, proxy, register_onsets, align=align, spans=spans)
+        overlap += note
+    common = set(proxy.metrics) & {m for r in full for m in r.metrics}
     if not common:
         raise AnalysisError(
-            f"runs {', '.join(r.id for r in runs)} share no metric; check the alias table (--aliases)"
+            f"proxy {proxy.id} shares no metric with the full runs; check the alias table (--aliases)"
         )
     per_run = [_by_metric(r, common) for r in runs]
     grid = Grid(align, axes[0].unit, x_range, overlap, tuple(r.id for r in runs), len(full), axes,
                 spans)
     for metric in sorted(common):
-        series = [(axes[i](per_run[i][metric][0]), per_run[i][metric][1]) for i in range(len(runs))]
-        result = _metric_grid(metric, series, x_range, n_full=len(full), config=config)
+        rows = [i for i in range(len(full)) if metric in per_run[i]] + [len(full)]
+        series = [(axes[i](per_run[i][metric][0]), per_run[i][metric][1]) for i in rows]
+        result = _metric_grid(metric, series, x_range, rows=tuple(rows), config=config)
         if isinstance(result, str):
             grid.skipped[metric] = result
         else:
@@ -121,11 +143,27 @@ def build_grid(full: list[Run], proxy: Run, *, align: str = "step",
     return grid
 
 
+def _registered(axes: tuple[Axis, ...], proxy: Run, onsets: tuple[float, float], *, align: str,
+                spans: tuple[tuple[float, float], ...]) -> tuple[tuple[Axis, ...], str]:
+    onset_step, full_progress = onsets
+    first, last = spans[0] if align != "progress" else (0.0, 1.0)
+    target = first + full_progress * (last - first)
+    warped = register(axes[-1], first_step=proxy.first_step, last_step=proxy.last_step,
+                      onset_step=onset_step, to_position=target)
+    if warped is None:
+        return axes, ""
+    return (*axes[:-1], warped), (
+        f"; proxy axis warped to register its fault onset (step {onset_step:g}) on the full "
+        f"run's ({target:g} on the {axes[0].unit} axis)")
+
+
 def _range(kind: str, axes: tuple[Axis, ...], runs: list[Run]) -> tuple[tuple[float, float], str]:
     if kind == "progress":
         spans = ", ".join(f"{r.id} steps {r.first_step}–{r.last_step}" for r in runs)
         return (0.0, 1.0), f"progress: each run's own span mapped onto [0, 1] ({spans})"
-    lo, hi = max(ax.first for ax in axes), min(ax.last for ax in axes)
+    # the reference full run and the proxy decide the range; a seed that stopped early (a
+    # crashed run) leaves gaps in the baseline, it does not shorten the comparison
+    lo, hi = max(axes[0].first, axes[-1].first), min(axes[0].last, axes[-1].last)
     unit = axes[0].unit
     if hi <= lo:
         raise AnalysisError(
@@ -137,17 +175,22 @@ def _range(kind: str, axes: tuple[Axis, ...], runs: list[Run]) -> tuple[tuple[fl
 
 
 def _by_metric(run: Run, metrics: set[str]) -> dict[str, tuple[Floats, Floats]]:
-    frame = (run.frame.lazy().filter(pl.col("metric").is_in(list(metrics)))
-             .select("metric", "step", "value").sort("metric", "step").collect())
+    """Each metric's ``(steps, values)`` sorted by step (a stable sort only where needed)."""
     out: dict[str, tuple[Floats, Floats]] = {}
-    for (name,), part in frame.partition_by("metric", as_dict=True, maintain_order=True).items():
-        out[str(name)] = (part["step"].to_numpy().astype(np.float64),
-                          part["value"].to_numpy().astype(np.float64))
+    for (name,), part in run.frame.partition_by("metric", as_dict=True).items():
+        if name not in metrics:
+            continue
+        steps = part["step"].to_numpy().astype(np.float64)
+        values = part["value"].to_numpy().astype(np.float64)
+        if steps.size > 1 and bool(np.any(steps[1:] < steps[:-1])):
+            order = np.argsort(steps, kind="stable")
+            steps, values = steps[order], values[order]
+        out[str(name)] = (steps, values)
     return out
 
 
 def _metric_grid(metric: str, series: list[tuple[Floats, Floats]], x_range: tuple[float, float],
-                 *, n_full: int, config: FidelityConfig) -> MetricGrid | str:
+                 *, rows: tuple[int, ...], config: FidelityConfig) -> MetricGrid | str:
     lo, hi = x_range
     counts = [int(np.count_nonzero(np.isfinite(v) & (x >= lo) & (x <= hi))) for x, v in series]
     buckets = min(config.buckets, min(counts))
@@ -157,6 +200,9 @@ def _metric_grid(metric: str, series: list[tuple[Floats, Floats]], x_range: tupl
     edges = np.linspace(lo, hi, buckets + 1)
     parts = [resample(x, v, edges) for x, v in series]
     finite_values = [v[np.isfinite(v)] for _, v in series]
+    positive = all(fv.size > 0 and bool(np.all(fv > 0)) for fv in finite_values)
+    ref = finite_values[0]
+    decade = positive and float(ref.max()) >= 10 * float(ref.min())
     return MetricGrid(
         metric=metric,
         edges=edges,
@@ -165,6 +211,8 @@ def _metric_grid(metric: str, series: list[tuple[Floats, Floats]], x_range: tupl
         n_finite=np.array([p.n_finite for p in parts], dtype=np.int64),
         n_nonfinite=np.array([p.nonfinite_x.size for p in parts], dtype=np.int64),
         nonfinite_x=tuple(p.nonfinite_x for p in parts),
-        positive=all(fv.size > 0 and bool(np.all(fv > 0)) for fv in finite_values),
-        n_full=n_full,
+        positive=positive,
+        log_scale=positive and (metric in config.log_scale_metrics or decade),
+        rows=rows,
+        n_full=len(rows) - 1,
     )

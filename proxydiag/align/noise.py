@@ -94,4 +94,5 @@ def block_points_for(n_points: int, *, smooth_points: int) -> int:
     >>> block_points_for(1000, smooth_points=5)
     10
     """
-    return max(round(n_points ** (1 / 3)), smooth_points, 1)
+    cube_root: int = round(float(n_points) ** (1 / 3))
+    return max(cube_root, int(smooth_points), 1)

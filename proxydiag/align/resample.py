@@ -52,14 +52,40 @@ def resample(x: Floats, values: Floats, edges: Floats) -> Resampled:
 
 
 def _envelope(bucket: npt.NDArray[np.int64], vf: Floats, n_buckets: int) -> Floats:
-    order = np.lexsort((vf, bucket))  # by bucket, then value: group's first = min, last = max
-    b_sorted = bucket[order]
-    starts = np.flatnonzero(np.r_[True, b_sorted[1:] != b_sorted[:-1]])
-    ends = np.r_[starts[1:], b_sorted.size] - 1
-    i_min, i_max = order[starts], order[ends]
-    min_first = i_min <= i_max
+    # points arrive sorted by axis position, so each bucket is one contiguous run
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    lo, hi = np.minimum.reduceat(vf, starts), np.maximum.reduceat(vf, starts)
+    pos = np.arange(vf.size)
+    group = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, vf.size]))
+    big = vf.size + 1
+    first_lo = np.minimum.reduceat(np.where(vf == lo[group], pos, big), starts)
+    first_hi = np.minimum.reduceat(np.where(vf == hi[group], pos, big), starts)
+    min_first = first_lo <= first_hi
     out = np.full(2 * n_buckets, np.nan)
-    filled = b_sorted[starts]
-    out[2 * filled] = np.where(min_first, vf[i_min], vf[i_max])
-    out[2 * filled + 1] = np.where(min_first, vf[i_max], vf[i_min])
+    filled = bucket[starts]
+    out[2 * filled] = np.where(min_first, lo, hi)
+    out[2 * filled + 1] = np.where(min_first, hi, lo)
     return out
+
+
+def minmax_downsample(values: Floats, *, max_points: int) -> Floats:
+    """Re-bucket a min/max envelope to at most ``max_points`` points, keeping each group's min
+    and max in order of occurrence (NaN gaps ignored; all-NaN groups dropped).
+
+    >>> minmax_downsample(np.array([1.0, 9, 2, 3, np.nan, 0, 5, 5]), max_points=4).tolist()
+    [1.0, 9.0, 0.0, 5.0]
+    """
+    finite = values[np.isfinite(values)]
+    if values.size <= max_points:
+        return finite
+    group = -(-values.size // (max_points // 2))
+    padded = np.pad(values, (0, (-values.size) % group), constant_values=np.nan)
+    rows = padded.reshape(-1, group)
+    keep = np.isfinite(rows).any(axis=1)
+    rows = rows[keep]
+    i_lo = np.nanargmin(rows, axis=1)
+    i_hi = np.nanargmax(rows, axis=1)
+    r = np.arange(rows.shape[0])
+    first = np.where(i_lo <= i_hi, rows[r, i_lo], rows[r, i_hi])
+    second = np.where(i_lo <= i_hi, rows[r, i_hi], rows[r, i_lo])
+    return np.column_stack([first, second]).ravel()

@@ -23,7 +23,7 @@ def counter_for(runs: list[Run]) -> str:
     for counter in COUNTERS:
         if all(run.has(counter) for run in runs):
             return counter
-    lacking = next(r for r in runs if not r.has("samples"))
+    lacking = next(r for r in runs if not r.has("tokens"))
     raise AnalysisError(
         f"run {lacking.id}: --align tokens needs 'tokens' or 'samples' logged by every run; "
         "use --align step or --align progress"

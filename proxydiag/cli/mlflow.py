@@ -36,3 +36,42 @@ def sync_command(store: StoreOpt = DEFAULT_STORE, tracking_uri: TrackingOpt = No
         out.print("nothing to sync")
     if result.failed:
         raise MlflowError(f"{len(result.failed)} result(s) not synced; they stay pending in {store}")
+
+
+FilterOpt = Annotated[
+    str, typer.Option("--filter", help="MLflow filter string, e.g. \"tags.role = 'proxy'\"")
+]
+
+
+@mlflow_app.command("runs")
+def runs_command(experiment: Annotated[str, typer.Option("--mlflow-experiment",
+                                                         help="MLflow experiment name")],
+                 filter_string: FilterOpt = "", tracking_uri: TrackingOpt = None) -> None:
+    """List the MLflow runs of an experiment (with proxydiag's tags and fidelity if logged)."""
+    from proxydiag.ingest.mlflow_uri import resolve_tracking_uri, search_ids
+    from proxydiag.mlflow_sink import fast_fail
+
+    uri = resolve_tracking_uri(tracking_uri)
+    with fast_fail():
+        ids = search_ids(experiment, filter_string, uri)
+        rows = _describe(uri, ids)
+    header = ["mlflow_run_id", "name", "role", "experts_kept", "proxydiag.label",
+              "proxydiag.fidelity"]
+    for row in [header, *rows]:
+        typer.echo("\t".join(row))  # tab-separated for scripts (rich would expand the tabs)
+
+
+def _describe(uri: str, ids: list[str]) -> list[list[str]]:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    rows = []
+    for rid in ids:
+        run = client.get_run(rid)
+        tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
+        rows.append([
+            rid, run.info.run_name or "", tags.get("role", ""),
+            tags.get("experts_kept", params.get("experts_kept", "")),
+            tags.get("proxydiag.label", ""), f"{metrics.get('proxydiag.fidelity', '')}",
+        ])
+    return rows

@@ -30,6 +30,8 @@ class ChangeFit:
     shift: float
     sse: float
     sse_null: float
+    #: which fit found it: "step", "hinge" or "jump_ramp"
+    model: str = "step"
 
     @property
     def gain(self) -> float:
@@ -102,14 +104,98 @@ def ramp_fit(
     if not np.isfinite(sse[best]):
         return None
     sse_null = total2 - total**2 / n
-    return ChangeFit("ramp", int(k[best]), float(shift[best]), float(max(sse[best], 0.0)), float(sse_null))
+    return ChangeFit(
+        "ramp", int(k[best]), float(shift[best]), float(max(sse[best], 0.0)), float(sse_null), "hinge"
+    )
+
+
+def hinge_from_level(t: np.ndarray, z: np.ndarray, *, min_points: int = 3) -> int | None:
+    """Hinge index of ``z = b·max(0, t - t_k)`` where ``z`` is the series minus a known level
+    before the change (so points before the hinge that stray from it — a warm-up transient —
+    cost the same for every candidate and do not move the hinge).
+
+    >>> t = np.arange(50.0)
+    >>> z = np.where(t < 30, 0.0, 0.3 * (t - 30))
+    >>> z[:5] = 2.0  # a transient at the start
+    >>> hinge_from_level(t, z)
+    30
+    """
+    n = z.size
+    if n < 2 * min_points:
+        return None
+    tt = (t - t[0]) / max(float(t[-1] - t[0]), 1.0)
+    k = np.arange(min_points - 1, n - min_points)
+
+    def suffix(a: np.ndarray) -> np.ndarray:
+        return np.cumsum(a[::-1])[::-1]
+
+    st, st2, sz, stz = suffix(tt), suffix(tt * tt), suffix(z), suffix(tt * z)
+    tk, cnt = tt[k], (n - k).astype(np.float64)
+    su2 = st2[k] - 2 * tk * st[k] + tk * tk * cnt
+    suz = stz[k] - tk * sz[k]
+    gain = np.where((su2 > 1e-18) & (suz > 0), suz * suz / np.where(su2 > 1e-18, su2, 1.0), -np.inf)
+    best = int(np.argmax(gain))
+    return int(k[best]) if np.isfinite(gain[best]) else None
+
+
+def jump_ramp_fit(
+    t: np.ndarray, y: np.ndarray, *, min_points: int = 3, sign: int = 1
+) -> ChangeFit | None:
+    """Best ``y = a`` before ``t_k`` and ``y = c + b·(t - t_k)`` from it: a level, then a line
+    with its own intercept (a jump followed by growth, as a divergence's kick and climb).
+
+    ``kind`` is ``"step"`` when the jump is most of the change, else ``"ramp"``.
+
+    >>> t = np.arange(60.0)
+    >>> f = jump_ramp_fit(t, np.where(t < 40, 0.0, 3.0 + 0.1 * (t - 40)))
+    >>> f.index, f.kind, round(f.shift, 6)
+    (40, 'step', 4.9)
+    """
+    n = y.size
+    if n < 2 * min_points:
+        return None
+    scale = max(float(t[-1] - t[0]), 1.0)
+    tt = (t - t[0]) / scale
+    k = np.arange(min_points, n - min_points + 1)
+    c1, c2 = np.concatenate([[0.0], np.cumsum(y)]), np.concatenate([[0.0], np.cumsum(y * y)])
+
+    def suffix(a: np.ndarray) -> np.ndarray:
+        return np.concatenate([np.cumsum(a[::-1])[::-1], [0.0]])
+
+    st, st2, sy, sty, sy2 = suffix(tt), suffix(tt * tt), suffix(y), suffix(tt * y), suffix(y * y)
+    n1, m = k.astype(np.float64), (n - k).astype(np.float64)
+    sse1 = c2[k] - c1[k] ** 2 / n1
+    sxx = st2[k] - st[k] ** 2 / m
+    sxy = sty[k] - st[k] * sy[k] / m
+    syy = sy2[k] - sy[k] ** 2 / m
+    ok = sxx > 1e-18
+    b = np.where(ok, sxy / np.where(ok, sxx, 1.0), 0.0)
+    sse = sse1 + syy - b * sxy
+    a1 = c1[k] / n1
+    start = sy[k] / m - b * (st[k] / m - tt[k])  # the line's value at t_k
+    shift = start + b * (tt[-1] - tt[k]) - a1
+    valid = ok & ((np.sign(shift) == sign) if sign else True)
+    if sign:
+        valid &= np.sign(start - a1) != -sign  # the new regime starts on the side it ends
+    sse = np.where(valid, sse, np.inf)
+    best = int(np.argmin(sse))
+    if not np.isfinite(sse[best]):
+        return None
+    jump = float(start[best] - a1[best])
+    kind: Kind = "step" if abs(jump) >= 0.5 * abs(float(shift[best])) else "ramp"
+    sse_null = float(c2[-1] - c1[-1] ** 2 / n)
+    return ChangeFit(
+        kind, int(k[best]), float(shift[best]), float(max(sse[best], 0.0)), sse_null, "jump_ramp"
+    )
 
 
 def best_change(
     t: np.ndarray, y: np.ndarray, *, min_points: int = 3, sign: int = 1
 ) -> ChangeFit | None:
-    """The better of :func:`step_fit` and :func:`ramp_fit` (a ramp must explain clearly more
-    to be preferred: both have the same number of parameters, but a ramp can mimic a step).
+    """The best of :func:`step_fit`, :func:`ramp_fit` and :func:`jump_ramp_fit`.
+
+    A model with more freedom must explain clearly more to be preferred (a ramp can mimic a
+    step; a jump-then-line has one parameter more than either).
 
     >>> t = np.arange(60.0)
     >>> best_change(t, np.where(t < 30, 0.0, 4.0)).kind
@@ -120,8 +206,22 @@ def best_change(
     step = step_fit(y, min_points=min_points, sign=sign)
     ramp = ramp_fit(t, y, min_points=min_points, sign=sign)
     if step is None or ramp is None:
-        return step or ramp
-    return ramp if ramp.sse < 0.9 * step.sse else step
+        best = step or ramp
+    else:
+        best = ramp if ramp.sse < 0.9 * step.sse else step
+    both = jump_ramp_fit(t, y, min_points=min_points, sign=sign)
+    if best is None or (both is not None and _better(both.sse, best.sse, n=y.size)):
+        return both
+    return best
+
+
+def _better(sse_more: float, sse_less: float, *, n: int) -> bool:
+    """BIC for one extra parameter, on an effective sample of n/5 (the series is smoothed
+    with a 5-point median and its noise is autocorrelated)."""
+    n_eff = max(n / 5.0, 4.0)
+    if sse_more <= 0:
+        return True
+    return bool(n_eff * np.log(max(sse_less, 1e-300) / sse_more) > 2.0 * np.log(n_eff))
 
 
 def cusum_onset(z: np.ndarray, *, drift: float, threshold: float) -> tuple[int, int] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from numpy.lib.stride_tricks import sliding_window_view
 
 #: MAD -> σ for a normal distribution
 MAD_TO_SIGMA = 1.4826
@@ -50,10 +51,24 @@ def rolling_median(values: np.ndarray, *, window_points: int, center: bool = Fal
 
     >>> rolling_median(np.array([1.0, 5.0, 2.0, 8.0]), window_points=3).tolist()
     [1.0, 3.0, 2.0, 5.0]
+    >>> rolling_median(np.array([1.0, 5.0, 2.0, 8.0, 0.0]), window_points=3, center=True).tolist()
+    [3.0, 2.0, 5.0, 2.0, 4.0]
     """
+    n = values.size
+    if center and window_points % 2 == 1 and 3 <= window_points <= n and window_points <= 15 and (
+        np.isfinite(values).all()
+    ):
+        # short centred windows (the smoothing before a fit): numpy, without a query's overhead
+        h = window_points // 2
+        out = np.empty(n)
+        out[h : n - h] = np.median(sliding_window_view(values, window_points), axis=1)
+        for i in range(h):  # the edges use the part of the window inside the series
+            out[i] = np.median(values[: i + h + 1])
+            out[n - 1 - i] = np.median(values[n - 1 - i - h :])
+        return out
     s = pl.Series(values).fill_nan(None)
-    out = s.rolling_median(window_size=window_points, min_samples=1, center=center)
-    return out.fill_null(np.nan).to_numpy().astype(np.float64)
+    rolled = s.rolling_median(window_size=window_points, min_samples=1, center=center)
+    return rolled.fill_null(np.nan).to_numpy().astype(np.float64)
 
 
 def rolling_mad(
@@ -95,3 +110,38 @@ def downsample(steps: np.ndarray, values: np.ndarray, *, max_points: int) -> tup
     s = np.add.reduceat(steps.astype(np.float64), edges[:-1]) / counts
     v = np.add.reduceat(values, edges[:-1]) / counts
     return s, v
+
+
+def bucket_medians(
+    t: np.ndarray, y: np.ndarray, *, max_points: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Medians of ``y`` in at most ``max_points`` equal buckets (robust: a spike does not move
+    a bucket), each at its first ``t``; also the index where each bucket starts.
+
+    >>> tb, yb, starts = bucket_medians(np.arange(10.0), np.arange(10.0), max_points=3)
+    >>> tb.tolist(), yb.tolist(), starts.tolist()
+    ([0.0, 4.0, 8.0], [1.5, 5.5, 8.5], [0, 4, 8])
+    """
+    n = y.size
+    width = -(-n // max_points)
+    full = (n // width) * width
+    starts = np.arange(0, n, width)
+    med = np.median(y[:full].reshape(-1, width), axis=1)
+    if full < n:
+        med = np.append(med, np.median(y[full:]))
+    return t[starts].astype(np.float64), med, starts
+
+
+def block_level(values: np.ndarray, *, window_points: int) -> np.ndarray:
+    """Each point's block median, blocks of ``window_points`` (a cheap sustained level for
+    long windows, where an exact rolling median would cost O(n·log w) per call).
+
+    >>> block_level(np.array([1.0, 9.0, 2.0, 3.0, 4.0]), window_points=2).tolist()
+    [5.0, 5.0, 2.5, 2.5, 4.0]
+    """
+    n = values.size
+    if n == 0:
+        return values.astype(np.float64)
+    width = max(1, min(window_points, n))
+    _, med, starts = bucket_medians(np.arange(n), values, max_points=-(-n // width))
+    return np.repeat(med, np.diff(np.append(starts, n)))

@@ -7,13 +7,22 @@ measure the level after the change against the level before it in robust σ.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
-from proxydiag.diagnose._changepoint import best_change
-from proxydiag.diagnose._stats import noise_sigma, robust_level, rolling_median
+from proxydiag.diagnose._changepoint import ChangeFit, best_change, hinge_from_level
+from proxydiag.diagnose._stats import (
+    block_level,
+    bucket_medians,
+    noise_sigma,
+    robust_level,
+    rolling_median,
+)
+
+#: change points of longer series are located on this many bucket medians
+MAX_FIT_POINTS = 2000
 
 
 @dataclass(frozen=True)
@@ -25,6 +34,10 @@ class Change:
     before: float
     after: float
     sigma: float
+    #: the step where the change begins: a climb at its hinge; a jump just after the last
+    #: point before it (the jump happened between two logged points, and values it made
+    #: non-finite are not in the series)
+    onset_step: int = 0
 
     @property
     def rise(self) -> float:
@@ -50,7 +63,8 @@ def sustained_change(
 
     ``after="tail"`` measures the level at the end of the series (a change that reverted
     measures small); ``"peak"`` the most extreme sustained level after the change.
-    ``baseline_points`` fixes the level before to the run's own early baseline.
+    ``baseline_points`` measures the level before on the run's own early baseline (at most
+    that many points, never past the change).
     ``log_scale``: ``y`` is a log; the change is also located on the linear scale and the
     better-explained fit wins (a linear climb is concave on log scale, which biases a hinge
     early; an exponential one is a straight line on log scale).
@@ -65,24 +79,107 @@ def sustained_change(
     n = y.size
     if n < 8:
         return None
-    smooth_w = 5 if n >= 40 else 3
-    ys = rolling_median(y, window_points=smooth_w, center=True)
-    min_points = max(3, n // 100)
-    fit = best_change(t, ys, min_points=min_points, sign=sign)
-    if log_scale:
-        lin = best_change(t, np.exp(ys - np.nanmedian(ys)), min_points=min_points, sign=sign)
-        if fit is None or (lin is not None and lin.gain > fit.gain):
-            fit = lin
-    if fit is None:
+    located = _locate_change(t, y, sign=sign, tail_fraction=tail_fraction, log_scale=log_scale)
+    if located is None:
         return None
-    k = fit.index
-    base = y[: baseline_points if baseline_points else k]
+    k, kind, lo, model = located
+    base = y[lo : max(min(lo + baseline_points, k), lo + 3) if baseline_points else k]
     before, spread = robust_level(base)
     sigma = max(spread, noise_sigma(base), sigma_floor)
     level_w = max(3, int(tail_fraction * n))
     if after == "tail":
         level = float(np.median(y[-level_w:]))
     else:
-        rolled = rolling_median(y[k:], window_points=level_w, center=True)
+        rolled = block_level(y[k:], window_points=level_w)
         level = float(np.nanmax(rolled) if sign > 0 else np.nanmin(rolled))
-    return Change(k, fit.kind, before, level, sigma)
+    onset = int(t[k]) if model == "hinge" or k == 0 else int(t[k - 1]) + 1
+    return Change(k, kind, before, level, sigma, onset)
+
+
+def _locate_change(
+    t: np.ndarray, y: np.ndarray, *, sign: int, tail_fraction: float, log_scale: bool
+) -> tuple[int, str, int, str] | None:
+    """(index of the change, its kind, start of the window the fit used, the model that found
+    it), indices into ``y``.
+
+    Longer series are located on bucket medians (at most :data:`MAX_FIT_POINTS`; the
+    documented analysis resolution) and measured at full resolution by the caller.
+    """
+    n = y.size
+    if n > MAX_FIT_POINTS:
+        tb, yb, starts = bucket_medians(t, y, max_points=MAX_FIT_POINTS)
+        found = _locate_change(tb, yb, sign=sign, tail_fraction=tail_fraction, log_scale=log_scale)
+        if found is None:
+            return None
+        return int(starts[found[0]]), found[1], int(starts[found[2]]), found[3]
+    ys = rolling_median(y, window_points=5 if n >= 40 else 3, center=True)
+    min_points = max(3, n // 100)
+    located = _locate(t, ys, sign=sign, min_points=min_points, log_scale=log_scale)
+    if located is None:
+        return None
+    fit, space = located
+    # refit without a leading transient (warm-up) and on the rise alone (up to where it
+    # reaches its extreme): both would otherwise tilt the fit
+    end = _reach(ys, fit.index, sign=sign, level_points=max(3, int(tail_fraction * n)))
+    end = min(n, end + max(2 * min_points, 5))
+    lo = _settled(ys, fit.index)
+    if (lo > 0 or end < n) and end - fit.index >= min_points and fit.index - lo >= min_points:
+        refound = _locate(t[lo:end], ys[lo:end], sign=sign, min_points=min_points, log_scale=log_scale)
+        if refound is not None:
+            refit, space_part = refound
+            fit = replace(refit, index=refit.index + lo)
+            space = np.concatenate([space[:lo], space_part, space[end:]])
+    if fit.model == "hinge":
+        fit = _refine_hinge(t, space, fit, lo=lo, end=end, sign=sign, min_points=min_points)
+    return fit.index, fit.kind, lo, fit.model
+
+
+def _locate(
+    t: np.ndarray, ys: np.ndarray, *, sign: int, min_points: int, log_scale: bool
+) -> tuple[ChangeFit, np.ndarray] | None:
+    """The best change, and the series (log or linear scale) it was found on."""
+    fit = best_change(t, ys, min_points=min_points, sign=sign)
+    space = ys
+    if log_scale:
+        linear = np.exp(ys - np.nanmedian(ys))
+        lin = best_change(t, linear, min_points=min_points, sign=sign)
+        if fit is None or (lin is not None and lin.gain > fit.gain):
+            fit, space = lin, linear
+    return None if fit is None else (fit, space)
+
+
+def _reach(ys: np.ndarray, k: int, *, sign: int, level_points: int) -> int:
+    """First index from ``k`` where ``ys`` comes within 10% of its most extreme sustained level."""
+    before = float(np.median(ys[:k])) if k else float(ys[0])
+    rolled = sign * block_level(ys[k:], window_points=level_points)
+    peak = float(np.nanmax(rolled))
+    target = sign * before + 0.9 * (peak - sign * before)
+    hit = np.flatnonzero(sign * ys[k:] >= target)
+    return k + int(hit[0]) if hit.size else ys.size
+
+
+def _settled(ys: np.ndarray, k: int) -> int:
+    """End of a leading transient: the first point within 1 robust σ of the level just before
+    the change (measured on the second half of the stretch before it)."""
+    if k < 8:
+        return 0
+    level, spread = robust_level(ys[k // 2 : k])
+    near = np.flatnonzero(np.abs(ys[:k] - level) <= 1.0 * max(spread, 1e-12))
+    return int(near[0]) if near.size else 0
+
+
+def _refine_hinge(
+    t: np.ndarray, ys: np.ndarray, fit: ChangeFit, *, lo: int, end: int, sign: int, min_points: int
+) -> ChangeFit:
+    """Re-place a climb's hinge against the robust level before it (twice: the level moves
+    with the hinge)."""
+    k = fit.index
+    for _ in range(2):
+        if k - lo < min_points:
+            break
+        level = float(np.median(ys[(lo + k) // 2 : k]))
+        found = hinge_from_level(t[lo:end], sign * (ys[lo:end] - level), min_points=min_points)
+        if found is None:
+            break
+        k = found + lo
+    return replace(fit, index=k)

@@ -104,8 +104,8 @@ class DivergenceConfig:
     tail_fraction: float = 0.1
     #: grad norm / loss must end this many times above its level before the change
     min_fold: float = 3.0
-    #: ... and this many robust σ above it
-    z_min: float = 6.0
+    #: ... and this many robust σ (of the level before it, autocorrelated wander included)
+    z_min: float = 4.0
     #: RL symptoms: entropy collapse (÷ fold) or explosion (× fold), KL / clip-fraction blow-up
     symptom_fold: float = 3.0
     #: reward collapse: the tail falls this many robust σ below the level before the change
@@ -170,7 +170,7 @@ class DriftConfig:
     #: a trend must move the level by this fraction of the series' spread over the run
     min_rel_change: float = 0.5
     #: at most this many points enter the trend tests (Theil-Sen is O(n²))
-    max_points: int = 1000
+    max_points: int = 500
     #: throughput drop: the level after a change is below this fraction of the level before
     throughput_drop_ratio: float = 0.8
 

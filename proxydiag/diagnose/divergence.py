@@ -87,15 +87,15 @@ def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:
     steps, y = steps[keep], y[keep]
     change = sustained_change(
         steps.astype(np.float64), y, sign=rule.sign, tail_fraction=c.tail_fraction,
-        sigma_floor=1e-3 if rule.log else 1e-9, log_scale=rule.log,
+        sigma_floor=1e-3 if rule.log else 1e-9,
     )
     if change is None or not _large(change, rule, cfg):
         return None
     z = change.z
     conf = float(min(0.99, 0.6 + 0.4 * (1.0 - c.z_min / max(z, c.z_min))))
     return Event(
-        rule.kind, rule.metric, int(steps[change.index]), None, rule.severity, conf,
-        _evidence(s.name, steps[change.index], change, rule),
+        rule.kind, rule.metric, change.onset_step, None, rule.severity, conf,
+        _evidence(s.name, change.onset_step, change, rule),
     )
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from proxydiag.diagnose._stats import rolling_median, safe_log
+from proxydiag.diagnose._stats import block_level, safe_log
 from proxydiag.diagnose._sustained import Change, sustained_change
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, MismatchConfig
@@ -82,22 +82,11 @@ def _check(s: Series, c: MismatchConfig) -> Event | None:
     steps, x = s.steps[ok], s.values[ok]
     y = _badness(s.name)(x)
     n = y.size
-    fit = sustained_change(steps.astype(np.float64), y, sign=1, after="peak", sigma_floor=0.02,
-        log_scale=True,
-    )
-    if fit is None:
-        return None
-    base_n = max(min(int(c.baseline_fraction * n), fit.index), 3)
-    change = sustained_change(
-        steps.astype(np.float64), y, sign=1, after="peak", baseline_points=base_n,
-        sigma_floor=0.02, log_scale=True,
-    )
-    assert change is not None  # same series and fit as above
-    level = rolling_median(x, window_points=max(3, n // 20), center=True)
+    level = block_level(x, window_points=max(3, n // 20))
     bound = _beyond_bound(s.name, level, c)
-    over = bound is not None and bool(bound[0][change.index:].any())
-    relative = change.rise >= np.log(c.min_fold) and change.z >= c.z_min
-    if relative and (over or change.rise >= np.log(c.strong_fold)):
+    found = _earliest_change(steps.astype(np.float64), y, bound=bound, c=c)
+    if found is not None:
+        change, over = found
         return _event(s, steps, x, change, bound[1] if bound and over else None, c)
     if bound is not None and bound[0].any():
         first = int(np.flatnonzero(bound[0])[0])
@@ -109,16 +98,40 @@ def _check(s: Series, c: MismatchConfig) -> Event | None:
     return None
 
 
+def _earliest_change(
+    t: np.ndarray, y: np.ndarray, *, bound: tuple[np.ndarray, str] | None, c: MismatchConfig
+) -> tuple[Change, bool] | None:
+    """The earliest significant change: after finding one, look again before it (binary
+    segmentation to the left), because a climb that later tips the run into divergence is
+    followed by a larger jump, and the onset is where the first climb starts."""
+    base_n = max(int(c.baseline_fraction * y.size), 10)
+    best: tuple[Change, bool] | None = None
+    end = y.size
+    while end >= 12:
+        change = sustained_change(
+            t[:end], y[:end], sign=1, after="peak", baseline_points=base_n, sigma_floor=0.02,
+            log_scale=True,
+        )
+        if change is None:
+            break
+        over = bound is not None and bool(bound[0][change.index : end].any())
+        relative = change.rise >= np.log(c.min_fold) and change.z >= c.z_min
+        if not (relative and (over or change.rise >= np.log(c.strong_fold))):
+            break
+        best, end = (change, over), change.index
+    return best
+
+
 def _event(
     s: Series, steps: np.ndarray, x: np.ndarray, change: Change, bound: str | None, c: MismatchConfig
 ) -> Event:
     k = change.index
     base_x = float(np.median(x[: max(min(int(c.baseline_fraction * x.size), k), 3)]))
-    peak_x = float(np.median(x[k:])) if change.kind == "step" else float(np.max(rolling_median(
-        x[k:], window_points=max(3, x.size // 20), center=True)))
+    peak_x = float(np.median(x[k:])) if change.kind == "step" else float(np.max(block_level(
+        x[k:], window_points=max(3, x.size // 20))))
     if s.name.startswith("mismatch_corr"):
         kind, shape = "mismatch_corr_drop", "drops"
-        peak_x = float(np.min(rolling_median(x[k:], window_points=max(3, x.size // 20), center=True)))
+        peak_x = float(np.min(block_level(x[k:], window_points=max(3, x.size // 20))))
     elif change.kind == "step":
         kind, shape = "mismatch_step", "steps up"
     else:
@@ -126,8 +139,8 @@ def _event(
     fold = float(np.exp(change.rise))
     conf = float(min(0.99, 0.6 + 0.2 * (bound is not None) + 0.2 * (1 - c.z_min / max(change.z, c.z_min))))
     return Event(
-        kind, s.name, int(steps[k]), None, "critical", conf,
-        f"{s.name} {shape} at step {int(steps[k])}: {base_x:.4g} in the early baseline, "
+        kind, s.name, change.onset_step, None, "critical", conf,
+        f"{s.name} {shape} at step {change.onset_step}: {base_x:.4g} in the early baseline, "
         f"{peak_x:.4g} after ({fold:.3g}× the baseline's disagreement, robust z {change.z:.1f})"
         + (f"; beyond the published bound {bound}" if bound else ""),
     )

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from proxydiag.diagnose._stats import window_sum
 from proxydiag.diagnose._view import RunView, Series, view
-from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
+from proxydiag.diagnose.scaler import calibration_end
 from proxydiag.events import Event, Severity
 from proxydiag.run import Run
 
@@ -18,18 +20,20 @@ from proxydiag.run import Run
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``nonfinite`` (per metric) and ``nonfinite_counter``.
 
-    Critical when at least ``min_count`` points are non-finite or the run ends non-finite;
-    a single isolated NaN is a warning.
+    Critical when non-finite values persist (more than ``scaler.max_skip_fraction`` of a
+    window's logged points; an fp16 run's leading calibration burst excluded) or the run ends
+    non-finite (its last ``min_count`` points); isolated ones are a warning (a skipped step),
+    a calibration burst is info.
 
     >>> from proxydiag.diagnose._view import from_arrays
-    >>> v = from_arrays({"grad_norm": (range(6), [1, 1, np.inf, 1, np.nan, np.nan])})
+    >>> v = from_arrays({"grad_norm": (range(62), [1.0] * 20 + [np.inf, np.inf, 1.0] * 14)})
     >>> [(e.kind, e.onset_step, e.severity) for e in detect(v, DiagnoseConfig())]
-    [('nonfinite', 2, 'critical')]
+    [('nonfinite', 20, 'critical')]
     """
     rv = view(run)
     scaled = _dynamic_scaler(rv)
     events = [e for m in cfg.nonfinite.metrics if (s := rv.get(m)) is not None
-              for e in _values(s, min_count=cfg.nonfinite.min_count,
+              for e in _values(s, min_count=cfg.nonfinite.min_count, scaler=cfg.scaler,
                                scaler_owned=scaled and m == "grad_norm")]
     counter = rv.get("nonfinite")
     if counter is not None:
@@ -46,41 +50,66 @@ def _dynamic_scaler(rv: RunView) -> bool:
     return finite.size >= 2 and float(finite.max()) > float(finite.min())
 
 
-def _values(s: Series, *, min_count: int, scaler_owned: bool = False) -> list[Event]:
+def _values(
+    s: Series, *, min_count: int, scaler: ScalerConfig, scaler_owned: bool = False
+) -> list[Event]:
     bad = ~s.finite
     n_bad = int(bad.sum())
     if n_bad == 0:
         return []
     idx = np.flatnonzero(bad)
     first = int(idx[0])
-    terminal = bool(bad[-1])
-    after = float(bad[first:].mean())
+    tail = bad[-min_count:]
+    terminal = bool(tail.size >= min_count and tail.all())
+    calib_end = calibration_end(Series(s.name, s.steps, bad.astype(np.float64)), scaler)
+    burst = _burst(s, bad, scaler, calib_end=calib_end)
+    critical = (burst is not None or terminal) and not scaler_owned
+    onset = burst if burst is not None else (int(s.steps[first]) if not terminal else
+                                             int(s.steps[_trailing_start(bad)]))
     nan = int(np.isnan(s.values).sum())
     pos = int(np.isposinf(s.values).sum())
     neg = int(np.isneginf(s.values).sum())
-    before = s.values[:first][s.finite[:first]]
-    prior = f"{before[-1]:.4g}" if before.size else "none"
-    critical = (n_bad >= min_count or terminal) and not scaler_owned
     evidence = (
         f"{s.name}: {n_bad} of {len(s)} points non-finite (nan={nan}, +inf={pos}, -inf={neg}); "
-        f"first at step {int(s.steps[first])} (last finite value before it {prior}); "
-        f"{after:.0%} of the points from there on are non-finite"
+        f"first at step {int(s.steps[first])}"
+        + (f"; persistent from step {burst} (more than {scaler.max_skip_fraction:.0%} of the "
+           f"points of a {scaler.window_steps}-step window)" if burst is not None else "")
         + ("; the run ends non-finite" if terminal else "")
+        + (f"; the burst up to step {calib_end} is the fp16 scaler's calibration"
+           if calib_end is not None else "")
         + ("; under fp16 dynamic loss scaling these are overflow steps the scaler skipped "
            "(judged by the scaler events)" if scaler_owned else "")
     )
-    severity: Severity = "critical" if critical else ("info" if scaler_owned else "warning")
-    return [
-        Event(
-            "nonfinite",
-            s.name,
-            int(s.steps[first]),
-            int(s.steps[idx[-1]]),
-            severity,
-            0.95 if critical else 0.5,
-            evidence,
-        )
-    ]
+    severity: Severity = "critical" if critical else (
+        "info" if scaler_owned or (calib_end is not None and idx[-1] <= np.searchsorted(
+            s.steps, calib_end, side="right") - 1) else "warning")
+    return [Event(
+        "nonfinite", s.name, onset if critical else int(s.steps[first]), int(s.steps[idx[-1]]),
+        severity, 0.95 if critical else 0.5, evidence,
+    )]
+
+
+def _burst(s: Series, bad: np.ndarray, c: ScalerConfig, *, calib_end: int | None) -> int | None:
+    """First step of persistent non-finite values: more than ``max_skip_fraction`` of the
+    logged points of a window (the calibration burst of an fp16 run excluded)."""
+    hits = bad.astype(np.float64)
+    if calib_end is not None:
+        hits[s.steps <= calib_end] = 0.0
+    window = max(float(c.window_steps), 4 * s.interval)
+    num = window_sum(s.steps, hits, window_steps=window)
+    den = window_sum(s.steps, np.ones_like(hits), window_steps=window)
+    high = np.flatnonzero((num / den > c.max_skip_fraction) & (den >= 3))
+    if high.size == 0:
+        return None
+    a = int(high[0])
+    inside = np.flatnonzero((s.steps > s.steps[a] - window) & (s.steps <= s.steps[a]) & (hits > 0))
+    return int(s.steps[inside[0]]) if inside.size else int(s.steps[a])
+
+
+def _trailing_start(bad: np.ndarray) -> int:
+    """Index where the run's final stretch of non-finite values begins."""
+    good = np.flatnonzero(~bad)
+    return int(good[-1]) + 1 if good.size else 0
 
 
 def _counter(s: Series) -> list[Event]:

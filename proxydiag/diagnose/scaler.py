@@ -36,7 +36,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     events: list[Event] = []
     calib_end = None
     if counts is not None:
-        calib_end = _calibration_end(counts, c)
+        calib_end = calibration_end(counts, c)
         if calib_end is not None:
             n = int(counts.values[counts.steps <= calib_end].sum())
             events.append(Event(
@@ -67,7 +67,7 @@ def _skip_counts(rv: RunView) -> Series | None:
     return Series("loss_scale", steps, np.round(drops))
 
 
-def _calibration_end(counts: Series, c: ScalerConfig) -> int | None:
+def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     """Last step of the leading burst of overflows, or None when the run does not start with one."""
     hit = np.flatnonzero(counts.values > 0)
     if hit.size == 0:
@@ -130,7 +130,9 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None) -> l
     if at_min.size >= 2 or collapsed:
         hit = int(at_min[0]) if at_min.size >= 2 else lg.size - tail
         start = _descent_start(steps, lg, hit=hit, gap_steps=c.calibration_gap_steps)
-        onset = int(steps[start - 1]) + 1 if start > 0 else int(steps[0])
+        # a scale logged only at overflows is sparse: the descent starts just before its
+        # first drop (one overflow is absorbed by hysteresis), not after the previous point
+        onset = max(int(steps[start - 1]) + 1, int(steps[start]) - 1) if start > 0 else int(steps[0])
         kind = "scale_min" if at_min.size >= 2 else "scale_collapse"
         events.append(Event(
             kind, "loss_scale", onset, int(steps[-1]), "critical", 0.9,

@@ -68,7 +68,7 @@ def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
     """Label a run from its events (see the module docstring for the rules)."""
     tol = max(cfg.taxonomy.order_tolerance_steps, int(rv.interval))
     crit = [e for e in events if e.severity == "critical" and e.onset_step is not None]
-    mismatch = _first(e for e in crit if e.kind in MISMATCH)
+    mismatch = _consensus([e for e in crit if e.kind in MISMATCH])
     diverge = _first(e for e in crit if e.kind in DIVERGENCE) or _symptom_cluster(events, rv)
     overflow = _first(e for e in crit if e.kind in OVERFLOW)
     label, root = "healthy", None
@@ -99,14 +99,27 @@ def _first(events: object) -> Event | None:
     return found[0] if found else None
 
 
+def _consensus(events: list[Event]) -> Event | None:
+    """The event at the (lower) median onset: several metrics of one family (e.g. prob diff,
+    k3, Pearson) see the same change, and the noisiest of them should not set the onset."""
+    found = sorted(events, key=lambda e: (_at(e), -e.confidence))
+    return found[(len(found) - 1) // 2] if found else None
+
+
 def _symptom_cluster(events: list[Event], rv: RunView) -> Event | None:
     """Without a grad-norm/loss divergence, two or more distinct RL symptoms that start close
-    together (within 10% of the run) stand for one."""
-    found = sorted((e for e in events if e.kind in SYMPTOMS and e.onset_step is not None), key=_at)
+    together (within 10% of the run), one of them in reward or entropy, stand for one.
+    Symptoms in the first 10% of the run are warm-up (KL grows from 0, clipping follows the
+    learning-rate warm-up) and do not count."""
+    start = (rv.first_step or 0) + 0.1 * rv.span
+    found = sorted(
+        (e for e in events if e.kind in SYMPTOMS and e.onset_step is not None and _at(e) >= start),
+        key=_at,
+    )
     for i, first in enumerate(found):
         near = {e.kind for e in found[i:] if _at(e) - _at(first) <= 0.1 * rv.span}
-        near.discard("entropy_explosion" if "entropy_collapse" in near else "")
-        if len(near) >= 2:
+        core = near & {"reward_collapse", "entropy_collapse", "entropy_explosion"}
+        if len(near) >= 2 and core:
             return Event(
                 "divergence", first.metric, first.onset_step, None, "critical",
                 min(0.8, first.confidence),

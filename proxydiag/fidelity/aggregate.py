@@ -4,8 +4,9 @@
 increments 0.15; level 0: reported only). Its interval is the percentile interval of the same
 weighted mean over the shared block-bootstrap replicates (resamples of blocks of aligned grid
 points, the same resamples for every test of the metric). ``seed_baseline`` is the score a typical
-seed pair gets. Verdict: the worst of its scored tests (``faithful`` ≥ 0.5, ``diverged`` < 0.2,
-``drifted`` between; opposite trend directions are ``diverged``).
+seed pair gets. Verdict from the score: ``faithful`` ≥ 0.6, ``diverged`` < 0.3, ``drifted``
+between, and at least ``drifted`` when one test scores < 0.3 (its discrepancy is > 3.3× the seed
+range); opposite trend directions are ``diverged``.
 
 **Overall**: ``dynamics`` = mean of metric scores, key metrics (reward, entropy, KL, grad norm,
 losses, response length, clip fraction) weighted 2, metrics that differ by design (throughput,
@@ -16,7 +17,8 @@ step time, counters, lr) weighted 0. Verdict rules (the issue's):
 2. the full run learns (reward up, else loss down, by ≥ ``learn_min_sigma`` σ) and a healthy
    proxy does not (less than ``learn_min_sigma`` σ or ``learn_min_fraction`` of the full run's
    change) → ``unfaithful``;
-3. otherwise any key metric drifted/diverged, or dynamics < ``partial_below`` → ``partial``;
+3. otherwise two or more key metrics (or mismatch metrics) not faithful, one diverged, or
+   dynamics < ``partial_below`` (0.8) → ``partial``;
 4. otherwise ``faithful``.
 
 ``fidelity`` = dynamics, times ``unfaithful_factor`` (0.3) when unfaithful.
@@ -30,13 +32,18 @@ import numpy as np
 import numpy.typing as npt
 
 from proxydiag.fidelity.config import FidelityConfig
-from proxydiag.fidelity.result import FaultComparison, MetricFidelity, MetricVerdict, TestResult, Verdict
+from proxydiag.fidelity.result import (
+    FaultComparison,
+    MetricFidelity,
+    MetricVerdict,
+    TestResult,
+    Verdict,
+)
 from proxydiag.fidelity.scoring import fmt, verdict
 from proxydiag.fidelity.stats import percentile_ci
 from proxydiag.metrics import is_mismatch
 
 Floats = npt.NDArray[np.float64]
-_RANK: dict[MetricVerdict, int] = {"faithful": 0, "drifted": 1, "diverged": 2}
 
 
 def metric_fidelity(metric: str, tests: Mapping[str, TestResult], config: FidelityConfig) -> MetricFidelity:
@@ -50,10 +57,10 @@ def metric_fidelity(metric: str, tests: Mapping[str, TestResult], config: Fideli
     ci = percentile_ci(np.atleast_1d(np.asarray(reps, dtype=np.float64)), level=config.ci_level)
     ci = (min(ci[0], score), max(ci[1], score))
     seed = sum(weights[k] * float(t.details.get("seed_score", 1.0)) for k, t in scored.items()) / total
-    worst: MetricVerdict = "faithful"
-    for t in scored.values():
-        v: MetricVerdict = "diverged" if t.details.get("opposite_direction") else verdict(t.score, config)
-        worst = v if _RANK[v] > _RANK[worst] else worst
+    opposite = any(t.details.get("opposite_direction") for t in scored.values())
+    worst: MetricVerdict = "diverged" if opposite else verdict(score, config)
+    if worst == "faithful" and any(t.score < config.diverged_score for t in scored.values()):
+        worst = "drifted"  # one test far outside the seed range is enough to doubt the metric
     weakest = min(scored.values(), key=lambda t: t.score) if scored else None
     words = f"{metric}: {worst}, score {fmt(score)} [{fmt(ci[0])}, {fmt(ci[1])}], seed pairs {fmt(seed)}"
     if weakest is not None and weakest.score < 1:
@@ -69,11 +76,14 @@ def metric_weight(metric: str, config: FidelityConfig) -> float:
 
 
 def dynamics(metrics: Mapping[str, MetricFidelity], config: FidelityConfig) -> float:
-    """Weighted mean of the metric scores (1.0 when nothing is scored)."""
+    """Weighted mean of the metric scores (0.5, "unknown", when no curve could be compared; the
+    unweighted mean when only unscored metrics could)."""
+    if not metrics:
+        return 0.5
     weights = {m: metric_weight(m, config) for m in metrics}
     total = sum(weights.values())
     if total == 0:
-        return 1.0
+        return sum(f.score for f in metrics.values()) / len(metrics)
     return sum(weights[m] * f.score for m, f in metrics.items()) / total
 
 
@@ -112,6 +122,8 @@ def overall(metrics: Mapping[str, MetricFidelity], faults: FaultComparison,
         reasons.append(gap)
     off = [m for m, f in metrics.items() if f.verdict != "faithful"
            and (m in config.key_metrics or is_mismatch(m))]
+    dynamics_off = len(off) >= config.partial_min_metrics or any(
+        metrics[m].verdict == "diverged" for m in off)
     if off:
         reasons.append("dynamics outside the seed-to-seed range: " + "; ".join(
             f"{m} {metrics[m].verdict} ({metrics[m].score:.2f})" for m in off))
@@ -119,6 +131,6 @@ def overall(metrics: Mapping[str, MetricFidelity], faults: FaultComparison,
         reasons.append(f"dynamics score {dyn:.2f} < {config.partial_below}")
     if unfaithful:
         return dyn * config.unfaithful_factor, "unfaithful", tuple(reasons)
-    if off or dyn < config.partial_below:
+    if dynamics_off or dyn < config.partial_below:
         return dyn, "partial", tuple(reasons)
     return dyn, "faithful", tuple(reasons) or (f"dynamics within the seed-to-seed range (score {dyn:.2f})",)

@@ -16,8 +16,16 @@ import numpy as np
 
 from proxydiag.align.grid import build_grid
 from proxydiag.diagnose.result import Diagnosis
-from proxydiag.errors import AnalysisError
-from proxydiag.fidelity import aggregate, events, faults, increments, level, shape, trend, volatility
+from proxydiag.fidelity import (
+    aggregate,
+    events,
+    faults,
+    increments,
+    level,
+    shape,
+    trend,
+    volatility,
+)
 from proxydiag.fidelity.config import FidelityConfig, load_config
 from proxydiag.fidelity.context import metric_context
 from proxydiag.fidelity.result import Comparison, MetricFidelity
@@ -53,26 +61,30 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
     cfg = config if isinstance(config, FidelityConfig) else (
         load_config(config) if config is not None else FidelityConfig())
     grid = build_grid(fulls, proxy, align=align, config=cfg)
-    if not grid.metrics:
-        raise AnalysisError(f"proxy {proxy.id}: no metric can be compared ({_skips(grid.skipped)})")
+    given: list[Diagnosis | None] = list(full_diagnoses or [])[: len(fulls)]
+    given += [None] * (len(fulls) - len(given)) + [proxy_diagnosis]
+    diagnoses = faults.diagnose_runs([*fulls, proxy], given)
+    fault = faults.score(fulls, proxy, grid, full=diagnoses[:-1], proxy_diagnosis=diagnoses[-1],
+                         config=cfg)
+    ev = events.score(grid, diagnoses, config=cfg)
+    curves = grid
+    if fault.reproduced and fault.onset_lag_steps and fault.full.get("onset_progress") is not None:
+        curves = build_grid(fulls, proxy, align=align, config=cfg, register_onsets=(
+            float(fault.proxy["onset_step"]), float(fault.full["onset_progress"])))
     rng = np.random.default_rng(seed)
     per_metric: dict[str, MetricFidelity] = {}
-    for name, mg in grid.metrics.items():
+    for name, mg in curves.metrics.items():
         ctx = metric_context(mg, config=cfg, rng=rng)
         tests = {t.NAME: t.score(fulls, proxy, mg, ctx=ctx) for t in TESTS}
         per_metric[name] = aggregate.metric_fidelity(name, tests, cfg)
-    diagnoses = faults.diagnose_runs([*fulls, proxy], [*(full_diagnoses or [])][: len(fulls)]
-                                     + [None] * max(0, len(fulls) - len(full_diagnoses or []))
-                                     + [proxy_diagnosis])
-    fault = faults.score(fulls, proxy, grid, full=diagnoses[0], proxy_diagnosis=diagnoses[-1],
-                         config=cfg)
-    ev = events.score(grid, diagnoses, config=cfg)
     fidelity, verdict, reasons = aggregate.overall(per_metric, fault, cfg)
+    if not per_metric:
+        reasons = (*reasons, f"no curve could be compared ({_skips(curves.skipped)})")
     return Comparison(
         fidelity=float(np.clip(fidelity, 0.0, 1.0)), verdict=verdict, align=align,
         metrics=per_metric, faults=fault, full_runs=tuple(r.id for r in fulls), proxy_run=proxy.id,
-        overlap=grid.overlap, reasons=reasons,
-        events={**ev.to_dict(), "skipped_metrics": dict(grid.skipped),
+        overlap=curves.overlap, reasons=reasons,
+        events={**ev.to_dict(), "skipped_metrics": dict(curves.skipped),
                 "baseline": _baseline_words(len(fulls), cfg)},
     )
 

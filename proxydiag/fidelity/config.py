@@ -45,7 +45,7 @@ class FidelityConfig:
     #: logged point per bucket, i.e. at most ``resolution_points // 2`` points
     resolution_points: int = 2000
     #: a metric needs this many finite aligned points in every run to be scored
-    min_points: int = 16
+    min_points: int = 8
     #: smoothing window of the trend and shape tests, as a fraction of the aligned points
     smooth_fraction: float = 0.05
     #: smoothing window of the trend that pseudo-seeds are built around (one full seed)
@@ -58,6 +58,12 @@ class FidelityConfig:
     ci_level: float = 0.9
     #: DTW band (Sakoe-Chiba window) as a fraction of the curve length
     dtw_band_fraction: float = 0.1
+    #: DTW runs on the min/max envelope re-bucketed to at most this many points (DTW costs
+    #: length × band; 500 points with a 10% band take ~0.3 ms in dtaidistance's C code)
+    dtw_points: int = 500
+    #: changes of these metrics (when positive) are taken on log scale, as are those of any
+    #: positive metric whose full run spans at least a decade
+    log_scale_metrics: tuple[str, ...] = ("grad_norm", "loss_scale")
     # Noise floors: a discrepancy below its floor is never held against a proxy, whatever the
     # seed baseline says (one seed pair cannot estimate the spread of seed-to-seed noise).
     #: trend: 1 - Spearman rho
@@ -70,12 +76,16 @@ class FidelityConfig:
     floor_increments: float = 0.12
     #: events: 1 - F1 of co-occurring events
     floor_events: float = 0.5
-    #: a test scoring at least this is within the seed range (discrepancy ≤ 2× the reference)
-    faithful_score: float = 0.5
-    #: a test scoring below this has diverged (discrepancy > 5× the reference)
-    diverged_score: float = 0.2
+    #: a metric scoring at least this is faithful (its discrepancies average ≲ 1.7× the largest
+    #: seed-to-seed discrepancy)
+    faithful_score: float = 0.6
+    #: a metric scoring below this has diverged (discrepancies ≳ 3× the seed range)
+    diverged_score: float = 0.3
     #: overall dynamics below this make a proxy partial
-    partial_below: float = 0.7
+    partial_below: float = 0.8
+    #: ... as do this many key metrics that are not faithful (one alone may be chance: each of
+    #: ~8 key metrics is judged at the edge of the seed range), or one that diverged
+    partial_min_metrics: int = 2
     #: a fault is reproduced when its onsets differ by at most this fraction of run progress
     onset_tolerance_progress: float = 0.1
     #: events co-occur within this fraction of run progress
@@ -103,12 +113,14 @@ class FidelityConfig:
         _check("n_boot", self.n_boot, 10, 100_000)
         _check("ci_level", self.ci_level, 0.5, 0.999)
         _check("dtw_band_fraction", self.dtw_band_fraction, 0.0, 1.0)
+        _check("dtw_points", self.dtw_points, 8, 10**5)
         for name in ("floor_trend", "floor_shape", "floor_volatility", "floor_increments",
                      "floor_events"):
             _check(name, getattr(self, name), 1e-6, 10.0)
         _check("faithful_score", self.faithful_score, 0.0, 1.0)
         _check("diverged_score", self.diverged_score, 0.0, self.faithful_score)
         _check("partial_below", self.partial_below, 0.0, 1.0)
+        _check("partial_min_metrics", self.partial_min_metrics, 1, 1000)
         _check("onset_tolerance_progress", self.onset_tolerance_progress, 0.0, 1.0)
         _check("event_window_progress", self.event_window_progress, 0.0, 1.0)
         _check("learn_min_sigma", self.learn_min_sigma, 0.0, 100.0)

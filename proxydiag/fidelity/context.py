@@ -27,16 +27,18 @@ class MetricContext:
     metric: str
     a: Floats  # reference full run, compressed to common finite positions
     b: Floats  # proxy
-    smooth_a: Floats
+    smooth_a: Floats  # smoothed (on log scale for log-scale metrics), for trend and shape
     smooth_b: Floats
     positions: npt.NDArray[np.int64]  # grid positions of a/b
     baseline: Baseline
     boot: npt.NDArray[np.int64]
     smooth_points: int
     config: FidelityConfig
+    log_scale: bool = False
 
     def smoothed(self, curve: Floats) -> Floats:
-        return smooth(curve, window_points=self.smooth_points)
+        """A curve as trend and shape see it: on log scale for log-scale metrics, smoothed."""
+        return smooth(np.log(curve) if self.log_scale else curve, window_points=self.smooth_points)
 
 
 def metric_context(grid: MetricGrid, *, config: FidelityConfig, rng: np.random.Generator
@@ -46,14 +48,21 @@ def metric_context(grid: MetricGrid, *, config: FidelityConfig, rng: np.random.G
     block = block_points_for(grid.buckets, smooth_points=smooth_points)
     ref, proxy = grid.sample[0], grid.proxy
     positions = np.flatnonzero(np.isfinite(ref) & np.isfinite(proxy))
-    smoothed = smooth(np.vstack([ref, proxy]), window_points=smooth_points)
-    base = baseline(grid.full, n_pseudo_seeds=config.n_pseudo_seeds,
+    pair = np.vstack([ref, proxy])
+    smoothed = smooth(np.log(pair) if grid.log_scale else pair, window_points=smooth_points)
+    # pseudo-seeds of a log-scale metric are made on log scale, so they stay positive
+    full = np.log(grid.full) if grid.log_scale else grid.full
+    base = baseline(full, n_pseudo_seeds=config.n_pseudo_seeds,
                     trend_fraction=config.trend_fraction, block_points=block, rng=rng)
+    if grid.log_scale:
+        base = Baseline(base.kind, tuple((np.exp(x), np.exp(y)) for x, y in base.pairs),
+                        base.description)
     boot = circular_block_indices(positions.size, n_rows=config.n_boot, block_points=block, rng=rng)
     return MetricContext(
         metric=grid.metric, a=ref[positions], b=proxy[positions],
         smooth_a=smoothed[0, positions], smooth_b=smoothed[1, positions], positions=positions,
         baseline=base, boot=boot, smooth_points=smooth_points, config=config,
+        log_scale=grid.log_scale,
     )
 
 

@@ -37,10 +37,13 @@ def run_events(grid: Grid, row: int, diagnosis: Diagnosis | None, *, window: flo
     first, last = grid.spans[0] if grid.align != "progress" else (0.0, 1.0)
     span = max(last - first, 1e-12)
     for name, mg in grid.metrics.items():
-        if mg.nonfinite_x[row].size:
-            found[f"nonfinite:{name}"] = list((mg.nonfinite_x[row] - first) / span)
+        r = mg.row_of(row)
+        if r is None:
+            continue
+        if mg.nonfinite_x[r].size:
+            found[f"nonfinite:{name}"] = list((mg.nonfinite_x[r] - first) / span)
         if name == "skipped":
-            hi = mg.envelope[row].reshape(-1, 2).max(axis=1)
+            hi = mg.envelope[r].reshape(-1, 2).max(axis=1)
             found["overflow:skipped"] = list((mg.centres[np.nan_to_num(hi) > 0] - first) / span)
     if diagnosis is not None:
         for ev in diagnosis.events:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from proxydiag.align.grid import Grid
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.fidelity.config import FidelityConfig
@@ -43,23 +45,50 @@ def outcome(full: Diagnosis, proxy: Diagnosis, lag_progress: float | None, *, to
     return "extra_fault" if full.label == "healthy" else "wrong_fault"
 
 
-def score(full_runs: Sequence[Run], proxy: Run, grid: Grid, *, full: Diagnosis | None,
+def score(full_runs: Sequence[Run], proxy: Run, grid: Grid, *, full: Sequence[Diagnosis | None],
           proxy_diagnosis: Diagnosis | None, config: FidelityConfig) -> FaultComparison:
-    """Compare the reference full run's diagnosis with the proxy's."""
-    if full is None or proxy_diagnosis is None:
+    """Compare the full runs' consensus diagnosis with the proxy's.
+
+    With several full seeds the full run's fault is their majority label (ties: the reference's)
+    and its onset the median progress of the seeds that carry it: one seed's misdiagnosis or early
+    onset does not decide.
+    """
+    known = [(i, d) for i, d in enumerate(full) if d is not None]
+    if not known or proxy_diagnosis is None:
         return FaultComparison({"label": None, "onset_step": None}, {"label": None, "onset_step": None},
                                None, None, False,
                                "faults not compared: proxydiag.diagnose is not available")
-    p_full = _progress(grid, 0, full)
+    label, step, p_full, agree = consensus(known, grid)
+    ref = Diagnosis(source="", run=grid.run_ids[0], label=label, onset_step=step, confidence=1.0,
+                    root_cause=None)
     p_proxy = _progress(grid, grid.n_full, proxy_diagnosis)
-    both = full.onset_step is not None and proxy_diagnosis.onset_step is not None
-    lag_steps = proxy_diagnosis.onset_step - full.onset_step if both else None  # type: ignore[operator]
+    both = step is not None and proxy_diagnosis.onset_step is not None
+    lag_steps = proxy_diagnosis.onset_step - step if both else None  # type: ignore[operator]
     lag = p_proxy - p_full if p_full is not None and p_proxy is not None else None
-    what = outcome(full, proxy_diagnosis, lag, tolerance=config.onset_tolerance_progress)
-    return FaultComparison(
-        _side(full, p_full), _side(proxy_diagnosis, p_proxy), lag_steps, lag, what == "reproduced",
-        _explain(what, full, proxy_diagnosis, lag, config.onset_tolerance_progress), what,
-    )
+    what = outcome(ref, proxy_diagnosis, lag, tolerance=config.onset_tolerance_progress)
+    words = _explain(what, ref, proxy_diagnosis, lag, config.onset_tolerance_progress)
+    if len(known) > 1:
+        words += f" (full run: {agree} of {len(known)} seeds say {label})"
+    side = _side(ref, p_full)
+    side["seeds"] = [d.label for _, d in known]
+    return FaultComparison(side, _side(proxy_diagnosis, p_proxy), lag_steps, lag,
+                           what == "reproduced", words, what)
+
+
+def consensus(known: Sequence[tuple[int, Diagnosis]], grid: Grid
+              ) -> tuple[str, int | None, float | None, int]:
+    """Majority label of the full seeds, its onset step and median onset progress, and how many
+    seeds agree."""
+    labels = [d.label for _, d in known]
+    counts = {lab: labels.count(lab) for lab in labels}
+    top = max(counts.values())
+    label = known[0][1].label if counts[known[0][1].label] == top else max(counts, key=counts.__getitem__)
+    carriers = [(i, d) for i, d in known if d.label == label and d.onset_step is not None]
+    if label == "healthy" or not carriers:
+        return label, None, None, counts[label]
+    progress = [grid.progress(i, d.onset_step) for i, d in carriers]  # type: ignore[arg-type]
+    middle = sorted(range(len(carriers)), key=lambda k: progress[k])[(len(carriers) - 1) // 2]
+    return label, carriers[middle][1].onset_step, float(np.median(progress)), counts[label]
 
 
 def _progress(grid: Grid, row: int, d: Diagnosis) -> float | None:

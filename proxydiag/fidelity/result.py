@@ -16,6 +16,19 @@ def _num(x: float | None) -> float | None:
     return None if x != x else round(x, 6)  # NaN -> null in JSON (a score, not data)
 
 
+def _clean(obj: Any) -> Any:
+    """JSON-safe details: NaN/inf scores become null (data never passes through here)."""
+    if isinstance(obj, float):
+        return obj if obj == obj and abs(obj) != float("inf") else None
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy scalar
+        return _clean(obj.item())
+    return obj
+
+
 @dataclass(frozen=True)
 class TestResult:
     """One statistical test on one metric.
@@ -44,7 +57,7 @@ class TestResult:
             "ci": [_num(self.ci[0]), _num(self.ci[1])] if self.ci else None,
             "seed_baseline": _num(self.seed_baseline),
             "explanation": self.explanation,
-            "details": self.details,
+            "details": _clean(self.details),
         }
 
 

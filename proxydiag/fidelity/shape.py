@@ -8,7 +8,8 @@ pruned proxy changes by design) drop out and only the shape remains.
 * **DTW**: dynamic time warping distance (``dtaidistance``, C implementation, Sakoe-Chiba band of
   ``dtw_band_fraction`` of the length) between the normalised min/max *envelopes* at the
   analysis resolution, divided by √length (an RMS along the warping path). The band lets a
-  proxy with a slightly different time constant match; the envelope keeps spikes.
+  proxy with a slightly different time constant match; the envelope keeps spikes. DTW runs at
+  ``dtw_points`` (500) points: the envelope re-bucketed, min and max kept.
 
 Each is judged against its seed baseline; the test's score is the better of the two (close
 pointwise, or close after a small time warp). Non-finite points never enter a curve; their counts
@@ -23,9 +24,10 @@ from dtaidistance import dtw
 
 from proxydiag.align.grid import MetricGrid
 from proxydiag.align.noise import block_points_for, pseudo_seeds
+from proxydiag.align.resample import minmax_downsample
 from proxydiag.fidelity.context import MetricContext, common
 from proxydiag.fidelity.result import TestResult
-from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score as _seed_score
+from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score
 from proxydiag.fidelity.stats import normalise, percentile_ci
 from proxydiag.run import Run
 
@@ -65,8 +67,9 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
     ref = reference(base, floor=cfg.floor_shape)
     za, zb = normalise(ctx.smooth_a), normalise(ctx.smooth_b)
     reps = np.abs(za - zb)[ctx.boot].mean(axis=1)
-    d_dtw = dtw_distance(grid.envelope[0], grid.envelope[grid.n_full], band_fraction=cfg.dtw_band_fraction)
-    base_dtw = _baseline_dtw(grid, ctx)
+    env = [minmax_downsample(e, max_points=cfg.dtw_points) for e in grid.envelope]
+    d_dtw = dtw_distance(env[0], env[grid.n_full], band_fraction=cfg.dtw_band_fraction)
+    base_dtw = _baseline_dtw(grid, env, ctx)
     ref_dtw = reference(base_dtw, floor=cfg.floor_shape)
     s_dtw = float(relative(d_dtw, ref_dtw))
     samples = np.maximum(relative(reps, ref), s_dtw)
@@ -81,7 +84,7 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
         NAME, value, max(float(relative(value, ref)), s_dtw), (lo, hi), seed_area, words,
         details={
             "area": round(value, 6), "seed_areas": [round(b, 4) for b in base],
-            "seed_score": _seed_score(base, ref),
+            "seed_score": seed_score(base, ref),
             "dtw": round(d_dtw, 6) if np.isfinite(d_dtw) else None,
             "seed_dtw": [round(b, 4) for b in base_dtw], "reference_area": round(ref, 4),
             "reference_dtw": round(ref_dtw, 4), "nonfinite_full": nf_full,
@@ -91,17 +94,16 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
     )
 
 
-def _baseline_dtw(grid: MetricGrid, ctx: MetricContext) -> list[float]:
+def _baseline_dtw(grid: MetricGrid, env: list[Floats], ctx: MetricContext) -> list[float]:
     """DTW between the seeds' envelopes; with one seed, between pseudo-seeds of its envelope
     (trend + circular block bootstrap of the envelope's residuals, as for the curves)."""
     cfg = ctx.config
     band = cfg.dtw_band_fraction
     if grid.n_full >= 2:
-        env = grid.envelope[: grid.n_full]
         return [dtw_distance(env[i], env[j], band_fraction=band)
                 for i in range(grid.n_full) for j in range(i + 1, grid.n_full)][:6]
     rng = np.random.default_rng(grid.buckets)  # deterministic for a given grid
-    block = 2 * block_points_for(grid.buckets, smooth_points=ctx.smooth_points)
-    seeds = pseudo_seeds(grid.envelope[0], n=4, trend_fraction=cfg.trend_fraction,
+    block = 2 * block_points_for(env[0].size // 2, smooth_points=1)
+    seeds = pseudo_seeds(env[0], n=4, trend_fraction=cfg.trend_fraction,
                          block_points=block, rng=rng)
     return [dtw_distance(seeds[k], seeds[k + 1], band_fraction=band) for k in (0, 2)]

@@ -40,7 +40,7 @@ def robust_sigma(values: Floats) -> Floats:
     that changes on few steps); both estimate σ for normal data.
 
     >>> float(robust_sigma(np.array([0.0, 0, 0, 0, 4])))
-    2.0053...
+    1.0026...
     """
     centre = np.median(values, axis=-1, keepdims=True)
     dev = np.abs(values - centre)
@@ -59,7 +59,8 @@ def normalise(values: Floats) -> Floats:
     scale = q3 - q1
     if scale <= 0:
         scale = float(robust_sigma(values))
-    return (values - med) / scale if scale > 0 else values - med
+    out = (values - med) / scale if scale > 0 else values - med
+    return np.asarray(out, dtype=np.float64)
 
 
 def increments(values: Floats, *, log_scale: bool) -> Floats:
@@ -75,3 +76,28 @@ def percentile_ci(replicates: Floats, *, level: float) -> tuple[float, float]:
     tail = (1 - level) / 2 * 100
     lo, hi = np.percentile(finite, [tail, 100 - tail])
     return (float(lo), float(hi))
+
+
+def binned_sigma(values: Floats, idx: npt.NDArray[np.int64], *, bins: int = 256) -> Floats:
+    """Robust σ (as :func:`robust_sigma`) of ``values[idx]`` for every row of ``idx``, centred on
+    the median of ``values`` and with the median of each row read from ``bins`` quantile bins of
+    the absolute deviations (vectorised bootstrap replicates; exact to within one bin).
+
+    >>> v = np.random.default_rng(0).normal(size=2000)
+    >>> idx = np.random.default_rng(1).integers(0, 2000, size=(3, 2000))
+    >>> bool(np.allclose(binned_sigma(v, idx), robust_sigma(v[idx]), rtol=0.05))
+    True
+    """
+    dev = np.abs(values - np.median(values))
+    edges = np.quantile(dev, np.linspace(0, 1, bins + 1))
+    which = np.clip(np.searchsorted(edges, dev, side="right") - 1, 0, bins - 1)
+    n_rows, n = idx.shape
+    counts = np.bincount((np.arange(n_rows)[:, None] * bins + which[idx]).ravel(),
+                         minlength=n_rows * bins).reshape(n_rows, bins)
+    cum = np.cumsum(counts, axis=1)
+    k = np.argmax(cum >= n / 2, axis=1)
+    below = np.where(k > 0, cum[np.arange(n_rows), k - 1], 0)
+    frac = (n / 2 - below) / np.maximum(counts[np.arange(n_rows), k], 1)
+    mad = edges[k] + frac * (edges[k + 1] - edges[k])
+    mean_abs = np.sqrt(np.pi / 2) * dev[idx].mean(axis=1)
+    return np.asarray(np.where(mad > 0, MAD_TO_SIGMA * mad, mean_abs), dtype=np.float64)

@@ -20,7 +20,7 @@ from proxydiag.align.grid import MetricGrid
 from proxydiag.align.smooth import smooth, window_for
 from proxydiag.fidelity.context import MetricContext, common
 from proxydiag.fidelity.result import TestResult
-from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score as _seed_score
+from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score
 from proxydiag.fidelity.stats import percentile_ci, ranks, robust_sigma, row_pearson
 from proxydiag.run import Run
 
@@ -88,7 +88,7 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
         NAME, rho, value_score, (lo, hi), seed_rho, words,
         details={
             "seed_rhos": [round(r, 4) for r in base],
-            "seed_score": _seed_score([1 - r for r in base], ref),
+            "seed_score": seed_score([1 - r for r in base], ref),
             "reference_discrepancy": round(ref, 4),
             "change_full": round(c_full.delta, 6), "change_proxy": round(c_proxy.delta, 6),
             "change_sigma_full": round(c_full.z, 3) if np.isfinite(c_full.z) else None,

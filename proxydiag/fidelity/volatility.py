@@ -2,8 +2,10 @@
 
 Changes are taken between consecutive grid points where both runs are finite (one logged point
 per bucket, so runs logged every step and every 10 steps compare at equal spacing), on log scale
-for metrics that are positive throughout (grad norm, loss scale: a ratio of relative changes),
-as differences otherwise. The discrepancy is ``|log(ratio)|``, judged against seed pairs.
+for positive scale-like metrics (grad norm, loss scale, or any positive metric whose full run
+spans a decade: relative changes), as differences otherwise (reward, entropy: a lower level
+must not look like a larger relative noise). The bootstrap replicates of the spread use
+256 quantile bins of the absolute deviations (vectorised; exact to within a bin). The discrepancy is ``|log(ratio)|``, judged against seed pairs.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ import numpy.typing as npt
 from proxydiag.align.grid import MetricGrid
 from proxydiag.fidelity.context import MetricContext, common
 from proxydiag.fidelity.result import TestResult
-from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score as _seed_score
-from proxydiag.fidelity.stats import increments, percentile_ci, robust_sigma
+from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score
+from proxydiag.fidelity.stats import binned_sigma, increments, percentile_ci, robust_sigma
 from proxydiag.run import Run
 
 Floats = npt.NDArray[np.float64]
@@ -41,13 +43,13 @@ def _log_ratio(num: Floats, den: Floats) -> Floats:
 
 def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricContext) -> TestResult:
     """Ratio of the proxy's to the full run's increment spread, against the seed baseline."""
-    cfg, log_scale = ctx.config, grid.positive
+    cfg, log_scale = ctx.config, grid.log_scale
     value = log_ratio(ctx.a, ctx.b, log_scale=log_scale)
     base = [abs(log_ratio(*common(x, y), log_scale=log_scale)) for x, y in ctx.baseline.pairs]
     ref = reference(base, floor=cfg.floor_volatility)
     da, db = increments(ctx.a, log_scale=log_scale), increments(ctx.b, log_scale=log_scale)
     idx = np.minimum(ctx.boot, da.size - 1)
-    reps = _log_ratio(robust_sigma(db[idx]), robust_sigma(da[idx]))
+    reps = _log_ratio(binned_sigma(db, idx), binned_sigma(da, idx))
     lo, hi = percentile_ci(np.exp(reps), level=cfg.ci_level)
     seed_ratio = float(np.exp(np.median(base))) if base else None
     scale = "log-scale changes" if log_scale else "changes"
@@ -56,7 +58,7 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
              f"×{fmt(seed_ratio)}")
     return TestResult(
         NAME, float(np.exp(value)), float(relative(abs(value), ref)), (lo, hi), seed_ratio, words,
-        details={"log_scale": log_scale, "seed_score": _seed_score(base, ref), "seed_abs_log_ratios": [round(b, 4) for b in base],
+        details={"log_scale": log_scale, "seed_score": seed_score(base, ref), "seed_abs_log_ratios": [round(b, 4) for b in base],
                  "reference_abs_log_ratio": round(ref, 4)},
         samples=relative(np.abs(reps), ref),
     )

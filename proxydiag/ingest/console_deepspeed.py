@@ -17,7 +17,7 @@ Overflow lines become overflow rows (resolved in :mod:`console_overflow`), one f
 - ``ds_scale_down`` / ``ds_scale_up``: ``Reducing|Increasing dynamic loss scale from X to Y``
   (one per rank; two log lines may be spliced on one physical line: the last complete
   message on the line is read);
-- ``ds_min_scale``: ``Current loss scale already at minimum``.
+- ``min_scale``: ``Current loss scale already at minimum`` (a critical event).
 """
 
 from __future__ import annotations
@@ -30,12 +30,13 @@ from proxydiag.ingest.console_records import (
     OVERFLOW_SCHEMA,
     Chunk,
     Extract,
+    any_of,
     checked,
     empty_overflows,
     empty_records,
     finish,
     steps,
-    wall_time,
+    with_wall_time,
 )
 
 NAME = "deepspeed"
@@ -60,28 +61,30 @@ _FAMILIES: dict[str, str] = {
     "ds_iter": r"Grad overflow on iteration:?\s*(\d+)",
     "ds_scale_down": rf".*Reducing dynamic loss scale from {_NUM} to {_NUM}",
     "ds_scale_up": rf".*Increasing dynamic loss scale from {_NUM} to {_NUM}",
-    "ds_min_scale": r"(Current loss scale already at minimum)",
+    "min_scale": r"(Current loss scale already at minimum)",
 }
 _LITERALS = ("OVERFLOW!", "overflow", "Overflow", "dynamic loss scale", "already at minimum")
 
 
 def extract(chunk: Chunk) -> Extract:
     text = pl.col("text")
-    lines = chunk.lines.filter(
-        text.str.contains("step=", literal=True)
-        | text.str.contains("steps: ", literal=True)
-        | pl.any_horizontal([text.str.contains(s, literal=True) for s in _LITERALS])
-    )
+    lines = chunk.lines.filter(any_of("step=", "steps: ", *_LITERALS))
     if lines.is_empty():
         return Extract(empty_records())
-    records = pl.concat([_step_lines(chunk, lines), _timer(chunk, lines), _pipe(chunk, lines)])
-    return Extract(records.sort("line", maintain_order=True), _overflows(lines))
+    lines = with_wall_time(lines)
+    records = pl.concat([
+        _step_lines(chunk, lines.filter(text.str.contains(", skipped=", literal=True))),
+        _timer(chunk, lines.filter(text.str.contains("global_step=", literal=True))),
+        _pipe(chunk, lines.filter(text.str.contains("steps: ", literal=True))),
+    ])
+    rare = lines.filter(any_of(*_LITERALS))
+    return Extract(records.sort("line", maintain_order=True), _overflows(rare))
 
 
 def _step_lines(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     hits = lines.select(
         "line", pl.col("text").str.extract_groups(_STEP_LINE).alias("m"),
-        wall_time(pl.col("text")).alias("wall_time"),
+        "wall_time",
     ).unnest("m").filter(pl.col("1").is_not_null())
     if hits.is_empty():
         return empty_records()
@@ -110,7 +113,7 @@ def _wide(
     """Rows of a fixed-layout line: group 1 is the step, groups 2.. are ``names``."""
     hits = lines.select(
         "line", pl.col("text").str.extract_groups(pattern).alias("m"),
-        wall_time(pl.col("text")).alias("wall_time"),
+        "wall_time",
     ).unnest("m").filter(pl.col("1").is_not_null())
     if hits.is_empty():
         return empty_records()
@@ -130,24 +133,28 @@ def _overflows(lines: pl.DataFrame) -> pl.DataFrame:
         if hits.is_empty():
             continue
         hits = hits.select(
-            "line", text.str.extract_groups(pattern).alias("m"), wall_time(text).alias("wall_time")
+            "line", text.str.extract_groups(pattern).alias("m"), "wall_time"
         ).unnest("m")
         frames.append(hits.select(_overflow_columns(family)))
     return pl.concat(frames)
 
 
+def _num(name: str) -> pl.Expr:
+    return pl.col(name).cast(pl.Float64, strict=False)
+
+
 def _overflow_columns(family: str) -> list[pl.Expr]:
-    num = lambda name: pl.col(name).cast(pl.Float64, strict=False)  # noqa: E731
     none_f = pl.lit(None, dtype=pl.Float64)
     none_i = pl.lit(None, dtype=pl.Int64)
     if family == "ds_rank0":
-        cols = [none_i, pl.col("1").cast(pl.Int64, strict=False), num("2"),
-                pl.coalesce(num("3"), num("2"))]
-        step, rank, attempted, scale = cols
+        rank_col = pl.col("1").cast(pl.Int64, strict=False)
+        step, rank, attempted, scale = none_i, rank_col, _num("2"), pl.coalesce(_num("3"), _num("2"))
     elif family == "ds_iter":
         step, rank, attempted, scale = steps(pl.col("1")) + 1, none_i, none_f, none_f
-    elif family in ("ds_scale_down", "ds_scale_up"):
-        step, rank, attempted, scale = none_i, none_i, num("1"), num("2")
+    elif family == "ds_scale_down":
+        step, rank, attempted, scale = none_i, none_i, _num("1"), _num("2")
+    elif family == "ds_scale_up":  # not an attempt: no skipped step ran with X
+        step, rank, attempted, scale = none_i, none_i, none_f, _num("2")
     else:
         step, rank, attempted, scale = none_i, none_i, none_f, none_f
     exprs = {

@@ -24,6 +24,7 @@ import polars as pl
 from proxydiag.ingest.console_records import (
     Chunk,
     Extract,
+    any_of,
     checked,
     empty_records,
     finish,
@@ -60,15 +61,9 @@ _PERPLEXITY = r"Step at (\d+) with Perplexity: (\S+)"
 
 
 def extract(chunk: Chunk) -> Extract:
-    text = pl.col("text")
     lines = chunk.lines.filter(
-        text.str.contains("|step: ", literal=True)
-        | text.str.contains("E2E latency=", literal=True)
-        | text.str.contains("Perplexity: ", literal=True)
-        | text.str.contains("higher is better", literal=True)
-        | text.str.starts_with("average reward score")
-        | text.str.starts_with("ppl: ")
-        | text.str.starts_with("Epoch ")
+        any_of("|step: ", "E2E latency=", "Perplexity: ", "higher is better",
+               "average reward score", "ppl: ", "Epoch ")
     )
     if lines.is_empty():
         return Extract(empty_records())

@@ -24,8 +24,11 @@ from proxydiag.errors import IngestError, IngestWarning, where
 
 #: bytes read per block; a block's lines are parsed together
 CHUNK_BYTES = 64 * 1024 * 1024
-#: bytes :func:`head_text` reads to recognise a dialect
-HEAD_BYTES = 64 * 1024
+#: a line longer than this (or 4 blocks) is not a log line; its head is dropped
+MAX_LINE_BYTES = 16 * 1024 * 1024
+#: bytes :func:`head_text` reads to recognise a dialect (cluster logs often open with
+#: hundreds of KB of environment dumps and config prints before the first metric line)
+HEAD_BYTES = 1024 * 1024
 
 
 def head_text(path: Path, *, n_bytes: int = HEAD_BYTES) -> str:
@@ -77,7 +80,7 @@ def iter_lines(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.Dat
             data = carry + block
             cut = data.rfind(b"\n")
             if cut < 0:
-                carry = data
+                carry = _bounded(data, path, first_line, chunk_bytes)
                 continue
             carry = data[cut + 1 :]
             frame = _frame(data[: cut + 1], first_line)
@@ -91,6 +94,19 @@ def iter_lines(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.Dat
             ),
             stacklevel=2,
         )
+
+
+def _bounded(data: bytes, path: Path, line: int, chunk_bytes: int) -> bytes:
+    """Keep a partial line, unless it outgrows any log line (binary data): then keep only
+    its tail, so memory stays bounded; the line reads as garbage and matches nothing."""
+    limit = max(4 * chunk_bytes, MAX_LINE_BYTES)
+    if len(data) <= limit:
+        return data
+    warnings.warn(
+        IngestWarning(f"{where(path, line)}: a line longer than {limit} bytes was cut"),
+        stacklevel=3,
+    )
+    return data[-chunk_bytes:]
 
 
 def _frame(data: bytes, first_line: int) -> pl.DataFrame:

@@ -21,6 +21,7 @@ import re
 
 import polars as pl
 
+from proxydiag.ingest.console_fields import split_fields
 from proxydiag.ingest.console_records import (
     Chunk,
     Extract,
@@ -29,7 +30,7 @@ from proxydiag.ingest.console_records import (
     finish,
     pairs,
     steps,
-    wall_time,
+    with_wall_time,
 )
 
 NAME = "megatron"
@@ -41,44 +42,27 @@ _VALID = r"validation(.*?) loss at iteration\s+(\d+)"
 
 
 def extract(chunk: Chunk) -> Extract:
-    lines = chunk.lines.filter(
-        pl.col("text").str.contains("iteration", literal=True)
-        & pl.col("text").str.contains("|", literal=True)
-    )
+    lines = chunk.lines.filter(pl.col("text").str.contains("iteration", literal=True))
     if lines.is_empty():
         return Extract(empty_records())
-    lines = lines.with_columns(
-        steps(pl.col("text").str.extract(_ITER, 1)).alias("step"),
-        steps(pl.col("text").str.extract(_VALID, 2)).alias("vstep"),
-    ).filter(pl.col("step").is_not_null() | pl.col("vstep").is_not_null())
+    lines = with_wall_time(lines.with_columns(steps(pl.col("text").str.extract(_ITER, 1)).alias("step")))
     progress = _progress(chunk, lines.filter(pl.col("step").is_not_null()))
-    valid = _validation(chunk, lines.filter(pl.col("step").is_null()))
+    valid = lines.filter(
+        pl.col("step").is_null() & pl.col("text").str.contains("validation", literal=True)
+    ).with_columns(steps(pl.col("text").str.extract(_VALID, 2)).alias("vstep"))
+    valid = _validation(chunk, valid.filter(pl.col("vstep").is_not_null()))
     return Extract(pl.concat([progress, valid]).sort("line", maintain_order=True))
 
 
 def _progress(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     if lines.is_empty():
         return empty_records()
+    prefixed = lines["text"].str.contains("]:", literal=True).any()  # launcher prefixes
+    rank = pl.col("text").str.extract(_RANK, 1).cast(pl.Int64, strict=False) if prefixed else None
     lines = lines.with_columns(
-        pl.col("text").str.extract(_RANK, 1).cast(pl.Int64, strict=False).alias("rank"),
-        wall_time(pl.col("text")).alias("wall_time"),
-        pl.col("text").str.strip_chars_end(" |").alias("text"),
+        pl.lit(rank, dtype=pl.Int64).alias("rank") if rank is None else rank.alias("rank"),
     )
-    fields = (
-        lines.select(
-            "line", "step", "rank", "wall_time",
-            pl.col("text").str.split(" | ").list.slice(1).alias("_f"),
-        )
-        .explode("_f")
-        .with_columns(pl.col("_f").str.split_exact(":", 1).alias("_kv"))
-        .unnest("_kv")
-        .select(
-            "line", "step", "rank", "wall_time",
-            pl.col("field_0").str.strip_chars().alias("key"),
-            pl.col("field_1").alias("raw"),
-        )
-        .filter(pl.col("raw").is_not_null() & (pl.col("key") != ""))
-    )
+    fields = split_fields(lines, sep=" | ", kv=":", keep=("line", "step", "rank", "wall_time"))
     fields = _rank_keys(chunk, fields)
     fields = checked(fields, path=chunk.path, raw="raw", what="Megatron")
     return finish(fields, anchor=True)
@@ -99,7 +83,6 @@ def _validation(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
         return empty_records()
     lines = lines.with_columns(
         pl.col("vstep").alias("step"),
-        wall_time(pl.col("text")).alias("wall_time"),
         pl.col("text").str.strip_chars_end(" |").str.split(" | ").list.slice(1).list.join(" | "),
     )
     fields = pairs(lines, column="text", sep=" | ", kv=":", keep=("line", "step", "wall_time"))

@@ -51,7 +51,7 @@ def resolve(ovf: pl.DataFrame, anchor_lines: pl.DataFrame, counters: pl.DataFram
     ovf = _dedupe(ovf.sort("line", maintain_order=True))
     present = set(ovf["family"].unique().to_list())
     counting = next((f for f in COUNT_ORDER if f in present), None)
-    ovf = _steps(ovf, anchor_lines, exact=counting == "ds_iter")
+    ovf = _dedupe_changes(_steps(ovf, anchor_lines, exact=counting == "ds_iter"))
     counted = ovf.filter(pl.col("family") == counting) if counting else ovf.clear()
     if counting == "verl":
         counted = counted.unique("step", keep="first", maintain_order=True)
@@ -62,7 +62,7 @@ def resolve(ovf: pl.DataFrame, anchor_lines: pl.DataFrame, counters: pl.DataFram
     if not scales.is_empty():
         key = SCALE_KEY.get(prefix, "ds_loss_scale")
         records.append(_per_step(scales, {key: pl.col("scale").last(),
-                                          key + "_attempted": pl.col("attempted").first()}))
+                                          key + "_attempted": pl.col("attempted").drop_nulls().first()}))
     out = Resolved(pl.concat(records), _counted_view(counted))
     out.attrs = {
         "overflow_family": counting,
@@ -75,20 +75,23 @@ def resolve(ovf: pl.DataFrame, anchor_lines: pl.DataFrame, counters: pl.DataFram
 
 
 def _dedupe(ovf: pl.DataFrame) -> pl.DataFrame:
-    fam = pl.col("family")
+    """One row per event for the rank-repeated ``OVERFLOW! Rank r`` and iteration lines."""
     min_rank = pl.col("rank").min().over("family")
     keep_rank = pl.col("rank").is_null() | (pl.col("rank") == min_rank)
     same_iter = (pl.col("step") == pl.col("step").shift(1)).over("family").fill_null(False)
-    same_change = (
-        (pl.col("attempted") == pl.col("attempted").shift(1))
-        & (pl.col("scale") == pl.col("scale").shift(1))
-    ).over("family").fill_null(False)
-    repeated = (
-        pl.when(fam == "ds_iter").then(same_iter)
-        .when(fam.is_in(["ds_scale_down", "ds_scale_up"])).then(same_change)
-        .otherwise(False)
-    )
+    repeated = pl.when(pl.col("family") == "ds_iter").then(same_iter).otherwise(False)
     return ovf.filter(keep_rank & ~repeated)
+
+
+def _dedupe_changes(ovf: pl.DataFrame) -> pl.DataFrame:
+    """``from X to Y`` printed by every rank counts once: drop a scale change equal to the
+    previous one (same kind, step, X and Y); a growth in between keeps both."""
+    changes = pl.col("family").is_in(["ds_scale_down", "ds_scale_up"])
+    cols = ["family", "step", "attempted", "scale"]
+    sub = ovf.with_row_index("_i").filter(changes)
+    same = pl.all_horizontal(pl.col(c).eq_missing(pl.col(c).shift(1)) for c in cols).fill_null(False)
+    repeated = sub.filter(same)["_i"]
+    return ovf.with_row_index("_i").filter(~pl.col("_i").is_in(repeated.implode())).drop("_i")
 
 
 def _steps(ovf: pl.DataFrame, anchor_lines: pl.DataFrame, *, exact: bool) -> pl.DataFrame:
@@ -96,10 +99,12 @@ def _steps(ovf: pl.DataFrame, anchor_lines: pl.DataFrame, *, exact: bool) -> pl.
     if exact:
         iters = ovf.filter(pl.col("family") == "ds_iter").select("line", pl.col("step").alias("_it"))
         near = ovf.sort("line").join_asof(iters, on="line", strategy="backward")
-        follows = pl.col("family").is_in(["ds_rank0", "ds_scale_down", "ds_min_scale"])
+        follows = pl.col("family").is_in(["ds_rank0", "ds_scale_down", "min_scale"])
         ovf = near.with_columns(
             pl.when(follows).then(pl.coalesce("step", "_it")).otherwise("step").alias("step")
         ).drop("_it")
+        # the iteration lines are exact progress marks too (a scale increase before one)
+        anchor_lines = pl.concat([anchor_lines, iters.rename({"_it": "step"})]).sort("line")
     ovf = ovf.with_columns(pl.lit(1, dtype=pl.Int8).alias("attach"))
     return attach(ovf, anchor_lines).drop("attach")
 
@@ -134,10 +139,10 @@ def _counted_view(counted: pl.DataFrame) -> pl.DataFrame:
 
 
 def _min_scale_events(ovf: pl.DataFrame) -> list[Event]:
-    rows = ovf.filter(pl.col("family") == "ds_min_scale").head(1)
+    rows = ovf.filter(pl.col("family") == "min_scale").head(1)
     return [
         Event("loss_scale_minimum", "loss_scale", int(r["step"]), None, "critical", 1.0,
-              f"line {r['line']}: 'Current loss scale already at minimum' (the run stopped)")
+              f"line {r['line']}: the loss scale reached its minimum (the run stopped)")
         for r in rows.iter_rows(named=True)
     ]
 

@@ -102,14 +102,16 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
         )
     frame = _parse(path, data, sep, names, step=step, key=layout[1] if layout else None)
 
-    def locate(row: int) -> str:
+    def line_of(row: int) -> str:
         return f"{path}:{_line_of_row(data, body_at, sep, row)}"
 
-    frame, locate = _drop_repeated_headers(frame, header, step, locate)
+    frame, locate = _drop_repeated_headers(frame, header, step, line_of)
     if layout:
-        return tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes), notes
+        raw = tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes)
+        return tabular.nonempty(raw, path), notes
     wall = tabular.find_column(names, tabular.WALL_NAMES)
-    return tabular.wide_to_raw(frame, step=step, wall=wall, locate=locate, notes=notes), notes
+    raw = tabular.wide_to_raw(frame, step=step, wall=wall, locate=locate, notes=notes)
+    return tabular.nonempty(raw, path), notes
 
 
 def _separator(path: Path, data: bytes) -> str:
@@ -128,7 +130,7 @@ def _header(path: Path, data: bytes, sep: str) -> tuple[list[str], int]:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise IngestError(f"{path}:1: the header is not UTF-8 text; save the file as UTF-8") from exc
-    cells = next(_csv.reader([text.rstrip("\r\n")], delimiter=sep), [])
+    cells = _split(text.rstrip("\r\n"), sep, f"{path}:1")
     if len(cells) < 2:
         raise IngestError(
             f"{path}:1: the header has {len(cells)} column(s); expected a step column and metrics"
@@ -143,10 +145,10 @@ def _drop_cut_tail(path: Path, data: bytes, sep: str, n_fields: int) -> bytes:
     start = data.rfind(b"\n") + 1
     if start == 0:
         return data  # only a header
-    fields = next(_csv.reader([data[start:].decode("utf-8", "replace")], delimiter=sep), [])
+    line = data.count(b"\n") + 1
+    fields = _split(data[start:].decode("utf-8", "replace"), sep, f"{path}:{line}")
     if len(fields) >= n_fields or not data[start:].strip():
         return data
-    line = data.count(b"\n") + 1
     warnings.warn(
         IngestWarning(
             f"{path}:{line}: the last line is cut ({len(fields)} of {n_fields} fields, no "
@@ -167,13 +169,16 @@ def _check_fields(path: Path, data: bytes, body_at: int, sep: str, n_fields: int
         if body.count(sep_b) == (n_lines - blank) * (n_fields - 1):
             return
     reader = _csv.reader(io.StringIO(data.decode("utf-8", "replace"), newline=""), delimiter=sep)
-    next(reader)
-    for row in reader:
-        if row and len(row) != n_fields:
-            raise IngestError(
-                f"{path}:{reader.line_num}: {len(row)} fields where the header has {n_fields};"
-                " fix or remove the row"
-            )
+    try:
+        next(reader)
+        for row in reader:
+            if row and len(row) != n_fields:
+                raise IngestError(
+                    f"{path}:{reader.line_num}: {len(row)} fields where the header has "
+                    f"{n_fields}; fix or remove the row"
+                )
+    except _csv.Error as exc:
+        raise IngestError(f"{path}:{reader.line_num}: {exc}; is this a CSV file?") from exc
 
 
 def _parse(
@@ -192,6 +197,14 @@ def _parse(
     except pl.exceptions.PolarsError as exc:
         reason = str(exc).splitlines()[0]
         raise IngestError(f"{path}: cannot parse as CSV ({reason}); is it UTF-8 text?") from exc
+
+
+def _split(text: str, sep: str, where: str) -> list[str]:
+    """The fields of one line; a line the csv module cannot split is an IngestError."""
+    try:
+        return next(_csv.reader([text], delimiter=sep), [])
+    except _csv.Error as exc:
+        raise IngestError(f"{where}: {exc}; is this a CSV file?") from exc
 
 
 def _drop_repeated_headers(
@@ -214,7 +227,10 @@ def _line_of_row(data: bytes, body_at: int, sep: str, row: int) -> int:
     if b'"' not in body:
         return row + 2
     reader = _csv.reader(io.StringIO(body.decode("utf-8", "replace"), newline=""), delimiter=sep)
-    for index, _ in enumerate(reader):
-        if index == row:
-            return reader.line_num + 1
+    try:
+        for index, _ in enumerate(reader):
+            if index == row:
+                return reader.line_num + 1
+    except _csv.Error:
+        pass
     return row + 2

@@ -58,7 +58,10 @@ def _column(path: Path) -> str | None:
             first = fh.readline(4096).removeprefix(b"\xef\xbb\xbf").decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    cells = next(_csv.reader([first.rstrip("\r\n")]), [])
+    try:
+        cells = next(_csv.reader([first.rstrip("\r\n")]), [])
+    except _csv.Error:
+        return None
     if len(cells) != 2 or cells[0].strip().lower() != "step":
         return None
     return cells[1]

@@ -84,6 +84,8 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes, bool]:
     if not data.strip():
         raise IngestError(f"{path}: empty file; nothing to ingest")
     data = _drop_cut_tail(path, data)
+    if not data.strip():
+        raise IngestError(f"{path}: no complete JSON line; nothing to ingest")
     notes = tabular.Notes()
     fast = _fast_frame(data)
     frame, notes.null_as_nan = fast if fast is not None else (_exact_frame(path, data), 0)
@@ -97,7 +99,7 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes, bool]:
         )
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
     raw = tabular.wide_to_raw(frame, step=step, wall=wall, locate=_locator(path, data), notes=notes)
-    return raw, notes, verl
+    return tabular.nonempty(raw, path), notes, verl
 
 
 def _is_verl(data: bytes) -> bool:
@@ -206,7 +208,8 @@ def _flatten(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
         if not structs:
             return frame, verl
         for col in structs:
-            fields = frame.schema[col].fields  # type: ignore[union-attr]
+            dtype = frame.schema[col]
+            fields = dtype.fields if isinstance(dtype, pl.Struct) else []
             prefix = "" if col == "data" else f"{col}/"
             frame = frame.with_columns(
                 [pl.col(col).struct.field(f.name).alias(prefix + f.name) for f in fields]

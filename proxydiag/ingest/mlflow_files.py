@@ -11,7 +11,8 @@ Layout (``mlflow/store/tracking/file_store.py``)::
 A ``/`` in a key is a sub-folder. The source may be one run, one experiment, or the mlruns root.
 A run whose ``meta.yaml`` is missing or unreadable is still read (with a warning): its name
 comes from the ``mlflow.runName`` tag or the folder. Deleted runs are skipped when reading an
-experiment or a root, and read when named directly.
+experiment or a root, and read when named directly. Runs come in start-time order. Metrics
+proxydiag logged itself (``proxydiag.*``) are results, not training data, and are not read.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import yaml
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.build import build_run
-from proxydiag.ingest.mlflow_meta import RUN_NAME_TAG, proxydiag_run_id, run_attrs
+from proxydiag.ingest.mlflow_meta import OWN_PREFIX, RUN_NAME_TAG, proxydiag_run_id, run_attrs
 from proxydiag.ingest.mlflow_metricfiles import metric_files, read_metrics
 from proxydiag.run import Run
 
@@ -64,7 +65,7 @@ def _runs(run_dirs: list[Path], ctx: ReadContext, *, experiment: str | None,
         run = _read_run(run_dir, ctx, experiment=experiment, explicit=explicit)
         if run is not None:
             out.append(run)
-    return out
+    return sorted(out, key=lambda r: (r.attrs.get("mlflow_start_time") or 0, r.id))
 
 
 def _read_run(run_dir: Path, ctx: ReadContext, *, experiment: str | None,
@@ -72,7 +73,8 @@ def _read_run(run_dir: Path, ctx: ReadContext, *, experiment: str | None,
     meta = _read_meta(run_dir)
     if meta.get("lifecycle_stage") == "deleted" and not explicit:
         return None
-    raw = read_metrics(metric_files(run_dir / "metrics"))
+    files = [(k, p) for k, p in metric_files(run_dir / "metrics") if not k.startswith(OWN_PREFIX)]
+    raw = read_metrics(files)
     if raw.height == 0:
         warnings.warn(IngestWarning(f"{run_dir}: MLflow run has no metric points; skipped"),
                       stacklevel=3)
@@ -87,7 +89,8 @@ def _read_run(run_dir: Path, ctx: ReadContext, *, experiment: str | None,
         tracking_uri=run_dir.parent.parent.resolve().as_uri(),
         params=params, tags=tags, where=str(run_dir),
     )
-    attrs.update(run_id=proxydiag_run_id(name, mlflow_id), mlflow_experiment=experiment)
+    attrs.update(run_id=proxydiag_run_id(name, mlflow_id), mlflow_experiment=experiment,
+                 mlflow_start_time=meta.get("start_time"))
     sidecar = run_dir / "proxydiag.json"
     return build_run(
         raw, name=name, source=run_dir, fmt=NAME, aliases=ctx.aliases, attrs=attrs,

@@ -27,6 +27,10 @@ SQL_INF = 1.7976931348623157e308
 #: tag holding the run name (MLflow's ``MLFLOW_RUN_NAME``)
 RUN_NAME_TAG = "mlflow.runName"
 
+#: metrics proxydiag itself logs back (``proxydiag.fidelity`` ...): results, not training data,
+#: so the readers leave them out
+OWN_PREFIX = "proxydiag."
+
 
 def _int_or_float(text: str) -> int | float:
     value = float(text)

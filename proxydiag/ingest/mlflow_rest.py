@@ -28,7 +28,7 @@ import polars as pl
 
 from proxydiag.errors import MlflowError
 from proxydiag.frame import RAW_SCHEMA
-from proxydiag.ingest.mlflow_meta import decode_values
+from proxydiag.ingest.mlflow_meta import OWN_PREFIX, decode_values
 
 #: points per page: MLflow's own GET_METRIC_HISTORY_MAX_RESULTS
 PAGE_SIZE = 25_000
@@ -104,7 +104,8 @@ def get_run(tracking_uri: str, run_id: str) -> dict[str, Any]:
 def histories(tracking_uri: str, runs: Sequence[dict[str, Any]], *,
               page_size: int = PAGE_SIZE, workers: int = WORKERS) -> list[pl.DataFrame]:
     """The raw frame (file order = logging order) of each run in ``runs`` (``runs/get`` bodies)."""
-    tasks = [(run["info"]["run_id"], m) for run in runs for m in run["data"].get("metrics", [])]
+    tasks = [(run["info"]["run_id"], m) for run in runs for m in run["data"].get("metrics", [])
+             if not m["key"].startswith(OWN_PREFIX)]
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
         parts = list(pool.map(lambda t: _history(tracking_uri, *t, page_size=page_size), tasks))
     frames: dict[str, list[pl.DataFrame]] = {run["info"]["run_id"]: [] for run in runs}

@@ -26,7 +26,13 @@ import polars as pl
 from proxydiag.errors import IngestError
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.build import build_run
-from proxydiag.ingest.mlflow_meta import RUN_NAME_TAG, decode_values, proxydiag_run_id, run_attrs
+from proxydiag.ingest.mlflow_meta import (
+    OWN_PREFIX,
+    RUN_NAME_TAG,
+    decode_values,
+    proxydiag_run_id,
+    run_attrs,
+)
 from proxydiag.run import Run
 
 NAME = "mlflow_sql"
@@ -131,7 +137,8 @@ def _read_run(con: sqlite3.Connection, row: tuple[Any, ...], ctx: ReadContext, *
 def _metrics(con: sqlite3.Connection, mlflow_id: str) -> pl.DataFrame:
     """The raw frame of one run: one indexed query per key, rows straight into numpy."""
     keys = [k for (k,) in con.execute(
-        "SELECT DISTINCT key FROM metrics WHERE run_uuid = ? ORDER BY key", (mlflow_id,))]
+        "SELECT DISTINCT key FROM metrics WHERE run_uuid = ? ORDER BY key", (mlflow_id,))
+        if not k.startswith(OWN_PREFIX)]
     parts = []
     for key in keys:
         cursor = con.execute(

@@ -59,7 +59,8 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
         frame = frame.select("step", "key", "value", "wall_time")
     layout = tabular.long_layout(frame.columns)
     if layout:
-        return tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes), notes
+        raw = tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes)
+        return tabular.nonempty(raw, path), notes
     step = tabular.find_column(frame.columns, tabular.STEP_NAMES)
     if step is None:
         raise IngestError(
@@ -67,4 +68,5 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
             " rename the step column"
         )
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
-    return tabular.wide_to_raw(frame, step=step, wall=wall, locate=locate, notes=notes), notes
+    raw = tabular.wide_to_raw(frame, step=step, wall=wall, locate=locate, notes=notes)
+    return tabular.nonempty(raw, path), notes

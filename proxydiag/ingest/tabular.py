@@ -229,6 +229,13 @@ def long_to_raw(
     return out.filter(pl.col("value").is_not_null())
 
 
+def nonempty(raw: pl.DataFrame, where: object) -> pl.DataFrame:
+    """``raw`` unchanged, or an IngestError when it holds no value at all."""
+    if raw.height == 0:
+        raise IngestError(f"{where}: no metric values (every cell is empty); nothing to ingest")
+    return raw
+
+
 def _wall(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series:
     out = values(column, locate=locate, notes=notes)
     if out is None:  # a date string column, say: keep the run, drop the wall time

@@ -81,8 +81,36 @@ def crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -> int: 
 
 @jit
 def masked_crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -> int:  # pragma: no cover
-    """The masked CRC32C TFRecord stores for ``buf[start:start + length]``."""
-    crc = np.uint64(crc32c(buf, start, length, table))
+    """The masked CRC32C TFRecord stores for ``buf[start:start + length]``.
+
+    Self-contained (the CRC loop is repeated from :func:`crc32c`): numba does not inline
+    calls between separately cached functions, and this runs twice per record.
+    """
+    crc = np.uint64(_U32)
+    i = start
+    end = start + length
+    while i + 8 <= end:
+        lo = crc ^ (
+            np.uint64(buf[i])
+            | (np.uint64(buf[i + 1]) << np.uint64(8))
+            | (np.uint64(buf[i + 2]) << np.uint64(16))
+            | (np.uint64(buf[i + 3]) << np.uint64(24))
+        )
+        crc = (
+            table[7, lo & np.uint64(0xFF)]
+            ^ table[6, (lo >> np.uint64(8)) & np.uint64(0xFF)]
+            ^ table[5, (lo >> np.uint64(16)) & np.uint64(0xFF)]
+            ^ table[4, (lo >> np.uint64(24)) & np.uint64(0xFF)]
+            ^ table[3, buf[i + 4]]
+            ^ table[2, buf[i + 5]]
+            ^ table[1, buf[i + 6]]
+            ^ table[0, buf[i + 7]]
+        )
+        i += 8
+    while i < end:
+        crc = table[0, (crc ^ np.uint64(buf[i])) & np.uint64(0xFF)] ^ (crc >> np.uint64(8))
+        i += 1
+    crc ^= np.uint64(_U32)
     rot = ((crc >> np.uint64(15)) | (crc << np.uint64(17))) & np.uint64(_U32)
     return np.int64((rot + np.uint64(_MASK_DELTA)) & np.uint64(_U32))
 

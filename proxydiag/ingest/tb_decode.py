@@ -15,18 +15,28 @@ from dataclasses import dataclass
 import numpy as np
 
 from proxydiag.ingest.tb_crc import jit
-from proxydiag.ingest.tb_wire import SIMPLE, SKIP, _float, _len, _skip, _tensor, _varint
+from proxydiag.ingest.tb_wire import (
+    SIMPLE,
+    SKIP,
+    TENSOR_F32,
+    TENSOR_F64,
+    _float,
+    _len,
+    _skip,
+    _tensor,
+    _varint,
+)
 
-#: columns of :attr:`Decoded.rows`
-REC, TAG_OFF, TAG_LEN, KIND, MD_CLASS, PLUG_OFF, PLUG_LEN, INDEX = range(8)
-_NCOL = 8
+#: columns of :attr:`Decoded.rows`; KIND holds ``kind | index << 3`` (index: the value's
+#: position in its Summary, for the protobuf route)
+REC, TAG_OFF, TAG_LEN, KIND = range(4)
+_NCOL = 4
 
 
 @dataclass(frozen=True)
 class Decoded:
     """Rows of every summary value (``rows`` int64, columns above; ``values`` float64) and
-    per-record ``wall_time``, ``step`` and ``malformed`` flags. ``MD_CLASS`` is -1 when the
-    value has no metadata, else its ``data_class`` (0 unknown, 1 scalar, ...)."""
+    per-record ``wall_time``, ``step`` and ``malformed`` flags."""
 
     rows: np.ndarray
     values: np.ndarray
@@ -74,10 +84,10 @@ def _metadata(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:  # p
 
 
 @jit
-def _value(buf: np.ndarray, pos: int, end: int, row: np.ndarray) -> float:  # pragma: no cover
-    """Fill ``row`` (TAG_OFF..PLUG_LEN) from a ``Summary.Value``; return its value.
-    ``row[KIND]`` is -1 when malformed."""
-    row[TAG_OFF], row[TAG_LEN], row[KIND], row[MD_CLASS] = 0, 0, SKIP, -1
+def _value(buf: np.ndarray, pos: int, end: int, rows: np.ndarray, i: int, scratch: np.ndarray) -> float:  # pragma: no cover
+    """Fill ``rows[i]`` (TAG_OFF..KIND) from a ``Summary.Value``; return its value.
+    ``rows[i, KIND]`` is -1 when malformed."""
+    rows[i, TAG_OFF], rows[i, TAG_LEN], rows[i, KIND] = 0, 0, SKIP
     value = np.nan
     while pos < end:
         key, pos = _varint(buf, pos, end)
@@ -85,7 +95,7 @@ def _value(buf: np.ndarray, pos: int, end: int, row: np.ndarray) -> float:  # pr
             break
         field, wire = np.int64(key >> np.uint64(3)), np.int64(key & np.uint64(7))
         if field == 2 and wire == 5 and pos + 4 <= end:
-            row[KIND], value = SIMPLE, _float(buf, pos, 4)
+            rows[i, KIND], value = SIMPLE, _float(buf, pos, 4, scratch)
             pos += 4
             continue
         if wire != 2 or field not in (1, 3, 4, 5, 6, 8, 9):
@@ -98,22 +108,20 @@ def _value(buf: np.ndarray, pos: int, end: int, row: np.ndarray) -> float:  # pr
         if start < 0:
             break
         if field == 1:
-            row[TAG_OFF], row[TAG_LEN] = start, stop - start
+            rows[i, TAG_OFF], rows[i, TAG_LEN] = start, stop - start
         elif field == 9:
-            md, a, n = _metadata(buf, start, stop)
-            if md == -2:
+            if _metadata(buf, start, stop)[0] == -2:
                 pos = -1
                 break
-            row[MD_CLASS], row[PLUG_OFF], row[PLUG_LEN] = md, a, n
         elif field == 8:
-            kind, value = _tensor(buf, start, stop)
-            row[KIND] = kind
+            kind, value = _tensor(buf, start, stop, scratch)
+            rows[i, KIND] = kind
             if kind < 0:
                 break
         else:  # obsolete histogram, image, histo, audio: the oneof holds a non-scalar
-            row[KIND], value = SKIP, np.nan
+            rows[i, KIND], value = SKIP, np.nan
     if pos < 0:
-        row[KIND] = -1
+        rows[i, KIND] = -1
     return value
 
 
@@ -123,18 +131,26 @@ def _decode(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[n
     wall = np.zeros(nrec, dtype=np.float64)
     step = np.zeros(nrec, dtype=np.int64)
     malformed = np.zeros(nrec, dtype=np.bool_)
-    rows = np.zeros((nrec + 16, _NCOL), dtype=np.int64)
-    values = np.empty(nrec + 16, dtype=np.float64)
+    rows = np.empty((nrec + 1024, _NCOL), dtype=np.int64)
+    values = np.empty(nrec + 1024, dtype=np.float64)
+    scratch = np.zeros(8, dtype=np.uint8)
+    f4, f8 = scratch[:4].view(np.float32), scratch.view(np.float64)
     nv = 0
     for r in range(nrec):
         pos, end, first = starts[r], starts[r] + lengths[r], nv
+        if nv == values.size:
+            rows = np.concatenate((rows, np.empty((nv, _NCOL), dtype=np.int64)))
+            values = np.concatenate((values, np.empty(nv, dtype=np.float64)))
+        if _fast(buf, pos, end, r, rows, values, nv, wall, step, scratch, f4, f8):
+            nv += 1
+            continue
         while pos < end:
             key, pos = _varint(buf, pos, end)
             if pos < 0:
                 break
             field, wire = np.int64(key >> np.uint64(3)), np.int64(key & np.uint64(7))
             if field == 1 and wire == 1 and pos + 8 <= end:
-                wall[r] = _float(buf, pos, 8)
+                wall[r] = _float(buf, pos, 8, scratch)
                 pos += 8
             elif field == 2 and wire == 0:
                 v, pos = _varint(buf, pos, end)
@@ -146,9 +162,9 @@ def _decode(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[n
                     break
                 if nv + (stop - start) // 2 + 1 > values.size:  # a Value takes >= 2 bytes
                     grow = max(values.size, (stop - start) // 2 + 1)
-                    rows = np.concatenate((rows, np.zeros((grow, _NCOL), dtype=np.int64)))
+                    rows = np.concatenate((rows, np.empty((grow, _NCOL), dtype=np.int64)))
                     values = np.concatenate((values, np.empty(grow, dtype=np.float64)))
-                nv, pos = _summary(buf, start, stop, r, rows, values, nv)
+                nv, pos = _summary(buf, start, stop, r, rows, values, nv, scratch)
                 if pos < 0:
                     break
             else:
@@ -162,7 +178,65 @@ def _decode(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[n
 
 
 @jit
-def _summary(buf: np.ndarray, pos: int, end: int, rec: int, rows: np.ndarray, values: np.ndarray, nv: int) -> tuple[int, int]:  # pragma: no cover
+def _fast(buf: np.ndarray, p: int, end: int, r: int, rows: np.ndarray, values: np.ndarray, nv: int, wall: np.ndarray, step: np.ndarray, scratch: np.ndarray, f4: np.ndarray, f8: np.ndarray) -> bool:  # pragma: no cover
+    """The layout real writers produce for one scalar per event: ``wall_time, step,
+    summary{value{tag, payload[, metadata]}}`` with one-byte lengths, each ending exactly
+    where its parent does. True when it matched and row ``nv`` was written; otherwise the
+    generic walker runs. Self-contained on purpose: calls into other compiled functions
+    are not inlined, and this runs once per record."""
+    if end - p < 18 or buf[p] != 0x09 or buf[p + 9] != 0x10:
+        return False
+    v = np.uint64(0)
+    q = p + 10
+    shift = np.uint64(0)
+    while q < p + 20 and buf[q] >= 0x80:
+        v |= np.uint64(buf[q] & 0x7F) << shift
+        shift += np.uint64(7)
+        q += 1
+    if q >= p + 20 or q + 8 > end:
+        return False
+    v |= np.uint64(buf[q]) << shift
+    # summary {value {tag ...}}: 2a L 0a L 0a L, one-byte lengths that end with the record
+    if buf[q + 1] != 0x2A or buf[q + 2] != end - q - 3 or buf[q + 3] != 0x0A or buf[q + 4] != end - q - 5:
+        return False
+    if buf[q + 5] != 0x0A or buf[q + 6] >= 0x80:
+        return False
+    t0 = q + 7
+    t1 = t0 + np.int64(buf[q + 6])
+    if t1 + 5 > end:
+        return False
+    kind, width, at, after = SKIP, 0, 0, 0
+    if buf[t1] == 0x15:  # simple_value
+        kind, width, at, after = SIMPLE, 4, t1 + 1, t1 + 5
+    elif buf[t1] == 0x42 and buf[t1 + 1] < 0x80 and buf[t1 + 2] == 0x08 and t1 + 2 + buf[t1 + 1] <= end:
+        stop = t1 + 2 + np.int64(buf[t1 + 1])
+        dtype = buf[t1 + 3]
+        c = t1 + 4
+        if c + 2 <= stop and buf[c] == 0x12 and buf[c + 1] == 0x00:  # empty (scalar) shape
+            c += 2
+        width = 4 if dtype == 1 else 8 if dtype == 2 else 0
+        field = buf[c] if c < stop else 0
+        if width and c + 2 + width == stop and buf[c + 1] == width and (
+            field == 0x22 or (dtype == 1 and field == 0x2A) or (dtype == 2 and field == 0x32)
+        ):
+            kind, at, after = (TENSOR_F32 if width == 4 else TENSOR_F64), c + 2, stop
+    if kind == SKIP:
+        return False
+    if after != end and not (buf[after] == 0x4A and after + 2 + np.int64(buf[after + 1]) == end and buf[after + 1] < 0x80):
+        return False  # only plugin metadata may follow the payload
+    for k in range(8):
+        scratch[k] = buf[p + 1 + k]
+    wall[r] = f8[0]  # f4, f8: float views of scratch, made once (a view per value costs)
+    step[r] = np.int64(v)
+    for k in range(width):
+        scratch[k] = buf[at + k]
+    values[nv] = float(f4[0]) if width == 4 else f8[0]
+    rows[nv, REC], rows[nv, TAG_OFF], rows[nv, TAG_LEN], rows[nv, KIND] = r, t0, t1 - t0, kind
+    return True
+
+
+@jit
+def _summary(buf: np.ndarray, pos: int, end: int, rec: int, rows: np.ndarray, values: np.ndarray, nv: int, scratch: np.ndarray) -> tuple[int, int]:  # pragma: no cover
     index = 0
     while pos < end:
         key, pos = _varint(buf, pos, end)
@@ -172,10 +246,11 @@ def _summary(buf: np.ndarray, pos: int, end: int, rec: int, rows: np.ndarray, va
             start, stop = _len(buf, pos, end)
             if start < 0:
                 return nv, -1
-            values[nv] = _value(buf, start, stop, rows[nv])
+            values[nv] = _value(buf, start, stop, rows, nv, scratch)
             if rows[nv, KIND] < 0:
                 return nv, -1
-            rows[nv, REC], rows[nv, INDEX] = rec, index
+            rows[nv, REC] = rec
+            rows[nv, KIND] |= index << 3
             nv += 1
             index += 1
             pos = stop

@@ -33,6 +33,16 @@ def is_scalar_tag(*, first_kind: int, data_class: int, plugin: str) -> bool:
     return data_class == _SCALAR_CLASS or (data_class == 0 and plugin == SCALARS_PLUGIN)
 
 
+def first_is_scalar(record: bytes, index: int, *, first_kind: int) -> bool:
+    """:func:`is_scalar_tag` for the tag of value ``index`` of an Event record (its first)."""
+    from tensorboard.compat.proto import event_pb2
+
+    value = event_pb2.Event.FromString(record).summary.value[index]
+    md = value.metadata
+    data_class = int(md.data_class) if value.HasField("metadata") else -1
+    return is_scalar_tag(first_kind=first_kind, data_class=data_class, plugin=md.plugin_data.plugin_name)
+
+
 def tensor_scalar(record: bytes, index: int) -> float | None:
     """The value of summary value ``index`` of an Event record, via protobuf (None when it
     is not a one-element numeric tensor)."""

@@ -50,7 +50,11 @@ def _grow(arr: np.ndarray) -> np.ndarray:  # pragma: no cover
 
 @jit
 def _header_ok(buf: np.ndarray, pos: int, table: np.ndarray) -> bool:  # pragma: no cover
-    return masked_crc32c(buf, pos, 8, table) == read_u32(buf, pos + 8)
+    stored = (
+        np.int64(buf[pos + 8]) | (np.int64(buf[pos + 9]) << 8)
+        | (np.int64(buf[pos + 10]) << 16) | (np.int64(buf[pos + 11]) << 24)
+    )
+    return masked_crc32c(buf, pos, 8, table) == stored
 
 
 @jit
@@ -81,7 +85,10 @@ def _frame(buf: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
         where = pos
         if n - pos < _HEADER:
             kind, detail, pos = TRUNCATED, n - pos, n
-        elif not _header_ok(buf, pos, table):
+        elif masked_crc32c(buf, pos, 8, table) != (
+            np.int64(buf[pos + 8]) | (np.int64(buf[pos + 9]) << 8)
+            | (np.int64(buf[pos + 10]) << 16) | (np.int64(buf[pos + 11]) << 24)
+        ):
             nxt = pos + 1
             while nxt < n and not _record_ok(buf, nxt, table):
                 nxt += 1
@@ -90,13 +97,20 @@ def _frame(buf: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
             else:
                 kind, detail, pos = BAD_HEADER, nxt, nxt
         else:
-            length = read_u64(buf, pos)
+            length = np.uint64(0)
+            for k in range(8):
+                length |= np.uint64(buf[pos + k]) << np.uint64(8 * k)
             if length > np.uint64(n - pos - _MIN_RECORD):
                 kind, detail, pos = TRUNCATED, n - pos, n
             else:
                 size = np.int64(length)
                 data = pos + _HEADER
-                if masked_crc32c(buf, data, size, table) == read_u32(buf, data + size):
+                e = data + size
+                stored = (
+                    np.int64(buf[e]) | (np.int64(buf[e + 1]) << 8)
+                    | (np.int64(buf[e + 2]) << 16) | (np.int64(buf[e + 3]) << 24)
+                )
+                if masked_crc32c(buf, data, size, table) == stored:
                     if count == starts.size:
                         starts = _grow(starts)
                         lengths = _grow(lengths)

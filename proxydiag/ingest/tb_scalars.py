@@ -9,6 +9,7 @@ first value of each tag) and a gather per column. Values the decoder leaves to p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,11 +17,7 @@ import polars as pl
 
 from proxydiag.ingest import tb_proto
 from proxydiag.ingest.tb_decode import (
-    INDEX,
     KIND,
-    MD_CLASS,
-    PLUG_LEN,
-    PLUG_OFF,
     REC,
     TAG_LEN,
     TAG_OFF,
@@ -74,21 +71,15 @@ def read_buffer(buf: np.ndarray, *, path: str) -> Scalars:
         return _empty(issues, first_wall)
     ids, first = intern(buf, rows[:, TAG_OFF], rows[:, TAG_LEN])
     names = [_text(buf, rows[r, TAG_OFF], rows[r, TAG_LEN]) for r in first.tolist()]
+    kind, index = rows[:, KIND] & 7, rows[:, KIND] >> 3
+    record = _record_reader(buf, framing, rows)
     scalar_tag = np.array(
-        [
-            tb_proto.is_scalar_tag(
-                first_kind=int(rows[r, KIND]), data_class=int(rows[r, MD_CLASS]),
-                plugin=_text(buf, rows[r, PLUG_OFF], rows[r, PLUG_LEN]),
-            )
-            for r in first.tolist()
-        ]
+        [tb_proto.first_is_scalar(record(r), int(index[r]), first_kind=int(kind[r])) for r in first.tolist()],
+        dtype=bool,
     )
-    kind = rows[:, KIND]
     keep = scalar_tag[ids] & (kind != SKIP)
-    slow_rows = np.flatnonzero(keep & (kind == PYTHON))
-    for i in slow_rows.tolist():  # rare: half, bfloat16 or integer tensors
-        start, length = framing.starts[rows[i, REC]], framing.lengths[rows[i, REC]]
-        number = tb_proto.tensor_scalar(buf[start : start + length].tobytes(), int(rows[i, INDEX]))
+    for i in np.flatnonzero(keep & (kind == PYTHON)).tolist():  # rare: half, bf16, int tensors
+        number = tb_proto.tensor_scalar(record(i), int(index[i]))
         keep[i], values[i] = number is not None, np.nan if number is None else number
     rec = rows[keep, REC]
     keys = pl.Series("key", names, dtype=pl.Utf8).gather(ids[keep])
@@ -104,6 +95,14 @@ def _framing_issues(framing: Framing, *, path: str) -> list[tuple[str, str]]:
     if framing.n_problems > len(issues):
         issues.append(("crc_error", f"{path}: {framing.n_problems - len(issues)} more damaged places not listed"))
     return issues
+
+
+def _record_reader(buf: np.ndarray, framing: Framing, rows: np.ndarray) -> Callable[[int], bytes]:
+    def record(row: int) -> bytes:
+        start, length = framing.starts[rows[row, REC]], framing.lengths[rows[row, REC]]
+        return bytes(buf[start : start + length].tobytes())
+
+    return record
 
 
 def _text(buf: np.ndarray, off: int, length: int) -> str:

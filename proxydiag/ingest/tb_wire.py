@@ -57,12 +57,14 @@ def _len(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:  # pragma: no 
 
 
 @jit
-def _float(buf: np.ndarray, pos: int, nbytes: int) -> float:  # pragma: no cover
-    tmp = np.empty(8, dtype=np.uint8)
-    tmp[:nbytes] = buf[pos : pos + nbytes]
+def _float(buf: np.ndarray, pos: int, nbytes: int, scratch: np.ndarray) -> float:  # pragma: no cover
+    """The little-endian float32 (``nbytes`` 4) or float64 at ``buf[pos]``, through
+    ``scratch`` (8 bytes, allocated once by the caller: no allocation per value)."""
+    for k in range(nbytes):
+        scratch[k] = buf[pos + k]
     if nbytes == 4:
-        return float(tmp[:4].view(np.float32)[0])
-    return float(tmp.view(np.float64)[0])
+        return float(scratch[:4].view(np.float32)[0])
+    return float(scratch.view(np.float64)[0])
 
 
 @jit
@@ -103,7 +105,7 @@ def _shape_numel(buf: np.ndarray, pos: int, end: int) -> int:  # pragma: no cove
 
 
 @jit
-def _tensor(buf: np.ndarray, pos: int, end: int) -> tuple[int, float]:  # pragma: no cover
+def _tensor(buf: np.ndarray, pos: int, end: int, scratch: np.ndarray) -> tuple[int, float]:  # pragma: no cover
     """(kind, value) of a ``TensorProto``; kind -1 when malformed."""
     dtype, numel, other = 0, 1, False
     content, content_len = -1, 0
@@ -152,12 +154,12 @@ def _tensor(buf: np.ndarray, pos: int, end: int) -> tuple[int, float]:  # pragma
         return SKIP, np.nan
     if not other and dtype == _DT_FLOAT and n_f64 == 0:
         if n_f32 == 1 and content < 0:
-            return TENSOR_F32, _float(buf, f32_at, 4)
+            return TENSOR_F32, _float(buf, f32_at, 4, scratch)
         if n_f32 == 0 and content_len == 4:
-            return TENSOR_F32, _float(buf, content, 4)
+            return TENSOR_F32, _float(buf, content, 4, scratch)
     if not other and dtype == _DT_DOUBLE and n_f32 == 0:
         if n_f64 == 1 and content < 0:
-            return TENSOR_F64, _float(buf, f64_at, 8)
+            return TENSOR_F64, _float(buf, f64_at, 8, scratch)
         if n_f64 == 0 and content_len == 8:
-            return TENSOR_F64, _float(buf, content, 8)
+            return TENSOR_F64, _float(buf, content, 8, scratch)
     return PYTHON, np.nan

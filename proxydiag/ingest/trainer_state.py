@@ -101,7 +101,8 @@ def _raw(path: Path, entries: list[dict[str, Any]]) -> pl.DataFrame:
     def locate(row: int) -> str:
         return f"{path}: log_history[{row}]"
 
-    return tabular.wide_to_raw(frame, step="step", wall=None, locate=locate, notes=tabular.Notes())
+    raw = tabular.wide_to_raw(frame, step="step", wall=None, locate=locate, notes=tabular.Notes())
+    return tabular.nonempty(raw, path)
 
 
 def _text(value: Any) -> str | None:

@@ -52,7 +52,7 @@ def to_axis(run: Run, steps: npt.ArrayLike, *, align: str) -> npt.NDArray[np.flo
         raise AnalysisError(
             f"run {run.name}: no finite '{align}' counter to align by; use --align step or progress"
         )
-    return np.interp(s, cs[ok].astype(np.float64), cv[ok])
+    return np.asarray(np.interp(s, cs[ok].astype(np.float64), cv[ok]), dtype=np.float64)
 
 
 def step_to_axis(run: Run, step: int | None, *, align: str) -> float | None:

@@ -59,14 +59,17 @@ def _cell(column: str, value: Any) -> str:
 
 
 def table(frame: pl.DataFrame, columns: Sequence[tuple[str, str]]) -> str:
-    """An escaped HTML table of ``columns`` (name, header) present in ``frame``."""
-    cols = [(c, h) for c, h in columns if c in frame.columns]
+    """An escaped HTML table of ``columns`` (name, header) present in ``frame`` (columns with
+    no value at all are left out: a fleet without a loss metric gets no "final loss")."""
+    cols = [(c, h) for c, h in columns
+            if c in frame.columns and (frame.height == 0 or frame[c].null_count() < frame.height)]
     head = "".join(f"<th>{esc(h)}</th>" for _, h in cols)
     rows = "".join(
         "<tr>" + "".join(_cell(c, row[c]) for c, _ in cols) + "</tr>"
         for row in frame.select([c for c, _ in cols]).iter_rows(named=True)
     )
-    return f"<table class=grid><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    return (f'<div class="scroll"><table class=grid><thead><tr>{head}</tr></thead>'
+            f"<tbody>{rows}</tbody></table></div>")
 
 
 def fidelity_scatter(proxies: pl.DataFrame, *, x: str, title: str) -> go.Figure:
@@ -87,9 +90,11 @@ def fidelity_scatter(proxies: pl.DataFrame, *, x: str, title: str) -> go.Figure:
                        zip(sub["name"], sub["fidelity"], sub["verdict"], strict=True)],
             hoverinfo="text",
         ))
-    fig.update_layout(**base_layout(title=esc(title), height_px=360))
-    fig.update_layout(xaxis_title=x.replace("_", " "), yaxis={"title": "fidelity",
-                                                              "range": [-0.02, 1.05]})
+    fig.update_layout(**base_layout(title=esc(title), height_px=400))
+    fig.update_layout(xaxis_title=x.replace("_", " "),
+                      yaxis={"title": "fidelity", "range": [-0.02, 1.05]},
+                      legend={"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left",
+                              "yanchor": "top", "font": {"size": 11}})
     if data.height and x == "cost_per_step" and data[x].min() > 0 and data[x].max() / data[x].min() > 30:  # type: ignore[operator]
         fig.update_xaxes(type="log")
     if not data.height:

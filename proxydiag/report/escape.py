@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 
 _HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&#34;", "'": "&#39;"})
-_MD = re.compile(r"([\\`*_{}\[\]()+!|~])")
+#: what can start emphasis, code, links or table cells inline (``[``/``]`` escaped: no links)
+_MD = re.compile(r"([\\`*_\[\]|~])")
 _MD_HTML = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
 
 

@@ -21,6 +21,8 @@ from proxydiag.run import Run
 FULL_COLOR = "#1f6fb4"
 PROXY_COLOR = "#e8710a"
 SEED_COLOR = "#7f8c9d"
+OTHER_COLORS = ("#1f6fb4", "#e8710a", "#2e7d32", "#8e24aa", "#c62828", "#00838f", "#6d4c41",
+                "#5c6bc0", "#9e9d24", "#ad1457")
 BAND_FILL = "rgba(31,111,180,0.16)"
 #: a metric whose finite values are all positive and span this ratio gets a log y axis
 LOG_RATIO = 100.0
@@ -70,12 +72,12 @@ def spans_decades(values: Sequence[np.ndarray], *, ratio: float = LOG_RATIO) -> 
     return bool(finite.max() / finite.min() >= ratio)
 
 
-def _line(d: Drawable, *, role: str, name: str, color: str) -> go.Scatter:
+def _line(d: Drawable, *, role: str, name: str, color: str, legend: bool = True) -> go.Scatter:
     # float32 halves the page; steps stay exact up to 2**24 and this is for drawing only
     return go.Scatter(
         x=d.x.astype(np.float32), y=d.y.astype(np.float32), mode="lines", name=role,
-        connectgaps=False, line={"color": color, "width": 1.6},
-        hovertemplate=f"{role}: {name}<br>%{{x}}: %{{y}}<extra></extra>",
+        connectgaps=False, line={"color": color, "width": 1.6}, showlegend=legend,
+        hovertemplate=f"{role}{': ' + name if name else ''}<br>%{{x}}: %{{y}}<extra></extra>",
     )
 
 
@@ -112,12 +114,17 @@ def _band(full: Sequence[Run], metric: str, *, align: str, n_buckets: int) -> li
         return []
     lo_x = min(float(x[0]) for x, _ in series)
     hi_x = max(float(x[-1]) for x, _ in series)
-    edges = np.linspace(lo_x, hi_x, min(n_buckets, 400) + 1)
+    # no more buckets than the sparsest seed has points, so every bucket holds data
+    n = max(2, min(n_buckets, 400, min(len(x) for x, _ in series)))
+    edges = np.linspace(lo_x, hi_x, n + 1)
     means = np.vstack([bucket_means(x, y, edges=edges) for x, y in series])
     with warnings.catch_warnings():  # all-NaN buckets (no seed logged there) stay NaN
         warnings.simplefilter("ignore", RuntimeWarning)
         lo, hi = np.nanmin(means, axis=0), np.nanmax(means, axis=0)
-    centers = (edges[:-1] + edges[1:]) / 2
+    # a filled band cannot have holes: buckets no seed has a finite value in are left out
+    keep = np.isfinite(lo) & np.isfinite(hi)
+    centers = ((edges[:-1] + edges[1:]) / 2)[keep]
+    lo, hi = lo[keep], hi[keep]
     label = f"{len(series)} full seeds: min–max"
     centers = centers.astype(np.float32)
     return [
@@ -134,13 +141,15 @@ def metric_panel(
     full: Sequence[Run],
     proxy: Run | None = None,
     align: str = "step",
+    others: Sequence[Run] = (),
     onsets: Sequence[Onset] = (),
     n_buckets: int = DEFAULT_BUCKETS,
 ) -> go.Figure:
     """One metric: seed band, the first full run and the proxy as lines, markers, onsets.
 
     Further full seeds are drawn only as the band (plus their non-finite markers): their lines
-    would double the page for what the band already shows.
+    would double the page for what the band already shows. ``others`` (unrelated runs, as in
+    a plain diagnosis report) are lines of their own, named by run.
     """
     traces: list[go.Scatter] = _band(full, metric, align=align, n_buckets=n_buckets)
     drawn: list[tuple[Run, str, str, bool]] = [
@@ -149,17 +158,21 @@ def metric_panel(
     ]
     if proxy is not None:
         drawn.append((proxy, "proxy", PROXY_COLOR, True))
-    raw_values, markers = [], []
+    drawn += [(run, esc(run.name), OTHER_COLORS[i % len(OTHER_COLORS)], True)
+              for i, run in enumerate(others)]
+    raw_values, markers, spans = [], [], []
     legend: set[str] = set()
     for run, role, color, as_line in drawn:
-        name = esc(run.name)
+        name = esc(run.name) if role != esc(run.name) else ""
         steps, values = run.series(metric)
         if not len(steps):
             continue
         raw_values.append(values)
-        d = prepare(to_axis(run, steps, align=align), values, n_buckets=n_buckets)
-        if as_line:
-            traces.append(_line(d, role=role, name=name, color=color))
+        x = to_axis(run, steps, align=align)
+        spans += [float(x[0]), float(x[-1])]
+        d = prepare(x, values, n_buckets=n_buckets)
+        if as_line:  # the runs of a plain report share one legend above the panels
+            traces.append(_line(d, role=role, name=name, color=color, legend=not others))
         markers += _markers(d, name=f"{role} {name}", color=color, legend=legend)
     fig = go.Figure(traces + markers)
     fig.update_layout(**base_layout(title=esc(metric)))
@@ -167,9 +180,14 @@ def metric_panel(
         xaxis_title=AXIS_TITLES[align],
         yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
     )
+    if spans:
+        fig.update_xaxes(range=[min(spans), max(spans)])
     if spans_decades(raw_values):
         fig.update_layout(yaxis_type="log", yaxis_dtick=1)  # a label per decade
     for i, onset in enumerate(onsets):
+        if not onset.label:
+            fig.add_vline(x=onset.x, line={"color": onset.color, "dash": "dash", "width": 1.5})
+            continue
         fig.add_vline(x=onset.x, line={"color": onset.color, "dash": "dash", "width": 1.5},
                       annotation_text=esc(onset.label),
                       annotation_position="top left" if i % 2 == 0 else "top right",

@@ -114,8 +114,12 @@ def load_fleet(store: RunStore, *, analyse: bool = True) -> Fleet:
     table = runs.join(diag, on="run", how="left").join(key_metrics(store.scan()), on="run",
                                                        how="left", suffix="_data")
     meta = runs.select("run", "name", "group", "experts_kept", "cost_per_step", "seed")
-    proxies = comps.unique("proxy_run", keep="last").join(
-        meta, left_on="proxy_run", right_on="run", how="left")
+    names = dict(zip(runs["run"].to_list(), runs["name"].to_list(), strict=True))
+    proxies = comps.unique("proxy_run", keep="last").with_columns(
+        pl.col("full_runs").map_elements(
+            lambda ids: ", ".join(names.get(i, i) for i in ids.split(", ")),
+            return_dtype=pl.Utf8)
+    ).join(meta, left_on="proxy_run", right_on="run", how="left")
     return Fleet(runs=table.sort("group", "role", "name", nulls_last=True),
                  proxies=proxies.sort("group", "experts_kept", nulls_last=True),
                  store=str(store.path))

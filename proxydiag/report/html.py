@@ -10,7 +10,14 @@ from proxydiag.report.axis import step_to_axis
 from proxydiag.report.content import ReportContent
 from proxydiag.report.downsample import DEFAULT_BUCKETS
 from proxydiag.report.escape import esc
-from proxydiag.report.figures import FULL_COLOR, PROXY_COLOR, SEED_COLOR, Onset, metric_panel
+from proxydiag.report.figures import (
+    FULL_COLOR,
+    OTHER_COLORS,
+    PROXY_COLOR,
+    SEED_COLOR,
+    Onset,
+    metric_panel,
+)
 from proxydiag.report.fragments import comparison_block, evidence_block, label_line, verdict_line
 from proxydiag.report.page import FigureSet, render
 from proxydiag.report.timeline import timeline_figure
@@ -27,32 +34,44 @@ def _title(content: ReportContent) -> str:
 
 def _onsets(content: ReportContent) -> list[Onset]:
     out = []
+    n_others = 0
     for run in content.drawn_runs:
         d = content.diagnoses.get(run.id)
         role = content.role_of(run)
+        n_others += role == "run"
         if d is None or d.healthy or d.onset_step is None or role == "seed":
             continue
         x = step_to_axis(run, d.onset_step, align=content.align)
         if x is not None:
-            out.append(Onset(f"{role} onset", x, ROLE_COLOR[role]))
+            if role == "run":  # plain diagnosis report: unlabelled, in its line's colour
+                out.append(Onset("", x,
+                                 OTHER_COLORS[(n_others - 1) % len(OTHER_COLORS)]))
+            else:
+                out.append(Onset(f"{role} onset", x, ROLE_COLOR[role]))
     return out
 
 
 def _panels(content: ReportContent, figures: FigureSet, *, n_buckets: int) -> str:
-    full = list(content.full) or list(content.runs)
-    if not full and content.proxy is None:
+    full, others = list(content.full), [r for r in content.drawn_runs
+                                         if content.role_of(r) == "run"]
+    if not full and not others and content.proxy is None:
         return ""
     onsets = _onsets(content)
     divs = [
-        figures.div(metric_panel(m, full=full, proxy=content.proxy, align=content.align,
-                                 onsets=onsets, n_buckets=n_buckets))
+        figures.div(metric_panel(m, full=full, proxy=content.proxy, others=others,
+                                 align=content.align, onsets=onsets, n_buckets=n_buckets))
         for m in content.panel_metrics()
     ]
-    legend = ("Full-run seeds as a band (min–max of per-bucket means across seeds); NaN (×), "
-              "+inf (▲) and −inf (▼) are markers at the panel's edge; dashed lines mark onsets; "
-              "curves are drawn from min/max-preserving buckets, so spikes survive.")
+    swatches = "".join(
+        f'<span class="swatch" style="border-color:{OTHER_COLORS[i % len(OTHER_COLORS)]}">'
+        f"{esc(run.name)}</span>" for i, run in enumerate(others))
+    lines = ("One line per run" if others else
+             "Full-run seeds as a band (min–max of per-bucket means across seeds)")
+    legend = (f"{lines}; NaN (×), +inf (▲) and −inf (▼) are markers at the panel's edge; dashed "
+              "lines mark onsets; curves are drawn from min/max-preserving buckets, so spikes "
+              "survive.")
     return (f'<section id="metrics"><h2>Metrics</h2><p class=muted>{esc(legend)}</p>'
-            f'<div class="panels">{"".join(divs)}</div></section>')
+            f'<p>{swatches}</p><div class="panels">{"".join(divs)}</div></section>')
 
 
 def report_html(content: ReportContent, *, n_buckets: int = DEFAULT_BUCKETS) -> str:

@@ -68,7 +68,8 @@ def group_runs(store_path: Path, group: str) -> tuple[list[Run], list[Run]]:
         groups = sorted({str(g) for g in table["group"].to_list() if g is not None})
         raise AnalysisError(f"{store_path}: no runs in group {group!r}; groups: "
                             f"{', '.join(groups) or 'none'}")
-    full, proxies = [], []
+    full: list[Run] = []
+    proxies: list[Run] = []
     for run_id, role in zip(rows["run"].to_list(), rows["role"].to_list(), strict=True):
         (proxies if role == "proxy" else full).append(store.get(run_id))
     if proxies and not full:

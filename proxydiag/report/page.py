@@ -46,7 +46,9 @@ class FigureSet:
     def div(self, fig: go.Figure, *, css_class: str = "plot") -> str:
         fig_id = f"fig-{len(self._figs)}"
         self._figs.append((fig_id, fig.to_json(validate=False, engine="json")))
-        return f'<div class="{css_class}" id="{fig_id}"></div>'
+        # the container reserves the figure's height, so the page does not jump or overlap
+        height = f' style="height:{int(fig.layout.height)}px"' if fig.layout.height else ""
+        return f'<div class="{css_class}" id="{fig_id}"{height}></div>'
 
     def json(self) -> str:
         body = ",".join(f'{{"id":{json.dumps(i)},"fig":{f}}}' for i, f in self._figs)

@@ -16,7 +16,9 @@ from proxydiag.events import Event
 from proxydiag.report.escape import esc
 from proxydiag.report.figures import base_layout
 
-SEVERITY_COLOR = {"critical": "#c62828", "warning": "#ef8f00", "info": "#8d96a0"}
+SEVERITY_COLOR = {"critical": "#c62828", "warning": "#ef8f00", "info": "#aab2bb"}
+#: bar thickness: context (info) thin, so what decides the label stands out on top of it
+SEVERITY_WIDTH = {"critical": 9, "warning": 6, "info": 3}
 ROOT_COLOR = "#6a1b9a"
 
 
@@ -46,7 +48,8 @@ def _severity_trace(
                          f"{e.evidence}"))
     color = SEVERITY_COLOR.get(severity, "#555")
     return [
-        go.Scatter(x=xs, y=ys, mode="lines", line={"color": color, "width": 7},
+        go.Scatter(x=xs, y=ys, mode="lines",
+                   line={"color": color, "width": SEVERITY_WIDTH.get(severity, 6)},
                    name=severity, legendgroup=severity, hoverinfo="skip", showlegend=False),
         go.Scatter(x=px, y=py, mode="markers", name=severity, legendgroup=severity,
                    marker={"color": color, "size": 9, "symbol": "line-ns-open",
@@ -55,41 +58,55 @@ def _severity_trace(
     ]
 
 
-def timeline_figure(diagnoses: Sequence[tuple[str, Diagnosis]]) -> go.Figure:
-    """Events of each ``(display name, Diagnosis)`` on one step axis."""
+#: above this many (run, event, metric) rows, a multi-run timeline gets one row per run
+MAX_DETAIL_ROWS = 24
+
+
+def _rows(diagnoses: Sequence[tuple[str, Diagnosis]]) -> tuple[list[tuple[str, Event]], list[str]]:
+    """``(row, event)`` pairs and the row order: one row per kind·metric (prefixed by run when
+    several runs), or one row per run when that would make too many rows."""
     multi = len(diagnoses) > 1
+    detail = [(_row(f"{name} · " if multi else "", e), e) for name, d in diagnoses
+              for e in d.events]
+    if multi and len({r for r, _ in detail}) > MAX_DETAIL_ROWS:
+        detail = [(esc(name), e) for name, d in diagnoses for e in d.events]
+    order = list(dict.fromkeys([r for r, _ in detail] + [esc(n) for n, _ in diagnoses]))
+    return detail, order
+
+
+def timeline_figure(diagnoses: Sequence[tuple[str, Diagnosis]]) -> go.Figure:
+    """Events of each ``(display name, Diagnosis)`` on one step axis, root causes starred."""
+    detail, order = _rows(diagnoses)
     by_severity: dict[str, list[tuple[str, Event]]] = {}
+    for row, e in detail:
+        by_severity.setdefault(e.severity, []).append((row, e))
+    per_run = all(row in {esc(n) for n, _ in diagnoses} for row, _ in detail)
     roots_x, roots_y, roots_text = [], [], []
-    last = max((d.last_step for _, d in diagnoses if d.last_step is not None), default=None)
-    rows: list[str] = []
     for name, d in diagnoses:
-        prefix = f"{name} · " if multi else ""
-        for e in d.events:
-            row = _row(prefix, e)
-            rows.append(row)
-            by_severity.setdefault(e.severity, []).append((row, e))
         rc = d.root_cause
         if rc is not None and rc.onset_step is not None:
-            row = esc(f"{prefix}root cause · {rc.kind}")
-            rows.append(row)
+            row = esc(name) if per_run and len(diagnoses) > 1 else esc(
+                f"{name + ' · ' if len(diagnoses) > 1 else ''}root cause · {rc.kind}")
+            order.append(row)
             roots_x.append(rc.onset_step)
             roots_y.append(row)
             roots_text.append(esc(f"{name}: root cause {rc.kind} in {rc.metric or 'run'} "
                                   f"at step {rc.onset_step} → {d.label}"))
+    order = [r for r in dict.fromkeys(order) if r in set(roots_y) | {r for r, _ in detail}]
+    last = max((d.last_step for _, d in diagnoses if d.last_step is not None), default=None)
     traces: list[go.Scatter] = []
     for severity in ("info", "warning", "critical"):
         traces += _severity_trace(by_severity.get(severity, []), severity, last_step=last)
     traces.append(go.Scatter(
         x=roots_x, y=roots_y, mode="markers", name="root cause", hovertext=roots_text,
         hoverinfo="text", marker={"symbol": "star", "size": 15, "color": ROOT_COLOR}))
-    order = list(dict.fromkeys(rows))
-    n_rows = max(len(order), 1)
     fig = go.Figure(traces)
-    fig.update_layout(**base_layout(title="Failure timeline", height_px=110 + 26 * n_rows))
+    fig.update_layout(**base_layout(title="", height_px=90 + 24 * max(len(order), 1)))
     fig.update_layout(
-        xaxis_title="step",
+        xaxis_title="step", margin={"t": 30},
         yaxis={"type": "category", "categoryorder": "array", "categoryarray": order[::-1],
-               "automargin": True, "gridcolor": "#eef0f2"},
+               "range": [-0.5, max(len(order), 1) - 0.5], "automargin": True,
+               "gridcolor": "#eef0f2"},
     )
     for x in roots_x:
         fig.add_vline(x=x, line={"color": ROOT_COLOR, "dash": "dash", "width": 1})

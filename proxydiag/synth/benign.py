@@ -18,7 +18,7 @@ def add_spikes(
     """Add isolated grad-norm/loss spikes that decay within a few steps; return their steps.
 
     About one spike per 250 steps, between 10% and 95% of the run, none from
-    ``quiet_from_step - 25`` on (so a spike never masks a fault's onset). A spike raises the
+    ``quiet_from_step - 40`` on (so a spike never masks a fault's onset). A spike raises the
     grad norm 3–12× (BLOOM 176B: 0.24 → 960 and back within ~30 iterations) and, in fp16,
     lowers the headroom with it, so it may cause one benign overflow.
 
@@ -28,7 +28,7 @@ def add_spikes(
     True
     """
     n = len(eff.grad_log)
-    hi = n * 0.95 if quiet_from_step is None else min(n * 0.95, quiet_from_step - 25)
+    hi = n * 0.95 if quiet_from_step is None else min(n * 0.95, quiet_from_step - 40)
     lo = n * 0.1
     count = int(rng.poisson(n / 250.0))
     if hi <= lo or count == 0:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import polars as pl
@@ -30,6 +31,7 @@ class SynthRun:
     truth: Truth
     values: dict[str, np.ndarray] = field(repr=False)
     wall_time: np.ndarray = field(repr=False)
+    dynamics: Dynamics = field(repr=False)
     spike_steps: tuple[int, ...] = ()
 
     @property
@@ -55,7 +57,7 @@ class SynthRun:
             "precision": sc.precision,
         }
 
-    @property
+    @cached_property
     def run(self) -> Run:
         """The canonical `Run` (every metric at every step; keys are canonical names)."""
         names = sorted(self.values)
@@ -109,7 +111,7 @@ def simulate(scenario: Scenario | str, *, seed: int) -> SynthRun:
     values = simulate_metrics(dyn, eff, precision=sc.precision, rng=noise_rng)
     offset = (sc.group_seed * 7919 + int(seed) * 104_729 + sc.experts_kept * 31) % 20_000_000
     wall = _EPOCH_S + offset + np.cumsum(values["step_time"])
-    return SynthRun(sc, int(seed), sc.truth, values, wall, tuple(spikes))
+    return SynthRun(sc, int(seed), sc.truth, values, wall, dyn, tuple(spikes))
 
 
 def _dynamics(sc: Scenario) -> Dynamics:

@@ -35,7 +35,7 @@ def interval_sum(values: np.ndarray, *, log_interval: int) -> np.ndarray:
     [1.0, 2.0]
     """
     n = len(values) // log_interval * log_interval
-    return values[:n].reshape(-1, log_interval).sum(axis=1)
+    return np.asarray(values[:n].reshape(-1, log_interval).sum(axis=1), dtype=np.float64)
 
 
 def logged_values(
@@ -84,4 +84,4 @@ def logged_rows(sr: SynthRun, *, naming: str, fmt: str, log_interval: int) -> pl
 
 def _overflowed(sr: SynthRun) -> np.ndarray:
     """Steps skipped by the fp16 scaler (not by non-finite bf16 gradients)."""
-    return (sr.values["skipped"] > 0) & (sr.values["nonfinite"] == 0)
+    return np.asarray((sr.values["skipped"] > 0) & (sr.values["nonfinite"] == 0))

@@ -44,7 +44,7 @@ def step_lines(sr: SynthRun, *, log_interval: int) -> list[str]:
     """The log lines of ``sr`` (fp16 only)."""
     v = sr.values
     scale = v["loss_scale"]
-    attempted = np.concatenate([[2.0 ** sr_init_log2(sr)], scale[:-1]])
+    attempted = np.concatenate([[2.0**sr.dynamics.init_scale_log2], scale[:-1]])
     skipped_total = np.cumsum(v["skipped"]).astype(int)
     batch = float(v["samples"][0])
     lines: list[str] = []
@@ -59,9 +59,9 @@ def step_lines(sr: SynthRun, *, log_interval: int) -> list[str]:
                 break
             lines.append(_overflow_line(wall, attempted[i], scale[i]))
         lines += [
-            f"epoch: 0|step: {step}|ppo_ep: 1|act_loss: {v['pg_loss'][i]!r}|"
-            f"cri_loss: {abs(v['pg_loss'][i]) * 0.7!r}|unsuper_loss: 0.0",
-            f"average reward score: {v['reward'][i]!r}",
+            f"epoch: 0|step: {step}|ppo_ep: 1|act_loss: {float(v['pg_loss'][i])!r}|"
+            f"cri_loss: {abs(float(v['pg_loss'][i])) * 0.7!r}|unsuper_loss: 0.0",
+            f"average reward score: {float(v['reward'][i])!r}",
             "-" * 85,
             f"|E2E latency={st:.2f}s |Gather latency=0.00s (0.00%) |Generate time="
             f"{0.66 * st:.2f}s (66.00%) |Training time={0.28 * st:.2f}s (28.00%) |Others="
@@ -75,12 +75,6 @@ def step_lines(sr: SynthRun, *, log_interval: int) -> list[str]:
                 f"skipped={skipped_total[i]}, lr=[{lr!r}, {lr!r}], mom=[(0.9, 0.95), (0.9, 0.95)]"
             )
     return lines
-
-
-def sr_init_log2(sr: SynthRun) -> int:
-    """log2 of the scaler's initial scale (the scale attempted at step 1)."""
-    first = float(sr.values["loss_scale"][0])
-    return int(np.log2(first)) + (1 if sr.values["skipped"][0] and first < 2.0**16 else 0)
 
 
 def write(run_dir: Path, sr: SynthRun, *, naming: str, log_interval: int) -> Path:

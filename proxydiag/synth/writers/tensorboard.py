@@ -26,7 +26,7 @@ def masked_crc(data: bytes) -> int:
     >>> masked_crc(b"")
     2726488792
     """
-    crc = google_crc32c.value(data)
+    crc = int(google_crc32c.value(data))
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 

@@ -1,0 +1,243 @@
+"""MLflow: proxydiag's readers vs MLflow's own client, on a SQL store, a file store and a server.
+
+Inputs (generated, cached under ``benchmarks/.cache``): one run of 50 keys × 20,000 steps
+(1,000,000 points; smoke: 5 × 200) with NaN and ±inf sprinkled in, in
+
+- a sqlite store: MLflow creates the store, experiment and run (``MlflowClient``); the metric
+  rows are bulk-inserted with ``sqlite3`` in MLflow's own encoding (NaN as ``is_nan``, ±inf as
+  ±1.7976931348623157e308, plus ``latest_metrics``) because logging 10^6 points through the
+  client takes minutes. ``tests/test_mlflow_sql.py`` checks the reader on client-written rows.
+- a file store: MLflow creates the run folder; the metric files are written in MLflow's
+  ``"<ts> <value> <step>"`` line format.
+- a tracking server (``mlflow server`` on a copy of the sqlite store, 1 worker) for a smaller
+  run of 10 keys × 10,000 steps (smoke: 2 × 200): each client reads the complete history.
+
+``MlflowClient.get_metric_history`` on the stores is measured on 5 of the 50 keys and scaled
+×10 (it needs ~30 s per 10^6 points); the note says so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import Context, Row, alternate, peak_rss_mb
+
+QUIET = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
+         "MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+SQL_INF = 1.7976931348623157e308
+
+
+def _values(n_keys: int, n_steps: int, seed: int) -> np.ndarray:
+    values = np.random.default_rng(seed).normal(size=(n_keys, n_steps))
+    values[:, 7::997] = math.nan
+    values[:, 11::1999] = math.inf
+    values[:, 13::2999] = -math.inf
+    return values
+
+
+def make_sqlite(path: Path, runs: dict[str, tuple[int, int]]) -> tuple[str, dict[str, str]]:
+    """A sqlite store with one run per ``name: (keys, steps)``; returns (uri, name -> run id)."""
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{path}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("bench", artifact_location=(path.parent / "art").as_uri())
+    ids = {name: client.create_run(exp, run_name=name, tags={"role": "proxy"}).info.run_id
+           for name in runs}
+    with sqlite3.connect(path) as con:
+        for seed, (name, (n_keys, n_steps)) in enumerate(runs.items()):
+            rid = ids[name]
+            values = _values(n_keys, n_steps, seed)
+            for k in range(n_keys):
+                rows = _sql_rows(f"actor/metric_{k:02d}", values[k], rid)
+                con.executemany("INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan)"
+                                " VALUES (?, ?, ?, ?, ?, ?)", rows)
+                con.execute("INSERT INTO latest_metrics (key, value, timestamp, step, is_nan, "
+                            "run_uuid) VALUES (?, ?, ?, ?, ?, ?)",
+                            (rows[-1][0], rows[-1][1], rows[-1][2], rows[-1][4], rows[-1][5], rid))
+    return uri, ids
+
+
+def _sql_rows(key: str, values: np.ndarray, rid: str) -> list[tuple[Any, ...]]:
+    rows = []
+    for step, v in enumerate(values.tolist()):
+        nan = v != v
+        stored = 0.0 if nan else max(-SQL_INF, min(SQL_INF, v))
+        rows.append((key, stored, 1_700_000_000_000 + step, rid, step, int(nan)))
+    return rows
+
+
+def make_file_store(root: Path, n_keys: int, n_steps: int) -> tuple[Path, str]:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(root.as_uri())
+    run = client.create_run(client.create_experiment("bench"), run_name="big")
+    run_dir = next(root.glob(f"*/{run.info.run_id}"))
+    values = _values(n_keys, n_steps, 0)
+    for k in range(n_keys):
+        path = run_dir / "metrics" / "actor" / f"metric_{k:02d}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{1_700_000_000_000 + s} {v!r} {s}\n"
+                                for s, v in enumerate(values[k].tolist())))
+    return run_dir, run.info.run_id
+
+
+def _inputs(ctx: Context) -> dict[str, Any]:
+    keys, steps = ctx.size(50, 5), ctx.size(20_000, 200)
+    server_keys, server_steps = ctx.size(10, 2), ctx.size(10_000, 200)
+    base = ctx.cache / f"mlflow-{keys}x{steps}"
+    done = base / "done"
+    if not done.exists():
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
+        make_sqlite(base / "mlflow.db", {"big": (keys, steps), "server": (server_keys, server_steps)})
+        make_file_store(base / "mlruns", keys, steps)
+        done.write_text("ok")
+    from mlflow import MlflowClient
+
+    uri = f"sqlite:///{base / 'mlflow.db'}"
+    ids = {r.info.run_name: r.info.run_id
+           for r in MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name(
+               "bench").experiment_id])}
+    run_dir = next(p for p in (base / "mlruns").glob("*/*") if (p / "metrics").is_dir())
+    return {"base": base, "uri": uri, "ids": ids, "keys": keys, "steps": steps,
+            "run_dir": run_dir, "server_points": server_keys * server_steps}
+
+
+def run(ctx: Context) -> list[Row]:
+    os.environ.update(QUIET)
+    data = _inputs(ctx)
+    rows = _sqlite_rows(ctx, data) + _file_rows(ctx, data)
+    return rows + _server_rows(ctx, data)
+
+
+def _history_loop(client: Any, rid: str, keys: list[str]) -> int:
+    return sum(len(client.get_metric_history(rid, k)) for k in keys)
+
+
+def _sqlite_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
+    import mlflow
+    from mlflow import MlflowClient
+
+    from proxydiag.ingest import ReadContext, mlflow_sql
+
+    uri, rid, n = data["uri"], data["ids"]["big"], data["keys"] * data["steps"]
+    client = MlflowClient(uri)
+    sub = [f"actor/metric_{k:02d}" for k in range(min(5, data["keys"]))]
+    scale = data["keys"] / len(sub)
+    opts = ReadContext(options={"run_ids": [rid]})
+    mlflow.set_tracking_uri(uri)
+    db = str(data["base"] / "mlflow.db")
+    times = alternate({
+        "proxydiag": lambda: mlflow_sql.read(uri, opts),
+        "get_metric_history": lambda: _history_loop(client, rid, sub),
+        "mlflow.search_runs": lambda: mlflow.search_runs(search_all_experiments=True),
+        "sqlite3 fetchall": lambda: sqlite3.connect(db).execute(
+            "SELECT key, step, value, is_nan, timestamp FROM metrics WHERE run_uuid = ?",
+            (rid,)).fetchall(),
+    }, repeat=ctx.repeat)
+    group = f"mlflow sqlite store, {n:,} points"
+    peak = peak_rss_mb(
+        "from proxydiag.ingest import ReadContext, mlflow_sql\n"
+        f"mlflow_sql.read({uri!r}, ReadContext(options={{'run_ids': [{rid!r}]}}))")
+    return [
+        Row(group, "proxydiag", times["proxydiag"], n, peak_mb=peak,
+            note="direct SQL per key into numpy, canonical frame out"),
+        Row(group, "MlflowClient.get_metric_history", [t * scale for t in times["get_metric_history"]],
+            n, note=f"measured on {len(sub)} of {data['keys']} keys, scaled ×{scale:g}"),
+        Row(group, "mlflow.search_runs", times["mlflow.search_runs"], 0,
+            note="latest value per key only, not the history"),
+        Row(group, "sqlite3 fetchall", times["sqlite3 fetchall"], n,
+            note="floor: rows as Python tuples, no decoding"),
+    ]
+
+
+def _file_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
+    import polars as pl
+    from mlflow import MlflowClient
+
+    from proxydiag.ingest import ReadContext, mlflow_files
+
+    run_dir, n = data["run_dir"], data["keys"] * data["steps"]
+    client = MlflowClient(run_dir.parent.parent.as_uri())
+    sub = [f"actor/metric_{k:02d}" for k in range(min(5, data["keys"]))]
+    scale = data["keys"] / len(sub)
+    files = sorted((run_dir / "metrics" / "actor").iterdir())
+    schema = {"ts": pl.Int64, "value": pl.Float64, "step": pl.Int64}
+
+    def polars_alone() -> pl.DataFrame:
+        return pl.concat([pl.read_csv(f, has_header=False, separator=" ", schema=schema)
+                          for f in files])
+
+    times = alternate({
+        "proxydiag": lambda: mlflow_files.read(run_dir, ReadContext()),
+        "polars alone": polars_alone,
+        "get_metric_history": lambda: _history_loop(client, run_dir.name, sub),
+    }, repeat=ctx.repeat)
+    group = f"mlflow file store, {n:,} points"
+    return [
+        Row(group, "proxydiag", times["proxydiag"], n, note="one polars parse of all files"),
+        Row(group, "polars alone (read_csv per file)", times["polars alone"], n,
+            note="no keys, no checks"),
+        Row(group, "MlflowClient.get_metric_history", [t * scale for t in times["get_metric_history"]],
+            n, note=f"measured on {len(sub)} of {data['keys']} keys, scaled ×{scale:g}"),
+    ]
+
+
+def _server_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
+    from mlflow import MlflowClient
+
+    from proxydiag.ingest import mlflow_uri
+
+    db = data["base"] / "server.db"
+    shutil.copyfile(data["base"] / "mlflow.db", db)
+    proc, uri = _start_server(db, data["base"])
+    try:
+        rid, n = data["ids"]["server"], data["server_points"]
+        client = MlflowClient(uri)
+        keys = sorted(client.get_run(rid).data.metrics)
+        times = alternate({
+            "proxydiag": lambda: mlflow_uri.read_mlflow_runs(uri, [rid]),
+            "sequential": lambda: _history_loop(client, rid, keys),
+        }, repeat=ctx.repeat)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    group = f"mlflow tracking server, {n:,} points"
+    return [
+        Row(group, "proxydiag", times["proxydiag"], n,
+            note="paginated get-history, 8 concurrent requests, completeness checked"),
+        Row(group, "get_metric_history loop", times["sequential"], n, note="one key after another"),
+    ]
+
+
+def _start_server(db: Path, cwd: Path) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}",
+           "--serve-artifacts", "--artifacts-destination", str(cwd / "artifacts"),
+           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=1):
+                return proc, uri
+        except OSError:
+            time.sleep(0.3)
+    proc.terminate()
+    raise RuntimeError("mlflow server did not start within 120 s")

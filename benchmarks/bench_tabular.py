@@ -1,0 +1,88 @@
+"""CSV, JSONL and Parquet: proxydiag's readers against polars reading the same file alone.
+
+1,000,000 points (50 metrics × 20,000 steps; smoke: 5 × 2,000) with a sprinkle of NaN/±inf.
+Rows per format: ``polars alone`` (``read_csv`` / ``read_ndjson`` / ``read_parquet``: the floor),
+``proxydiag`` end to end (``read_run``: reader + validation + restart rules + aliases into the
+canonical frame), and the reader's raw frame only. Target: proxydiag within 1.5× of polars.
+The JSONL file is veRL's file-logger shape with ``null`` for non-finite values (the token path).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from benchmarks.common import Context, Row, alternate, peak_rss_mb
+from proxydiag.ingest import read_run
+
+
+def _table(n_metrics: int, n_steps: int) -> pl.DataFrame:
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(n_steps, n_metrics))
+    values[rng.random(values.shape) < 1e-4] = np.nan
+    values[rng.random(values.shape) < 1e-4] = np.inf
+    cols = {"step": np.arange(n_steps)}
+    cols.update({f"actor/metric_{i:02d}": values[:, i] for i in range(n_metrics)})
+    return pl.DataFrame(cols)
+
+
+def inputs(ctx: Context) -> dict[str, Path]:
+    n_metrics, n_steps = ctx.size(50, 5), ctx.size(20_000, 2_000)
+    folder = ctx.cache / f"tabular_{n_metrics}x{n_steps}"
+    paths = {"csv": folder / "m.csv", "jsonl": folder / "m.jsonl", "parquet": folder / "m.parquet"}
+    if all(p.exists() for p in paths.values()):
+        return paths
+    folder.mkdir(parents=True, exist_ok=True)
+    table = _table(n_metrics, n_steps)
+    table.write_csv(paths["csv"])
+    table.write_parquet(paths["parquet"])
+    buf = io.StringIO()
+    for row in table.iter_rows(named=True):
+        step = row.pop("step")
+        data = {k: (v if np.isfinite(v) else None) for k, v in row.items()}
+        buf.write(json.dumps({"step": step, "data": data}) + "\n")
+    paths["jsonl"].write_text(buf.getvalue())
+    return paths
+
+
+def _polars(fmt: str, path: Path) -> object:
+    if fmt == "csv":
+        return pl.read_csv(path)
+    if fmt == "jsonl":
+        return pl.read_ndjson(path)
+    return pl.read_parquet(path)
+
+
+def _raw_only(fmt: str, path: Path) -> object:
+    from proxydiag.ingest import csv, jsonl, parquet
+
+    if fmt == "csv":
+        return csv.read_table(path)
+    if fmt == "jsonl":
+        return jsonl.read_table(path)
+    return parquet.read_table(path)
+
+
+def run(ctx: Context) -> list[Row]:
+    paths = inputs(ctx)
+    points = ctx.size(50, 5) * ctx.size(20_000, 2_000)
+    rows = []
+    for fmt, path in paths.items():
+        times = alternate(
+            {
+                "proxydiag": lambda f=fmt, p=path: read_run(p),
+                "proxydiag (raw frame only)": lambda f=fmt, p=path: _raw_only(f, p),
+                "polars alone": lambda f=fmt, p=path: _polars(f, p),
+            },
+            repeat=ctx.repeat,
+        )
+        group = f"{fmt} {points:,} points ({path.stat().st_size / 1e6:.0f} MB)"
+        peak = peak_rss_mb(f"from proxydiag.ingest import read_run; read_run(Path({str(path)!r}))")
+        for tool, seconds in times.items():
+            rows.append(Row(group, tool, seconds, points=points,
+                            peak_mb=peak if tool == "proxydiag" else None))
+    return rows

@@ -1,0 +1,169 @@
+"""``proxydiag ingest SOURCE...``: read runs into the store.
+
+Every source is read and stored run by run (each run atomically). A source that fails does not
+stop the others and never touches what is stored: the good runs are kept, each failure is one
+``error:`` line on stderr naming the file, and the exit code is 2 if anything failed.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, app, err
+from proxydiag.cli.show import show
+from proxydiag.errors import ProxydiagError, StoreLockedError
+from proxydiag.ingest import ReadContext, discover
+from proxydiag.metrics import AliasTable
+from proxydiag.run import Run
+
+#: summary rows printed before eliding the rest
+MAX_ROWS = 40
+
+class Role(StrEnum):
+    full = "full"
+    proxy = "proxy"
+
+
+RoleOpt = Annotated[
+    Role | None,
+    typer.Option("--role", help="role of every run read (overrides sidecars and tags)"),
+]
+GroupOpt = Annotated[
+    str | None, typer.Option("--group", help="group of every run read (pairs proxies with full runs)")
+]
+
+LockTimeoutOpt = Annotated[
+    float,
+    typer.Option("--lock-timeout", envvar="PROXYDIAG_LOCK_TIMEOUT_S", min=0,
+                 help="seconds to wait for another process writing to the store"),
+]
+
+
+@app.command()
+def ingest(
+    sources: Annotated[
+        list[str] | None, typer.Argument(help="files, directories or MLflow run URIs")
+    ] = None,
+    store: StoreOpt = DEFAULT_STORE,
+    role: RoleOpt = None,
+    group: GroupOpt = None,
+    aliases: AliasesOpt = None,
+    lock_timeout_s: LockTimeoutOpt = 10.0,
+    mlflow_experiment: Annotated[str | None, typer.Option(
+        "--mlflow-experiment", help="also ingest the runs of this MLflow experiment")] = None,
+    mlflow_filter: Annotated[str, typer.Option(
+        "--filter", help="MLflow filter for --mlflow-experiment, e.g. \"tags.role = 'proxy'\"")] = "",
+    tracking_uri: Annotated[str | None, typer.Option(
+        "--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)")] = None,
+) -> None:
+    """Read runs (any supported format) into the store; re-ingesting a source replaces it."""
+    from proxydiag.ingest import mlflow_uri
+    from proxydiag.store import RunStore
+
+    ctx = ReadContext(AliasTable.load(aliases) if aliases else AliasTable.default(),
+                      {"tracking_uri": tracking_uri} if tracking_uri else {})
+    target = RunStore(store, lock_timeout_s=lock_timeout_s)
+    stored: list[Run] = []
+    failures: list[str] = []
+    work: list[tuple[ModuleType | None, str | Path]] = []  # (None, message): discovery failed
+    for source in sources:
+        try:
+            work.extend(discover(_absolute(source)))
+        except ProxydiagError as exc:
+            work.append((None, str(exc)))
+    with _progress() as progress:
+        task = progress.add_task("ingest", total=len(work))
+        for reader, item in work:
+            progress.update(task, description=_short(item))
+            try:
+                if reader is None:
+                    failures.append(str(item))
+                    continue
+                runs = reader.read(item, ctx)
+                if not runs:
+                    failures.append(f"{item}: no runs in this source; nothing to ingest")
+                for run in runs:
+                    _override(run, role=role.value if role else None, group=group)
+                    target.put(run)
+                    stored.append(_summary_only(run))
+            except StoreLockedError:
+                raise  # the whole store is unavailable: one line, exit 2
+            except ProxydiagError as exc:
+                failures.append(str(exc))
+            finally:
+                progress.advance(task)
+    if stored:
+        show(_table(stored, store=target.path))
+    for message in failures:
+        err.print(f"error: {' '.join(message.split())}", markup=False)
+    if failures:
+        raise typer.Exit(2)
+    if not stored:
+        err.print(f"error: {' '.join(sources)}: no runs found; nothing to ingest", markup=False)
+        raise typer.Exit(2)
+
+
+def _absolute(source: str) -> str:
+    """Paths are made absolute so that a run's id does not depend on the working directory."""
+    if "://" in source or source.startswith("runs:/"):
+        return source
+    return str(Path(source).absolute())
+
+
+def _override(run: Run, *, role: str | None, group: str | None) -> None:
+    if role is not None:
+        run.attrs["role"] = role
+    if group is not None:
+        run.attrs["group"] = group
+
+
+def _summary_only(run: Run) -> Run:
+    """Keep what the summary table needs, not the points (memory stays flat over many runs)."""
+    frame = run.frame
+    summary = frame.head(0)
+    kept = Run(summary, run.name, dict(run.attrs), run.mapping, [])
+    kept.attrs.update(
+        run_id=run.id, _points=frame.height, _metrics=frame["metric"].n_unique(),
+        _steps=f"{run.first_step}–{run.last_step}" if frame.height else "",
+    )
+    return kept
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("[progress.description]{task.description}"), BarColumn(),
+        MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True,
+        disable=not err.is_terminal,
+    )
+
+
+def _short(item: str | Path, width: int = 40) -> str:
+    text = str(item)
+    return text if len(text) <= width else "…" + text[-width + 1 :]
+
+
+def _table(runs: list[Run], *, store: Path) -> Table:
+    table = Table(title=f"{len(runs)} run(s) stored in {store}", title_justify="left")
+    for column in ("run", "name", "format", "points", "metrics", "steps", "role", "group"):
+        table.add_column(column, justify="right" if column in ("points", "metrics") else "left",
+                         no_wrap=column == "run")
+    for run in runs[:MAX_ROWS]:
+        a = run.attrs
+        table.add_row(
+            str(a["run_id"]), run.name, str(a.get("format", "")), f"{a['_points']:,}",
+            str(a["_metrics"]), str(a["_steps"]), str(a.get("role") or ""),
+            str(a.get("group") or ""),
+        )
+    if len(runs) > MAX_ROWS:
+        table.add_row(f"… and {len(runs) - MAX_ROWS} more", *[""] * 7)
+    return table
+
+
+from proxydiag.cli import runs as _runs  # noqa: E402,F401  (registers `proxydiag runs`)

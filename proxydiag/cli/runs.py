@@ -1,0 +1,105 @@
+"""``proxydiag runs [show RUN | rm RUN]``: list, inspect and remove stored runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import polars as pl
+import typer
+from rich.table import Table
+
+from proxydiag.cli._app import DEFAULT_STORE, app, out
+from proxydiag.cli.show import show
+from proxydiag.run import Run
+
+runs_app = typer.Typer(
+    help="List stored runs; `runs show RUN` and `runs rm RUN`.",
+    invoke_without_command=True, no_args_is_help=False,
+)
+app.add_typer(runs_app, name="runs")
+
+SubStoreOpt = Annotated[
+    Path | None, typer.Option("--store", help="store directory (default: the one given to `runs`)")
+]
+
+
+@runs_app.callback()
+def runs_list(
+    ctx: typer.Context,
+    store: Annotated[Path, typer.Option("--store", help="store directory (env PROXYDIAG_STORE)")]
+    = DEFAULT_STORE,
+) -> None:
+    """List the runs in the store."""
+    ctx.obj = store
+    if ctx.invoked_subcommand is not None:
+        return
+    from proxydiag.store import RunStore
+
+    target = RunStore(store)
+    frame = target.runs()
+    if frame.height == 0:
+        out.print(f"no runs in {store} (add some with `proxydiag ingest SOURCE --store {store}`)")
+        return
+    table = Table(title=f"{frame.height} run(s) in {store} ({target.size_bytes() / 1e6:.1f} MB)",
+                  title_justify="left")
+    shown = ("run", "name", "role", "group", "experts_kept", "format", "n_points", "n_metrics",
+             "first_step", "last_step")
+    for column in shown:
+        table.add_column(column, justify="right" if frame.schema[column].is_numeric() else "left",
+                         no_wrap=column == "run")
+    for row in frame.select(shown).iter_rows():
+        table.add_row(*["" if v is None else f"{v:,}" if isinstance(v, int) else str(v) for v in row])
+    show(table)
+
+
+@runs_app.command("show")
+def runs_show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="run id or unique name")],
+              store: SubStoreOpt = None) -> None:
+    """Attributes, the metric mapping used, events, and per-metric counts of one run."""
+    from proxydiag.store import RunStore
+
+    found = RunStore(store or ctx.obj or DEFAULT_STORE).get(run)
+    out.print(f"run {found.id}  ({found.name})", markup=False)
+    for key, value in sorted(found.attrs.items()):
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        out.print(f"  {key}: {text}", markup=False)
+    show(_metrics_table(found))
+    if found.events:
+        out.print(f"events ({len(found.events)}):")
+        for event in found.events:
+            at = f" at step {event.onset_step}" if event.onset_step is not None else ""
+            out.print(f"  {event.kind}{at}: {event.evidence}", markup=False)
+
+
+@runs_app.command("rm")
+def runs_rm(ctx: typer.Context, run: Annotated[str, typer.Argument(help="run id or unique name")],
+            store: SubStoreOpt = None) -> None:
+    """Remove a run (its Parquet file, catalog row and diagnosis)."""
+    from proxydiag.store import RunStore
+
+    rid = RunStore(store or ctx.obj or DEFAULT_STORE).remove(run)
+    out.print(f"removed {rid}", markup=False)
+
+
+def _metrics_table(run: Run) -> Table:
+    """metric, the source key used (canonical -> key), points, non-finite, first/last step."""
+    stats = (
+        run.frame.group_by("metric", "key")
+        .agg(
+            pl.len().alias("points"),
+            (~pl.col("value").is_finite()).sum().alias("nonfinite"),
+            pl.col("step").min().alias("first"),
+            pl.col("step").max().alias("last"),
+        )
+        .sort("metric")
+    )
+    table = Table(title="metrics (canonical ← key as logged)", title_justify="left")
+    for column in ("metric", "key", "points", "non-finite", "first step", "last step"):
+        table.add_column(column, justify="left" if column in ("metric", "key") else "right")
+    for metric, key, points, nonfinite, first, last in stats.iter_rows():
+        mapped = "canonical" if run.mapping.get(metric) == key else "raw"
+        table.add_row(metric if mapped == "canonical" else f"{metric} (raw)", key, f"{points:,}",
+                      str(nonfinite), str(first), str(last))
+    return table

@@ -1,0 +1,58 @@
+"""Text and Markdown renderings of a :class:`~proxydiag.fidelity.result.Comparison`: every score
+in words a reviewer can check (statistic, interval, seed-to-seed value)."""
+
+from __future__ import annotations
+
+from proxydiag.fidelity.result import Comparison
+
+_SCORED = ("trend", "shape", "volatility", "increments")
+
+
+def text(c: Comparison) -> str:
+    """Plain text: verdict, reasons, fault, then each metric with each test's explanation."""
+    lines = [
+        f"proxy {c.proxy_run} vs full {', '.join(c.full_runs)}: {c.verdict}, "
+        f"fidelity {c.fidelity:.2f}",
+        f"alignment: {c.align}; {c.overlap}",
+        f"noise baseline: {c.events.get('baseline', '')}",
+        *(f"  - {r}" for r in c.reasons),
+        f"fault: {c.faults.explanation}",
+        f"{c.events.get('explanation', '')}",
+        "",
+    ]
+    for name, m in sorted(c.metrics.items(), key=lambda kv: kv[1].score):
+        lines.append(f"{name}: {m.verdict}, score {m.score:.2f} [{m.ci[0]:.2f}, {m.ci[1]:.2f}], "
+                     f"seed pairs {_num(m.seed_baseline)}")
+        lines += [f"    {t.explanation} → {t.score:.2f}" if k in _SCORED else f"    {t.explanation}"
+                  for k, t in m.tests.items()]
+    skipped = c.events.get("skipped_metrics") or {}
+    lines += [f"not compared: {m} ({why})" for m, why in skipped.items()]
+    return "\n".join(lines)
+
+
+def markdown(c: Comparison) -> str:
+    """A Markdown summary that fits a PR comment: verdict, reasons, fault, the metric table."""
+    lines = [
+        f"**proxy fidelity: {c.verdict}** ({c.fidelity:.2f}) — `{_md(c.proxy_run)}` vs "
+        f"{', '.join(f'`{_md(f)}`' for f in c.full_runs)}",
+        "",
+        *(f"- {_md(r)}" for r in c.reasons),
+        f"- fault: {_md(c.faults.explanation)}",
+        f"- alignment: {c.align}; {_md(c.overlap)}",
+        "",
+        "| metric | verdict | score [CI] | seed pairs | trend | shape | volatility | increments |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, m in sorted(c.metrics.items(), key=lambda kv: kv[1].score):
+        cells = [f"{m.tests[k].score:.2f}" if k in m.tests else "" for k in _SCORED]
+        lines.append(f"| {_md(name)} | {m.verdict} | {m.score:.2f} [{m.ci[0]:.2f}, {m.ci[1]:.2f}] | "
+                     f"{_num(m.seed_baseline)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _md(s: str) -> str:
+    return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,185 @@
+"""Console logs: one reader for the text that training frameworks print.
+
+``can_read`` sniffs the first 64 KB for any dialect's lines. ``read`` streams the file in
+blocks (:mod:`console_lines`), lets every dialect extract its records from each block with
+polars string expressions (:data:`DIALECTS`, one module each), then, over the records only:
+gives step-less lines their steps (:mod:`console_steps`), turns overflow lines into
+``skipped``/``loss_scale`` points (:mod:`console_overflow`), and hands the raw frame to
+:func:`~proxydiag.ingest.build.build_run` (restarts, aliases, counters).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import polars as pl
+
+from proxydiag.errors import IngestError
+from proxydiag.events import Event
+from proxydiag.ingest import ReadContext
+from proxydiag.ingest.build import build_run, sidecar_for
+from proxydiag.ingest.console_lines import CHUNK_BYTES, head_text, iter_lines
+from proxydiag.ingest.console_overflow import resolve
+from proxydiag.ingest.console_records import Chunk, empty_overflows, empty_records
+from proxydiag.ingest.console_steps import anchors, attach, split_engines
+from proxydiag.run import Run
+
+NAME = "console"
+
+#: dialect modules (each: NAME, SNIFF, extract(chunk) -> Extract)
+DIALECTS: tuple[str, ...] = (
+    "proxydiag.ingest.console_megatron",
+    "proxydiag.ingest.console_deepspeed",
+    "proxydiag.ingest.console_dschat",
+    "proxydiag.ingest.console_fairseq",
+    "proxydiag.ingest.console_verl",
+    "proxydiag.ingest.console_dict",
+    "proxydiag.ingest.console_mindspeed",
+)
+
+
+@dataclass
+class ConsoleParse:
+    """A parsed console log before :func:`build_run`: the raw frame and what was found."""
+
+    raw: pl.DataFrame  # step, key, value, wall_time (file order within each key)
+    overflows: pl.DataFrame  # one row per counted overflow: line, step, family, attempted, scale
+    dialects: list[str]
+    events: list[Event] = field(default_factory=list)
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+def dialects() -> list[ModuleType]:
+    return [importlib.import_module(name) for name in DIALECTS]
+
+
+def can_read(source: str | Path) -> bool:
+    """True for a text file whose first 64 KB hold a line of a known dialect."""
+    path = Path(source)
+    if not path.is_file():
+        return False
+    head = head_text(path)
+    return bool(head) and any(d.SNIFF.search(head) for d in dialects())
+
+
+def read(source: str | Path, ctx: ReadContext) -> list[Run]:
+    path = Path(source)
+    chunk_bytes = int(ctx.options.get("chunk_bytes", CHUNK_BYTES))
+    parsed = parse(path, chunk_bytes=chunk_bytes)
+    if parsed.raw.is_empty():
+        raise IngestError(
+            f"{path}: no metric lines found in this console log (dialects tried: "
+            f"{', '.join(d.NAME for d in dialects())}); check the file or convert it to CSV"
+        )
+    run = build_run(
+        parsed.raw, name=path.stem, source=path, fmt=NAME, aliases=ctx.aliases,
+        attrs=parsed.attrs, events=parsed.events, sidecar=sidecar_for(path),
+    )
+    return [run]
+
+
+def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> ConsoleParse:
+    r"""Stream ``path`` through every dialect and resolve steps, engines and overflows.
+
+    Parameters
+    ----------
+    path
+        A text log (any mix of the dialects in :data:`DIALECTS`).
+    chunk_bytes
+        Bytes read per block; memory stays bounded by a few blocks plus the records.
+
+    Returns
+    -------
+    ConsoleParse
+        The raw frame (what :func:`build_run` takes), one row per counted overflow, the
+        events and attrs found (overflow family and step uncertainty, engines, loss base).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> text = ("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, "
+    ...         "reducing to 32768\n[Rank 0] step=10, skipped=1, lr=[1e-05]\n")
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
+    ...     _ = fh.write(text)
+    >>> parsed = parse(Path(fh.name))
+    >>> parsed.raw.filter(pl.col("key") == "ds_overflow").rows()
+    [(10, 'ds_overflow', 1.0, None)]
+    >>> parsed.overflows.select("step", "attempted", "scale").rows()
+    [(10, 65536.0, 32768.0)]
+    >>> os.remove(fh.name)
+    """
+    mods = dialects()
+    state: dict[str, Any] = {}
+    records: list[pl.DataFrame] = []
+    overflows = [empty_overflows()]
+    found: dict[str, None] = {}
+    anchor_parts: dict[str, list[pl.DataFrame]] = {}
+    n_lines = 0
+    for lines in iter_lines(path, chunk_bytes=chunk_bytes):
+        n_lines += lines.height
+        chunk = Chunk(path, lines, state)
+        parts = []
+        for mod in mods:
+            got = mod.extract(chunk)
+            if got.overflows is not None and not got.overflows.is_empty():
+                overflows.append(got.overflows)
+                found[mod.NAME] = None
+            if not got.records.is_empty():
+                found[mod.NAME] = None
+                parts.append(got.records)
+                anchor_parts.setdefault(mod.NAME, []).append(anchors(got.records))
+        # file order within each key, also where two dialects log the same key ("lr")
+        records.append(parts[0] if len(parts) == 1 else pl.concat(parts).sort("line", maintain_order=True)
+                       if parts else empty_records())
+    recs = pl.concat([empty_records(), *records])
+    anchor_lines = _dominant(anchor_parts)
+    return _assemble(recs, pl.concat(overflows), anchor_lines, list(found), state, n_lines)
+
+
+def _dominant(parts: dict[str, list[pl.DataFrame]]) -> pl.DataFrame:
+    """The progress lines of the dialect with the most of them.
+
+    Lines without a step take their steps from these only: DeepSpeed-Chat PPO prints its own
+    0-based step lines and DeepSpeed's 1-based ``step=`` lines, and mixing the two axes
+    would send a step backwards.
+    """
+    frames = {name: pl.concat(fs) for name, fs in parts.items() if fs}
+    if not frames:
+        return pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64})
+    return max(frames.values(), key=lambda f: f.height)
+
+
+def _assemble(
+    recs: pl.DataFrame,
+    ovf: pl.DataFrame,
+    anchor_lines: pl.DataFrame,
+    found: list[str],
+    state: dict[str, Any],
+    n_lines: int,
+) -> ConsoleParse:
+    own = recs.filter(pl.col("attach") == 0)
+    loose = attach(recs.filter(pl.col("attach") != 0), anchor_lines)
+    own, engines = split_engines(own)
+    counters = own.filter(pl.col("key").str.starts_with("ds_skipped"))
+    resolved = resolve(ovf, anchor_lines, counters)
+    raw = pl.concat([own, loose.sort("line", maintain_order=True), resolved.records])
+    attrs: dict[str, Any] = {"console_dialects": found, "console_lines": n_lines}
+    attrs.update({k: v for k, v in resolved.attrs.items() if v is not None})
+    attrs.update(state.get("attrs", {}))
+    if engines > 1:
+        attrs["engines"] = engines
+        attrs["engines_note"] = (
+            "step= lines of several engines without names: engine 0 (first to log each step; "
+            "the actor in DeepSpeed-Chat PPO) keeps plain keys, engine k gets '@engine<k>'"
+        )
+    return ConsoleParse(
+        raw.select("step", "key", "value", "wall_time"),
+        resolved.overflows,
+        found,
+        resolved.events,
+        attrs,
+    )

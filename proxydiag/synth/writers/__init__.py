@@ -1,0 +1,37 @@
+"""Writers: one module per format; each writes one run into its own directory.
+
+A writer is ``write(run_dir, sr, *, naming, log_interval) -> Path`` (the file or directory
+a reader should be pointed at). Which namings a format takes is in
+:mod:`proxydiag.synth.naming`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from proxydiag.synth.simulate import SynthRun
+from proxydiag.synth.writers import deepspeed, megatron, mlflow_files, tabular, tensorboard
+
+Writer = Callable[..., Path]
+
+WRITERS: dict[str, Writer] = {
+    "tensorboard": tensorboard.write,
+    "mlflow": mlflow_files.write,
+    "csv": tabular.write_csv,
+    "jsonl": tabular.write_jsonl,
+    "megatron": megatron.write,
+    "deepspeed": deepspeed.write,
+}
+
+
+def write_run(
+    run_dir: Path, sr: SynthRun, *, fmt: str, naming: str, log_interval: int
+) -> Path:
+    """Write ``sr`` in ``fmt`` under ``run_dir`` plus its ``proxydiag.json`` sidecar."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    target = WRITERS[fmt](run_dir, sr, naming=naming, log_interval=log_interval)
+    sidecar = {**sr.attrs, "log_interval": log_interval}
+    (run_dir / "proxydiag.json").write_text(json.dumps(sidecar, indent=1, sort_keys=True) + "\n")
+    return target

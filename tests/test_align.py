@@ -1,0 +1,134 @@
+"""Alignment: axes, resampling at the analysis resolution, the grid, registration, the noise baseline."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _fidelity_runs import curves, make_run
+
+from proxydiag.align import progress, step, tokens
+from proxydiag.align.grid import build_grid
+from proxydiag.align.noise import baseline, circular_block_indices, pseudo_seeds
+from proxydiag.align.register import register
+from proxydiag.align.resample import minmax_downsample, resample
+from proxydiag.align.smooth import smooth
+from proxydiag.errors import AnalysisError
+from proxydiag.fidelity.config import FidelityConfig
+
+
+def test_step_and_progress_axes() -> None:
+    run = make_run("r", {"loss": np.ones(5)}, steps=np.array([100, 150, 200, 250, 300]))
+    assert step.axis(run)(np.array([100, 300])).tolist() == [100.0, 300.0]
+    assert progress.axis(run)(np.array([100, 200, 300])).tolist() == [0.0, 0.5, 1.0]
+
+
+def test_tokens_axis_from_cumulative_counter() -> None:
+    run = make_run("r", {"loss": np.ones(4), "tokens": np.array([0.0, 1000, 3000, 6000])})
+    ax = tokens.axis(run, counter=tokens.counter_for([run]))
+    assert ax(np.array([0, 1, 1.5, 3])).tolist() == [0.0, 1000.0, 2000.0, 6000.0]
+
+
+def test_tokens_alignment_needs_a_counter_in_every_run() -> None:
+    a = make_run("a", {"loss": np.ones(4), "tokens": np.arange(4.0)})
+    b = make_run("b", {"loss": np.ones(4)})
+    with pytest.raises(AnalysisError, match=r"run b-.*'tokens' or 'samples'.*--align step"):
+        build_grid([a], b, align="tokens")
+
+
+def test_resample_keeps_one_logged_point_and_the_envelope() -> None:
+    x = np.arange(8.0)
+    v = np.array([1, 5, 2, 2, np.nan, 3, 9, np.inf])
+    r = resample(x, v, np.linspace(0, 8, 3))
+    assert r.sample.tolist() == [2.0, 9.0]  # the last finite point of each bucket
+    assert r.envelope.tolist() == [1.0, 5.0, 3.0, 9.0]
+    assert r.n_finite == 6
+    assert r.nonfinite_x.tolist() == [4.0, 7.0]  # kept as positions, never interpolated
+
+
+def test_a_single_spike_survives_the_analysis_resolution() -> None:
+    values = np.ones(20_000)
+    values[12_345] = 100.0
+    r = resample(np.arange(20_000.0), values, np.linspace(0, 20_000, 1001))
+    assert r.envelope.size == 2000 and r.envelope.max() == 100.0
+    assert minmax_downsample(r.envelope, max_points=500).max() == 100.0
+
+
+def test_grid_resolution_overlap_and_rows() -> None:
+    full = make_run("full", curves(3000, seed=0))
+    seed = make_run("seed", {"reward": curves(1000, seed=1)["reward"]})  # shorter, one metric
+    proxy = make_run("proxy", curves(2500, seed=2), role="proxy")
+    grid = build_grid([full, seed], proxy, config=FidelityConfig())
+    assert grid.x_range == (0.0, 2499.0)
+    assert grid.overlap.startswith("overlap: step 0–2499")
+    reward, kl = grid.metrics["reward"], grid.metrics["kl"]
+    assert reward.buckets == 1000 and reward.envelope.shape == (3, 2000)
+    assert reward.rows == (0, 1, 2) and kl.rows == (0, 2) and kl.n_full == 1
+    assert np.isnan(reward.sample[1, 500:]).all()  # the seed stopped at step 999: gaps, no guesses
+
+
+def test_grid_never_has_more_buckets_than_the_sparsest_run_has_points() -> None:
+    full = make_run("full", curves(1000, seed=0))
+    proxy = make_run("proxy", {k: v[::10] for k, v in curves(1000, seed=1).items()},
+                     steps=np.arange(0, 1000, 10))
+    assert build_grid([full], proxy).metrics["reward"].buckets == 100
+
+
+def test_progress_alignment_maps_rescaled_steps_onto_the_same_grid() -> None:
+    data = curves(500, seed=3)
+    full = make_run("full", data)
+    proxy = make_run("proxy", data, steps=np.arange(500) * 4 + 1000)
+    grid = build_grid([full], proxy, align="progress")
+    assert grid.overlap.startswith("progress:")
+    np.testing.assert_array_equal(grid.metrics["reward"].sample[0], grid.metrics["reward"].sample[1])
+
+
+def test_register_warps_the_axis_not_the_values() -> None:
+    ax = step.axis(make_run("r", {"loss": np.ones(101)}))
+    warped = register(ax, first_step=0, last_step=100, onset_step=60, to_position=50)
+    assert warped is not None
+    assert warped(np.array([0, 60, 100])).tolist() == [0.0, 50.0, 100.0]
+    assert register(ax, first_step=0, last_step=100, onset_step=60, to_position=150) is None
+
+
+def test_smooth_ignores_gaps() -> None:
+    out = smooth(np.array([1.0, np.nan, 3.0, 5.0]), window_points=3)
+    assert out[0] == 1.0 and np.isnan(out[1]) and out[2] == 4.0 and out[3] == 4.0
+
+
+def test_circular_blocks_are_runs_of_consecutive_positions() -> None:
+    idx = circular_block_indices(100, n_rows=50, block_points=10, rng=np.random.default_rng(0))
+    steps = np.diff(idx.reshape(50, 10, 10), axis=2)
+    assert idx.shape == (50, 100)
+    assert np.isin(steps, [1, -99]).all()
+
+
+def test_baseline_uses_seed_pairs_or_pseudo_seeds() -> None:
+    rng = np.random.default_rng(0)
+    seeds = np.vstack([curves(400, seed=s)["reward"] for s in range(3)])
+    assert len(baseline(seeds, n_pseudo_seeds=8, trend_fraction=0.15, block_points=8, rng=rng).pairs) == 3
+    one = baseline(seeds[:1], n_pseudo_seeds=8, trend_fraction=0.15, block_points=8, rng=rng)
+    assert one.kind == "bootstrap" and len(one.pairs) == 4
+
+
+def test_pseudo_seeds_keep_the_trend_and_the_residual_distribution() -> None:
+    rng = np.random.default_rng(1)
+    curve = np.linspace(0, 10, 2000) + rng.normal(scale=0.5, size=2000)
+    curve[7] = np.nan
+    ps = pseudo_seeds(curve, n=6, trend_fraction=0.1, block_points=12, rng=rng)
+    assert ps.shape == (6, 2000) and np.isnan(ps[:, 7]).all()
+    assert abs(np.nanmean(ps) - np.nanmean(curve)) < 0.05
+    resid = ps[:, 1000:1200] - np.linspace(0, 10, 2000)[1000:1200]
+    assert 0.4 < float(np.std(resid)) < 0.6
+
+
+def test_tokens_alignment_compares_at_equal_data_consumed() -> None:
+    tok_full = np.arange(1000) * 1000.0
+    tok_proxy = np.arange(500) * 2000.0  # a proxy with twice the batch: half the steps
+    curve = lambda tok: 1 - np.exp(-tok / 3e5)  # noqa: E731 - the same curve over tokens
+    full = make_run("full", {"reward": curve(tok_full), "tokens": tok_full})
+    proxy = make_run("proxy", {"reward": curve(tok_proxy), "tokens": tok_proxy})
+    grid = build_grid([full], proxy, align="tokens")
+    reward = grid.metrics["reward"]
+    assert grid.unit == "tokens" and grid.x_range == (0.0, 998_000.0)
+    assert reward.buckets == 500
+    np.testing.assert_allclose(reward.sample[0], reward.sample[1], atol=2.5e-3)

@@ -1,0 +1,153 @@
+"""The fleet dashboard: tables, scatter of fidelity vs pruning/cost, key metrics, escaping."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from _report_data import XSS, make_run
+
+from proxydiag.report.dashboard import dashboard_html
+from proxydiag.report.fleet import Fleet, key_metrics, load_fleet
+from proxydiag.run import Run
+
+PROXIES = (("p50", 0.5, 0.55, 0.93, "faithful"), ("p25", 0.25, 0.3, 0.81, "partial"),
+           ("p12", 0.125, 0.17, 0.35, "unfaithful"))
+
+
+class FakeStore:
+    """The store interface of the brief, over in-memory runs (the real one is tested below)."""
+
+    def __init__(self, runs: list[Run], *, comparisons: list[dict[str, Any]]) -> None:
+        self._runs = {r.id: r for r in runs}
+        self._comparisons = comparisons
+        self.path = Path("/fake/store")
+
+    def runs(self) -> pl.DataFrame:
+        return pl.DataFrame([{
+            "run": r.id, "name": r.name, "role": r.attrs["role"], "group": r.attrs["group"],
+            "seed": r.attrs["seed"], "experts_kept": r.attrs["experts_kept"],
+            "cost_per_step": r.attrs["cost_per_step"], "precision": "bf16",
+            "n_points": r.frame.height, "first_step": r.first_step, "last_step": r.last_step,
+        } for r in self._runs.values()])
+
+    def get(self, run_id: str) -> Run:
+        return self._runs[run_id]
+
+    def diagnoses(self) -> pl.DataFrame:
+        ids = list(self._runs)
+        return pl.DataFrame({"run": ids[:2], "label": ["healthy", "loss_divergence"],
+                             "onset_step": [None, 240], "confidence": [0.9, 0.8],
+                             "json": ["{}", "{}"], "mlflow_synced": [False, False]},
+                            schema_overrides={"onset_step": pl.Int64})
+
+    def comparisons(self) -> pl.DataFrame:
+        return pl.DataFrame({
+            "proxy_run": [c["proxy_run"] for c in self._comparisons],
+            "full_runs": [", ".join(c["full_runs"]) for c in self._comparisons],
+            "fidelity": [c["fidelity"] for c in self._comparisons],
+            "verdict": [c["verdict"] for c in self._comparisons],
+            "json": [json.dumps(c) for c in self._comparisons],
+            "mlflow_synced": [False] * len(self._comparisons),
+        })
+
+    def scan(self) -> pl.LazyFrame:
+        return pl.concat([r.frame for r in self._runs.values()]).lazy()
+
+
+def fake_store(*, name: str = "full") -> FakeStore:
+    full = make_run(name, seed=0, n_steps=400, onset=240)
+    proxies = [make_run(p, seed=1 + i, n_steps=400, role="proxy", experts_kept=k)
+               for i, (p, k, *_rest) in enumerate(PROXIES)]
+    comps = [{"proxy_run": r.id, "full_runs": [full.id], "fidelity": f, "verdict": v,
+              "faults": {"full": {"label": "loss_divergence"}, "proxy": {"label": "healthy"},
+                         "reproduced": v != "unfaithful"}}
+             for r, (_, _, _, f, v) in zip(proxies, PROXIES, strict=True)]
+    return FakeStore([full, *proxies], comparisons=comps)
+
+
+def fleet_with(*, name: str = "full") -> Fleet:
+    """Four proxies in two groups (one from a second fleet), for rendering tests."""
+    fleet = load_fleet(fake_store(name=name), analyse=False)  # type: ignore[arg-type]
+    extra = fleet.proxies.head(1).with_columns(pl.lit("g2").alias("group"),
+                                               pl.lit(0.6).alias("fidelity"))
+    return Fleet(fleet.runs, pl.concat([fleet.proxies, extra]), fleet.store)
+
+
+def test_key_metrics_use_every_point() -> None:
+    run = make_run("a", seed=0, n_steps=400, onset=240)
+    km = key_metrics(run.frame.lazy()).row(0, named=True)
+    _, grad = run.series("grad_norm")
+    assert km["grad_norm_max"] == float(grad[pl.Series(grad).is_finite().to_numpy()].max())
+    assert km["nonfinite_points"] == 40 + 1 + 1  # 40 NaN + one +inf grad norm, one -inf pg loss
+    _, reward = run.series("reward")
+    assert km["reward_last"] == reward[-1] and km["last_step"] == 399
+
+
+def test_fleet_joins_labels_fidelity_and_metadata() -> None:
+    fleet = load_fleet(fake_store(), analyse=False)  # type: ignore[arg-type]
+    assert fleet.runs.height == 4
+    labels = dict(zip(fleet.runs["name"], fleet.runs["label"], strict=True))
+    assert labels == {"full": "healthy", "p50": "loss_divergence", "p25": None, "p12": None}
+    got = fleet.proxies.select("name", "experts_kept", "fidelity", "verdict", "reproduced").rows()
+    assert got == [("p12", 0.125, 0.35, "unfaithful", False), ("p25", 0.25, 0.81, "partial", True),
+                   ("p50", 0.5, 0.93, "faithful", True)]
+
+
+def test_dashboard_page_has_tables_and_scatter() -> None:
+    html = dashboard_html(fleet_with(name=XSS))
+    assert html.count("plotly.js v") == 1
+    assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    assert "<img" not in html.split("<main>")[1]
+    figs = json.loads(re.search(r'id="proxydiag-figures">(.*?)</script>', html, re.S).group(1))  # type: ignore[union-attr]
+    assert len(figs) == 2
+    scatter = figs[0]["fig"]
+    assert scatter["layout"]["xaxis"]["title"]["text"] == "experts kept"
+    g1 = scatter["data"][0]
+    assert g1["x"] == [0.125, 0.25, 0.5] and g1["y"] == [0.35, 0.81, 0.93]
+    assert g1["marker"]["symbol"] == ["x", "diamond", "circle"]
+    assert "<b>4</b>runs" in html and "<b>3</b>proxies compared" not in html
+    assert "<b>4</b>proxies compared" in html
+    assert html.count("<tr>") == 1 + 4 + 1 + 4  # header + proxies, header + runs
+
+
+def test_dashboard_cli_from_a_real_store(tmp_path: Path, monkeypatch: Any) -> None:
+    import pytest
+    from _report_data import make_comparison, make_diagnosis
+
+    from proxydiag.cli import main
+    from proxydiag.report import api
+    from proxydiag.store import RunStore
+
+    store = RunStore(tmp_path / "store")
+    full = make_run("full", seed=0, n_steps=300, onset=180)
+    proxies = [make_run(f"p{int(k * 100)}", seed=i + 1, n_steps=300, onset=190, role="proxy",
+                        experts_kept=k) for i, k in enumerate((0.5, 0.25))]
+    for run in (full, *proxies):
+        store.put(run)
+    store.put_diagnosis(make_diagnosis(full, onset=180))
+    store.put_comparison(make_comparison([full], proxies[0]))
+    calls: list[str] = []
+
+    def diagnose(run: Run, **_: Any) -> Any:
+        calls.append(run.name)
+        return make_diagnosis(run, onset=None)
+
+    def compare(fulls: list[Run], proxy: Run, **_: Any) -> Any:
+        calls.append(f"compare {proxy.name}")
+        return make_comparison(fulls, proxy)
+
+    monkeypatch.setattr(api, "_analysis", lambda m, n: {"diagnose": diagnose, "compare": compare}[n])
+    with pytest.raises(SystemExit) as exc:
+        main(["dashboard", "--store", str(tmp_path / "store"), "-o", str(tmp_path / "dash")])
+    assert exc.value.code == 0
+    assert sorted(calls) == ["compare p25", "p25", "p50"]  # only what the store lacks
+    html = (tmp_path / "dash" / "index.html").read_text()
+    assert html.count("<b>3</b>runs") == 1 and "<b>2</b>proxies compared" in html
+    assert html.count('class="badge b-partial"') == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["dashboard", "--store", str(tmp_path / "none"), "-o", str(tmp_path / "d2")])
+    assert exc.value.code == 2

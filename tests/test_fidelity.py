@@ -1,0 +1,151 @@
+"""Fidelity tests one by one, with concrete values; statistics checked against scipy oracles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _fidelity_runs import curves, diag, make_run
+from scipy.stats import ks_2samp, spearmanr
+
+from proxydiag.errors import ConfigError
+from proxydiag.fidelity import events, faults
+from proxydiag.fidelity.api import compare
+from proxydiag.fidelity.config import FidelityConfig, load_config
+from proxydiag.fidelity.increments import binned_ks, ks_statistic
+from proxydiag.fidelity.scoring import reference, relative
+from proxydiag.fidelity.shape import area, dtw_distance
+from proxydiag.fidelity.stats import binned_sigma, robust_sigma
+from proxydiag.fidelity.trend import change, spearman
+from proxydiag.fidelity.volatility import log_ratio
+
+CFG = FidelityConfig(n_boot=100)
+
+
+def _compare(full: list, proxy, **kw):  # type: ignore[no-untyped-def]
+    return compare(full, proxy, config=CFG, full_diagnoses=[diag(f) for f in full],
+                   proxy_diagnosis=diag(proxy), **kw)
+
+
+def test_spearman_matches_scipy() -> None:
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=300), rng.normal(size=300)
+    y[:50] = x[:50]
+    assert spearman(x, y) == pytest.approx(spearmanr(x, y).statistic, abs=1e-12)
+    assert spearman(np.ones(5), np.ones(5)) == 1.0
+
+
+def test_ks_statistic_matches_scipy_and_binned_replicates_are_close() -> None:
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=999), rng.standard_t(3, size=999)
+    assert ks_statistic(x, y) == pytest.approx(ks_2samp(x, y).statistic, abs=1e-12)
+    identity = np.arange(999)[None, :]
+    assert binned_ks(x, y, identity)[0] == pytest.approx(ks_statistic(x, y), abs=0.03)
+
+
+def test_binned_sigma_matches_the_exact_mad() -> None:
+    rng = np.random.default_rng(2)
+    v = rng.standard_t(4, size=3000)
+    idx = rng.integers(0, 3000, size=(20, 3000))
+    np.testing.assert_allclose(binned_sigma(v, idx), robust_sigma(v[idx]), rtol=0.03)
+
+
+def test_shape_ignores_level_and_scale_and_dtw_tolerates_a_shift() -> None:
+    t = np.linspace(0, 1, 400)
+    assert area(np.tanh(5 * t), 3 + 0.2 * np.tanh(5 * t)) == pytest.approx(0.0, abs=1e-12)
+    base = np.sin(2 * np.pi * 2 * t)
+    shifted = np.sin(2 * np.pi * 2 * (t - 0.03))  # 3% of progress later
+    warped = dtw_distance(base, shifted, band_fraction=0.1)
+    pointwise = dtw_distance(base, shifted, band_fraction=0.0)  # a 2-point band: no warping
+    assert warped < 0.25 * pointwise and pointwise == pytest.approx(0.173, abs=0.001)
+
+
+def test_volatility_ratio_of_doubled_noise() -> None:
+    rng = np.random.default_rng(3)
+    noise = rng.normal(size=5000)
+    assert log_ratio(noise, 2 * rng.normal(size=5000), log_scale=False) == pytest.approx(np.log(2), abs=0.06)
+
+
+def test_change_in_noise_units() -> None:
+    rng = np.random.default_rng(4)
+    c = change(np.linspace(0, 1, 1000) + rng.normal(scale=0.05, size=1000), trend_fraction=0.15)
+    assert c.delta == pytest.approx(0.8, abs=0.03)
+    assert 14 < c.z < 18 and c.half_progress == pytest.approx(0.5, abs=0.03)
+
+
+def test_scores_are_relative_to_the_seed_range() -> None:
+    assert reference([0.05], floor=0.1) == 0.1
+    assert relative(np.array([0.1, 0.3, 1.0]), 0.2).tolist() == [1.0, pytest.approx(2 / 3), 0.2]
+
+
+def test_level_is_reported_but_not_scored() -> None:
+    fulls = [make_run(f"f{s}", curves(1000, seed=s)) for s in range(2)]
+    low = make_run("p", {k: (v * 0.5 if k == "reward" else v) for k, v in curves(1000, seed=9).items()})
+    c = _compare(fulls, low)
+    level = c.metrics["reward"].tests["level"]
+    assert level.value == pytest.approx(0.5, abs=0.03) and level.score < 0.2
+    assert c.metrics["reward"].verdict == "faithful" and c.verdict == "faithful"
+
+
+def test_trend_in_opposite_directions_scores_zero() -> None:
+    full = make_run("f", curves(800, seed=0))
+    falling = make_run("p", curves(800, seed=1, reward_dir=-1.0))
+    trend = _compare([full], falling).metrics["reward"].tests["trend"]
+    assert trend.score == 0.0 and trend.details["opposite_direction"] is True
+    assert "opposite directions" in trend.explanation
+
+
+def test_explanations_name_statistic_interval_and_seed_value() -> None:
+    fulls = [make_run(f"f{s}", curves(600, seed=s)) for s in range(2)]
+    c = _compare(fulls, make_run("p", curves(600, seed=5)))
+    words = c.metrics["reward"].tests["trend"].explanation
+    assert words.startswith("reward trend: Spearman 0.9") and "seed-to-seed 0.9" in words
+    lo, hi = c.metrics["reward"].tests["trend"].ci  # type: ignore[misc]
+    assert lo <= c.metrics["reward"].tests["trend"].value <= hi  # type: ignore[operator]
+
+
+def test_nonfinite_points_are_counted_not_drawn() -> None:
+    data = curves(600, seed=1)
+    data["grad_norm"][100:110] = np.nan
+    data["grad_norm"][300] = np.inf
+    c = _compare([make_run("f", curves(600, seed=0))], make_run("p", data))
+    shape = c.metrics["grad_norm"].tests["shape"]
+    assert shape.details["nonfinite_proxy"] == 11 and shape.details["nonfinite_full"] == 0
+    assert c.events["details"]["proxy"]["nonfinite:grad_norm"] == pytest.approx([100 / 599, 300 / 599], abs=1e-3)
+
+
+def test_events_f1_merge_and_order() -> None:
+    a = {"spike:loss": [0.1, 0.5], "nonfinite:grad_norm": [0.6]}
+    b = {"spike:loss": [0.11], "nonfinite:grad_norm": [0.05]}
+    assert events.f1(a, b, window=0.02) == pytest.approx(2 * 1 / 5)
+    assert events.merge([0.1, 0.11, 0.115, 0.4], window=0.02) == [0.1, 0.4]
+    order_a, order_b, tau = events.order(a, b)
+    assert order_a == ["spike:loss", "nonfinite:grad_norm"] and order_b == order_a[::-1] and tau == -1.0
+
+
+@pytest.mark.parametrize(("full", "proxy", "lag", "expected"), [
+    ("healthy", "healthy", None, "reproduced"),
+    ("loss_divergence", "loss_divergence", 0.05, "reproduced"),
+    ("loss_divergence", "loss_divergence", 0.15, "fault_late"),
+    ("loss_divergence", "loss_divergence", -0.12, "fault_early"),
+    ("loss_divergence", "healthy", None, "fault_missing"),
+    ("healthy", "gradient_overflow", None, "extra_fault"),
+    ("precision_fault", "loss_divergence", 0.0, "wrong_fault"),
+])
+def test_fault_outcomes(full: str, proxy: str, lag: float | None, expected: str) -> None:
+    run = make_run("r", {"loss": np.ones(10)})
+    assert faults.outcome(diag(run, full, 5), diag(run, proxy, 5), lag, tolerance=0.1) == expected
+
+
+def test_config_from_toml(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text("[scaler]\nwindow_steps = 3\n[compare]\nn_boot = 50\nfloor_trend = 0.2\n")
+    cfg = load_config(path)
+    assert (cfg.n_boot, cfg.floor_trend, cfg.resolution_points) == (50, 0.2, 2000)
+    path.write_text("[compare]\nnboot = 50\n")
+    with pytest.raises(ConfigError, match=r"c.toml: unknown key compare.nboot"):
+        load_config(path)
+    path.write_text("[compare]\nci_level = 2\n")
+    with pytest.raises(ConfigError, match=r"ci_level = 2.0 is out of range"):
+        load_config(path)

@@ -1,0 +1,64 @@
+"""Properties (hypothesis): self-comparison scores 1, progress alignment is invariant to step
+rescaling, the discrepancies are symmetric where they should be."""
+
+from __future__ import annotations
+
+import numpy as np
+from _fidelity_runs import curves, diag, make_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxydiag.fidelity.api import compare
+from proxydiag.fidelity.config import FidelityConfig
+from proxydiag.fidelity.increments import ks_statistic
+from proxydiag.fidelity.shape import area
+from proxydiag.fidelity.trend import spearman
+from proxydiag.fidelity.volatility import log_ratio
+
+CFG = FidelityConfig(n_boot=50)
+arrays = st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=8, max_size=60).map(np.array)
+
+
+def _healthy(full, proxy, **kw):  # type: ignore[no-untyped-def]
+    return compare(full, proxy, config=CFG, full_diagnoses=[diag(f) for f in full],
+                   proxy_diagnosis=diag(proxy), **kw)
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(60, 400), align=st.sampled_from(["step", "progress"]))
+def test_self_comparison_scores_one(seed: int, n: int, align: str) -> None:
+    run = make_run("r", curves(n, seed=seed))
+    c = _healthy([run], run, align=align)
+    assert c.fidelity == 1.0 and c.verdict == "faithful"
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), scale=st.integers(2, 50), offset=st.integers(0, 10_000))
+def test_progress_alignment_is_invariant_to_step_rescaling(seed: int, scale: int, offset: int) -> None:
+    data = curves(300, seed=seed)
+    full = make_run("full", data)
+    proxy = make_run("proxy", curves(300, seed=seed + 1))
+    rescaled = make_run("proxy", curves(300, seed=seed + 1), steps=np.arange(300) * scale + offset)
+    a = _healthy([full], proxy, align="progress")
+    b = _healthy([full], rescaled, align="progress")
+    assert a.fidelity == b.fidelity
+    assert {m: f.score for m, f in a.metrics.items()} == {m: f.score for m, f in b.metrics.items()}
+
+
+@given(x=arrays, y=arrays)
+def test_discrepancies_are_symmetric(x: np.ndarray, y: np.ndarray) -> None:
+    n = min(x.size, y.size)
+    x, y = x[:n], y[:n]
+    assert spearman(x, y) == spearman(y, x)
+    assert abs(area(x, y) - area(y, x)) < 1e-9
+    assert ks_statistic(x, y) == ks_statistic(y, x)
+    assert abs(log_ratio(x, y, log_scale=False) + log_ratio(y, x, log_scale=False)) < 1e-9 or not np.isfinite(
+        log_ratio(x, y, log_scale=False))
+
+
+@settings(max_examples=5, deadline=None)
+@given(seed=st.integers(0, 1000))
+def test_swapping_two_seeds_keeps_the_verdict(seed: int) -> None:
+    a = make_run("a", curves(300, seed=seed))
+    b = make_run("b", curves(300, seed=seed + 1))
+    assert _healthy([a], b).verdict == _healthy([b], a).verdict == "faithful"

@@ -1,0 +1,120 @@
+"""``proxydiag report`` end to end on files (analyses replaced by hand-built results)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _report_data import make_comparison, make_diagnosis, make_run
+
+from proxydiag.cli import main
+from proxydiag.report import api
+from proxydiag.run import Run
+
+
+def _write(run: Run, folder: Path, **sidecar: Any) -> str:
+    folder.mkdir(parents=True)
+    run.wide().write_csv(folder / "metrics.csv")
+    (folder / "proxydiag.json").write_text(json.dumps(sidecar))
+    return str(folder / "metrics.csv")
+
+
+@pytest.fixture
+def fake_analyses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """diagnose: divergence at 60% of the run unless the run's name says healthy."""
+
+    def diagnose(run: Run, **_: Any) -> Any:
+        return make_diagnosis(run, onset=None if "healthy" in str(run.attrs["source"])
+                              else int(run.last_step * 0.6))
+
+    def compare(full: list[Run], proxy: Run, **_: Any) -> Any:
+        return make_comparison(full, proxy)
+
+    found = {"diagnose": diagnose, "compare": compare}
+    monkeypatch.setattr(api, "_analysis", lambda module, name: found[name])
+
+
+def _run_cli(argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    return int(exc.value.code or 0)
+
+
+def test_comparison_report_and_fail_on(tmp_path: Path, fake_analyses: None,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    full = [_write(make_run(f"f{i}", seed=i, n_steps=300, onset=180), tmp_path / f"f{i}",
+                   role="full", group="g", seed=i) for i in range(2)]
+    proxy = _write(make_run("p", seed=9, n_steps=300, onset=190, role="proxy"), tmp_path / "p",
+                   role="proxy", group="g", experts_kept=0.25)
+    out = tmp_path / "out" / "report.html"
+    argv = ["report", "--full", full[0], "--full", full[1], "--proxy", proxy, "-o", str(out)]
+    assert _run_cli(argv) == 0
+    html = out.read_text()
+    assert "is partial to metrics (+1 seed) (fidelity 0.72)" in html
+    assert "metrics: loss_divergence from step 179" in html
+    assert capsys.readouterr().out.strip() == str(out)
+    assert _run_cli([*argv, "--fail-on", "precision_fault,unfaithful"]) == 0
+    capsys.readouterr()
+    assert _run_cli([*argv, "--fail-on", "loss_divergence"]) == 1
+    assert "--fail-on matched: metrics: loss_divergence" in capsys.readouterr().out
+    assert _run_cli([*argv, "--fail-on", "partial", "-f", "markdown", "-o", "-"]) == 1
+    printed = capsys.readouterr().out
+    assert printed.startswith("### proxydiag report\n") and "| reward | 0.910 |" in printed
+
+
+def test_diagnosis_report_json(tmp_path: Path, fake_analyses: None) -> None:
+    src = _write(make_run("h", seed=1, n_steps=200), tmp_path / "healthy", role="full")
+    out = tmp_path / "r.json"
+    assert _run_cli(["report", src, "-f", "json", "-o", str(out), "--fail-on", "loss_divergence"]) == 0
+    doc = json.loads(out.read_text())
+    assert [d["label"] for d in doc["diagnoses"]] == ["healthy"] and doc["comparison"] is None
+
+
+def test_usage_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run_cli(["report", "-o", str(tmp_path / "x.html")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: give SOURCE..., or --full SOURCE... --proxy SOURCE") and "\n" not in err
+    assert _run_cli(["report", "x", "-f", "pdf"]) == 2
+    assert "error: --format 'pdf' is not one of html, markdown, json" in capsys.readouterr().err
+
+
+def test_log_to_mlflow_passes_the_html_report(tmp_path: Path, fake_analyses: None,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import proxydiag.mlflow_sink as sink
+
+    calls: list[tuple[str, str, Any]] = []
+    monkeypatch.setattr(sink, "log_diagnosis", lambda d, run, **kw: calls.append(
+        ("diagnosis", run.name, kw)) or "m1")
+    monkeypatch.setattr(sink, "log_comparison", lambda c, proxy, full, **kw: calls.append(
+        ("comparison", proxy.name, kw)) or "m2")
+    full = _write(make_run("f", seed=0, n_steps=200, onset=120), tmp_path / "f", role="full")
+    proxy = _write(make_run("p", seed=1, n_steps=200, onset=120), tmp_path / "p", role="proxy")
+    argv = ["report", "--full", full, "--proxy", proxy, "-f", "markdown", "-o",
+            str(tmp_path / "r.md"), "--log-to-mlflow", "--mlflow-experiment", "exp",
+            "--tracking-uri", "sqlite:///nowhere.db"]
+    assert _run_cli(argv) == 0
+    assert [c[0] for c in calls] == ["diagnosis", "diagnosis", "comparison"]
+    for _, _, kw in calls:
+        assert kw["report_html"].startswith("<!DOCTYPE html>")
+        assert kw["experiment"] == "exp" and kw["tracking_uri"] == "sqlite:///nowhere.db"
+
+
+def test_group_from_store_writes_one_report_per_proxy_inside_the_folder(
+    tmp_path: Path, fake_analyses: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from proxydiag.store import RunStore
+
+    store = RunStore(tmp_path / "store")
+    store.put(make_run("full", seed=0, n_steps=200, onset=120))
+    for name in ("../../evil", "p25"):
+        store.put(make_run(name, seed=1, n_steps=200, onset=125, role="proxy"))
+    out = tmp_path / "out" / "report.html"
+    argv = ["report", "--store", str(tmp_path / "store"), "--group", "g1", "-o", str(out)]
+    assert _run_cli(argv) == 0
+    assert sorted(p.name for p in out.parent.iterdir()) == ["report-evil.html", "report-p25.html"]
+    assert list(tmp_path.glob("*.html")) == []
+    assert "../../evil is partial" in (out.parent / "report-evil.html").read_text()
+    assert _run_cli([*argv[:4], "nope", "-o", str(out)]) == 2
+    assert "no runs in group 'nope'; groups: g1" in capsys.readouterr().err

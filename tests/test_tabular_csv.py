@@ -1,0 +1,173 @@
+"""CSV/TSV reader: layouts, NaN spellings, damage, DeepSpeed csv_monitor directories."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from proxydiag.errors import IngestError, IngestWarning
+from proxydiag.ingest import csv as csv_reader
+from proxydiag.ingest import read_run
+
+
+def write(tmp_path: Path, name: str, data: bytes) -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def points(path: Path) -> list[tuple[int, str, float]]:
+    return read_run(path).frame.sort("key", "step").select("step", "key", "value").rows()
+
+
+def same(a: list[tuple[int, str, float]], b: list[tuple[int, str, float]]) -> bool:
+    """Equal, with NaN equal to NaN (and -0.0 kept apart from 0.0 by sign)."""
+    return len(a) == len(b) and all(
+        x[:2] == y[:2] and (x[2] == y[2] and math.copysign(1, x[2]) == math.copysign(1, y[2])
+                            or math.isnan(x[2]) and math.isnan(y[2]))
+        for x, y in zip(a, b, strict=True)
+    )
+
+
+def test_wide_with_every_nan_spelling_bom_and_crlf(tmp_path: Path) -> None:
+    path = write(tmp_path, "m.csv", b"\xef\xbb\xbfStep,actor/grad_norm,loss\r\n"
+                 b"1,nan,0.5\r\n2,inf,\r\n3,-Infinity,null\r\n4,1e308,-1e308\r\n5,NaN,Infinity\r\n")
+    run = read_run(path)
+    got = run.frame.sort("key", "step").select("step", "key", "value").rows()
+    nan, inf = float("nan"), float("inf")
+    assert same(got, [(1, "actor/grad_norm", nan), (2, "actor/grad_norm", inf),
+                      (3, "actor/grad_norm", -inf), (4, "actor/grad_norm", 1e308),
+                      (5, "actor/grad_norm", nan), (1, "loss", 0.5), (3, "loss", nan),
+                      (4, "loss", -1e308), (5, "loss", inf)])
+    assert run.mapping == {"grad_norm": "actor/grad_norm", "loss": "loss"}
+    assert run.attrs["null_as_nan"] == 1  # the `null`; the empty cell at step 2 is no row
+
+
+def test_long_form_and_tsv(tmp_path: Path) -> None:
+    path = write(tmp_path, "l.tsv", b"step\tkey\tvalue\twall_time\n1\tloss\t0.5\t100.5\n"
+                 b"1\tgrad_norm\t-inf\t100.5\n2\tloss\t\t101.0\n")
+    frame = read_run(path).frame.sort("key")
+    assert frame.select("step", "key", "value", "wall_time").rows() == [
+        (1, "grad_norm", float("-inf"), 100.5), (1, "loss", 0.5, 100.5)]
+
+
+def test_non_numeric_cell_names_line_and_column(tmp_path: Path) -> None:
+    rows = b"".join(b"%d,1.5\n" % i for i in range(1, 417))
+    path = write(tmp_path, "metrics.csv", b"step,actor/grad_norm\n" + rows + b"417,abc\n")
+    with pytest.raises(IngestError) as info:
+        read_run(path)
+    assert str(info.value) == f"{path}:418: 'abc' is not a number in column actor/grad_norm"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"step,a\n1,2\n2,3,4\n", ":3: 3 fields where the header has 2"),
+        (b"step,a,b\n1,2,3\n2,3\n4,5,6\n", ":3: 2 fields where the header has 3"),
+        (b"step,a\n99999999999999999999,2\n", ":2: step '99999999999999999999' is not an integer"),
+        (b"step,a\n1.5,2\n", ":2: step '1.5' is not an integer"),
+        (b"loss,a\n1,2\n", ":1: no step column"),
+        (b"", ": empty file"),
+        (b"step,a\n", ": a header and no data rows"),
+        (b"step,a\n1,\xff\xfe\n", "UTF-8"),
+    ],
+)
+def test_bad_csv_is_one_line_naming_the_place(tmp_path: Path, content: bytes, message: str) -> None:
+    path = write(tmp_path, "bad.csv", content)
+    with pytest.raises(IngestError) as info:
+        read_run(path)
+    text = str(info.value)
+    assert text.startswith(str(path)) and message in text and "\n" not in text
+
+
+def test_cut_last_line_is_dropped_with_a_warning(tmp_path: Path) -> None:
+    path = write(tmp_path, "cut.csv", b"step,a,b\n1,2,3\n2,4,5\n3,6")
+    with pytest.warns(IngestWarning, match=r"cut.csv:4: the last line is cut \(2 of 3 fields"):
+        got = points(path)
+    assert got == [(1, "a", 2.0), (2, "a", 4.0), (1, "b", 3.0), (2, "b", 5.0)]
+
+
+def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert points(write(tmp_path, "ok.csv", b"step,a\n1,2\n2,3")) == [(1, "a", 2.0), (2, "a", 3.0)]
+
+
+def test_repeated_header_is_a_restart_and_duplicate_columns_are_kept(tmp_path: Path) -> None:
+    run = read_run(write(tmp_path, "r.csv", b"step,a\n1,1\n2,2\n3,3\nstep,a\n2,20\n3,30\n"))
+    assert run.frame.select("step", "value").rows() == [(1, 1.0), (2, 20.0), (3, 30.0)]
+    assert [e.kind for e in run.events] == ["restart"]
+    with pytest.warns(IngestWarning, match="column 'a' appears twice"):
+        dup = points(write(tmp_path, "d.csv", b"step,a,a\n1,2,3\n"))
+    assert dup == [(1, "a", 2.0), (1, "a#2", 3.0)]
+
+
+def test_blank_lines_label_columns_and_quoted_names(tmp_path: Path) -> None:
+    path = write(tmp_path, "q.csv", b'step,"rew, mean",phase\n1,0.5,train\n\n2,"0.25",eval\n3,x7,eval\n')
+    with pytest.raises(IngestError, match=r"q.csv:5: 'x7' is not a number in column rew, mean"):
+        read_run(path)
+    run = read_run(write(tmp_path, "p.csv", b"step,a,phase\n1,0.5,train\n\n2,0.25,eval\n"))
+    assert run.frame.select("step", "value").rows() == [(1, 0.5), (2, 0.25)]
+    assert run.attrs["ignored_columns"] == ["phase"]
+
+
+def test_deepspeed_csv_monitor_directory_is_one_run(tmp_path: Path) -> None:
+    mon = tmp_path / "ds_job"
+    mon.mkdir()
+    (mon / "Train_Samples_train_loss.csv").write_text("step,train_loss\n64,2.5\n128,2.25\n")
+    (mon / "Train_Samples_loss_scale.csv").write_text("step,loss_scale\n64,65536.0\n128,32768.0\n")
+    assert csv_reader.can_read(mon)
+    run = read_run(mon)
+    assert run.attrs["step_kind"] == "samples" and run.attrs["format"] == "deepspeed_csv_monitor"
+    assert run.mapping == {"loss": "Train/Samples/train_loss",
+                           "loss_scale": "Train/Samples/loss_scale"}
+    assert run.series("loss_scale")[1].tolist() == [65536.0, 32768.0]
+
+
+def test_fast_and_slow_paths_agree(tmp_path: Path) -> None:
+    """A `null` forces the text path; every other value must come out the same."""
+    body = b"".join(b"%d,%r,%r\n" % (i, i / 7, -i * 1e300) for i in range(1, 200))
+    fast = points(write(tmp_path, "f.csv", b"step,a,b\n" + body))
+    slow = points(write(tmp_path, "s.csv", b"step,a,b\n" + body + b"200,null,1\n"))
+    assert same(slow[:199] + slow[200:399], fast)
+
+
+finite = st.floats(allow_nan=False, width=64)
+cell = st.one_of(finite, st.sampled_from([math.nan, math.inf, -math.inf]), st.none())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(table=st.lists(st.tuples(cell, cell), min_size=1, max_size=30))
+def test_random_tables_round_trip_exactly(tmp_path: Path, table: list[tuple[float | None, float | None]]) -> None:
+    frame = pl.DataFrame({"step": list(range(len(table))), "a": [r[0] for r in table],
+                          "b/c": [r[1] for r in table]}, schema={"step": pl.Int64, "a": pl.Float64, "b/c": pl.Float64})
+    path = tmp_path / "h.csv"
+    frame.write_csv(path, float_precision=None)
+    if frame.select(pl.all().exclude("step").is_null().all()).row(0) == (True, True):
+        with pytest.raises(IngestError):
+            read_run(path)  # nothing but empty cells: no data
+        return
+    want = [(i, k, v) for k, col in (("a", 0), ("b/c", 1)) for i, r in enumerate(table)
+            if (v := r[col]) is not None]
+    assert same(points(path), want)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=300), header=st.sampled_from([b"", b"step,a\n", b"step,key,value\n"]))
+def test_garbage_raises_only_ingest_error(tmp_path: Path, data: bytes, header: bytes) -> None:
+    path = tmp_path / "g.csv"
+    path.write_bytes(header + data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IngestWarning)
+        try:
+            run = read_run(path)
+        except IngestError as exc:
+            assert "\n" not in str(exc)
+            return
+    assert run.frame.schema["value"] == pl.Float64

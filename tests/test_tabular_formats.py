@@ -1,0 +1,95 @@
+"""Parquet tables and HF trainer_state.json."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import polars as pl
+import pytest
+
+from proxydiag.errors import IngestError
+from proxydiag.ingest import read_run
+from proxydiag.ingest.trainer_state import NAN_FILTER_NOTE
+
+NAN, INF = float("nan"), float("inf")
+
+
+def test_parquet_wide_from_pandas_keeps_inf(tmp_path: Path) -> None:
+    """pandas turns NaN into a Parquet null when it writes (pyarrow's from_pandas), so a
+    pandas NaN arrives as no row; ±inf and ±1e308 survive."""
+    path = tmp_path / "w.parquet"
+    pd.DataFrame({"global_step": [1, 2, 3], "loss": [0.5, NAN, 0.25],
+                  "grad_norm": [INF, -INF, 1e308]}).to_parquet(path)
+    got = read_run(path).frame.sort("key", "step").select("step", "key", "value").rows()
+    assert got[:3] == [(1, "grad_norm", INF), (2, "grad_norm", -INF), (3, "grad_norm", 1e308)]
+    assert got[3:] == [(1, "loss", 0.5), (3, "loss", 0.25)]
+
+
+def test_parquet_null_is_no_row(tmp_path: Path) -> None:
+    path = tmp_path / "n.parquet"
+    pl.DataFrame({"step": [1, 2], "loss": [None, NAN]}).write_parquet(path)
+    got = read_run(path).frame.select("step", "value").rows()
+    assert len(got) == 1 and got[0][0] == 2 and math.isnan(got[0][1])
+
+
+def test_parquet_long_from_polars(tmp_path: Path) -> None:
+    path = tmp_path / "l.parquet"
+    pl.DataFrame({"step": [1, 2], "key": ["a", "b"], "value": [0.5, NAN]}).write_parquet(path)
+    got = read_run(path).frame.sort("key").select("step", "key", "value").rows()
+    assert got[0] == (1, "a", 0.5) and got[1][:2] == (2, "b") and math.isnan(got[1][2])
+
+
+@pytest.mark.parametrize(
+    ("frame", "message"),
+    [
+        (pl.DataFrame({"step": [1.0, 2.5], "loss": [1.0, 2.0]}), "@row 1: step '2.5' is not an integer"),
+        (pl.DataFrame({"step": [1, 2], "loss": ["1.0", "x"]}), "@row 1: 'x' is not a number in column loss"),
+        (pl.DataFrame({"epoch": [1, 2], "loss": [1.0, 2.0]}), ": no step column"),
+    ],
+)
+def test_bad_parquet(tmp_path: Path, frame: pl.DataFrame, message: str) -> None:
+    path = tmp_path / "bad.parquet"
+    frame.write_parquet(path)
+    with pytest.raises(IngestError, match=message.replace("(", r"\(")):
+        read_run(path)
+
+
+def test_truncated_parquet_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "t.parquet"
+    pl.DataFrame({"step": [1], "a": [1.0]}).write_parquet(path)
+    path.write_bytes(path.read_bytes()[:60])
+    with pytest.raises(IngestError, match=r"t.parquet: cannot read as Parquet .*is the file complete"):
+        read_run(path)
+
+
+def test_trainer_state_log_history(tmp_path: Path) -> None:
+    folder = tmp_path / "out" / "checkpoint-30"
+    folder.mkdir(parents=True)
+    state = {
+        "global_step": 30, "logging_steps": 10, "train_batch_size": 8,
+        "log_history": [
+            {"epoch": 0.1, "grad_norm": NAN, "learning_rate": 5e-5, "loss": 2.3, "step": 10},
+            {"epoch": 0.2, "grad_norm": INF, "learning_rate": 4e-5, "loss": 2.1, "step": 20},
+            {"epoch": 0.2, "eval_loss": 2.2, "eval_runtime": 1.5, "step": 20},
+            {"epoch": 0.3, "step": 30, "train_loss": 2.2, "train_runtime": 10.0, "total_flos": 1e12},
+        ],
+    }
+    (folder / "trainer_state.json").write_text(json.dumps(state, indent=2))
+    run = read_run(folder / "trainer_state.json")
+    assert run.name == "out" and run.attrs["log_interval"] == 10
+    assert run.attrs["summary"]["train_runtime"] == 10.0 and NAN_FILTER_NOTE in run.attrs["notes"]
+    assert run.mapping == {"grad_norm": "grad_norm", "loss": "loss", "lr": "learning_rate"}
+    steps, values = run.series("grad_norm")
+    assert steps.tolist() == [10, 20] and math.isnan(values[0]) and values[1] == INF
+    assert run.series("eval_loss")[1].tolist() == [2.2]
+    assert run.series("lr")[1].tolist() == [5e-5, 4e-5]
+
+
+def test_trainer_state_damaged(tmp_path: Path) -> None:
+    path = tmp_path / "trainer_state.json"
+    path.write_text('{"log_history": [{"step": 1, "loss": 2.0},\n')
+    with pytest.raises(IngestError, match=r"trainer_state.json:2: invalid JSON"):
+        read_run(path)
