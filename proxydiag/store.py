@@ -26,7 +26,6 @@ at all, also while another process ingests.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import os
 from collections.abc import Iterator
@@ -91,7 +90,7 @@ class RunStore:
             self._journal({"op": "put", "run": rid})
             files.write(path, run, digest=digest)
             with self._session() as con:
-                _upsert_run(con, run, path=path, digest=digest)
+                catalog.upsert_run(con, run, path=path, digest=digest)
             (self.path / JOURNAL).unlink()
         return rid
 
@@ -114,7 +113,7 @@ class RunStore:
             con.execute(
                 "INSERT OR REPLACE INTO diagnoses VALUES (?, ?, ?, ?, ?, false, ?)",
                 [diagnosis.run, diagnosis.label, diagnosis.onset_step, diagnosis.confidence,
-                 json.dumps(d, default=str), _now()],
+                 json.dumps(d, default=str), catalog.now()],
             )
 
     def put_comparison(self, comparison: Comparison) -> str:
@@ -124,7 +123,7 @@ class RunStore:
             con.execute(
                 "INSERT OR REPLACE INTO comparisons VALUES (?, ?, ?, ?, ?, ?, false, ?)",
                 [key, comparison.proxy_run, list(comparison.full_runs), comparison.fidelity,
-                 comparison.verdict, json.dumps(comparison.to_dict(), default=str), _now()],
+                 comparison.verdict, json.dumps(comparison.to_dict(), default=str), catalog.now()],
             )
         return key
 
@@ -138,7 +137,7 @@ class RunStore:
     def runs(self) -> pl.DataFrame:
         """One row per run: id, name, role, group, seed, experts kept, cost, sizes, steps."""
         cols = ", ".join(f'"{c}"' for c in catalog.RUN_COLUMNS)
-        return self._query(f"SELECT {cols} FROM runs ORDER BY ingested_at, run", _RUNS_SCHEMA)
+        return self._query(f"SELECT {cols} FROM runs ORDER BY ingested_at, run", catalog.RUNS_SCHEMA)
 
     def get(self, ref: str) -> Run:
         """The run with id ``ref`` (or the one run named ``ref``)."""
@@ -166,13 +165,13 @@ class RunStore:
     def diagnoses(self) -> pl.DataFrame:
         return self._query(
             "SELECT run, label, onset_step, confidence, json, mlflow_synced FROM diagnoses "
-            "ORDER BY run", _DIAG_SCHEMA,
+            "ORDER BY run", catalog.DIAG_SCHEMA,
         )
 
     def comparisons(self) -> pl.DataFrame:
         return self._query(
             "SELECT proxy_run, full_runs, fidelity, verdict, json, mlflow_synced FROM comparisons "
-            "ORDER BY key", _COMP_SCHEMA,
+            "ORDER BY key", catalog.COMP_SCHEMA,
         )
 
     def pending_mlflow(self) -> list[dict[str, Any]]:
@@ -250,7 +249,7 @@ class RunStore:
         with self._session() as con:
             if op == "put" and path.exists():
                 run = files.read(path)
-                _upsert_run(con, run, path=path, digest=files.metadata(path).get("content_hash", ""))
+                catalog.upsert_run(con, run, path=path, digest=files.metadata(path).get("content_hash", ""))
             else:
                 con.execute("DELETE FROM runs WHERE run = ?", [rid])
                 path.unlink(missing_ok=True)
@@ -267,60 +266,3 @@ def _table(kind: str) -> tuple[str, str]:
     if kind == "comparison":
         return "comparisons", "key"
     raise StoreError(f"unknown result kind {kind!r}; use one of {KINDS}")
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
-
-
-def _upsert_run(con: Any, run: Run, *, path: Path, digest: str) -> None:
-    attrs = run.attrs
-    frame = run.frame
-    steps = frame["step"]
-    con.execute("DELETE FROM runs WHERE run = ?", [run.id])
-    con.execute(
-        "INSERT INTO runs VALUES (" + ", ".join(["?"] * 21) + ")",
-        [run.id, run.name, _text(attrs.get("role")), _text(attrs.get("group")),
-         _int(attrs.get("seed")), _float(attrs.get("experts_kept")),
-         _float(attrs.get("cost_per_step")), _text(attrs.get("precision")),
-         _text(attrs.get("format")), _text(attrs.get("source")), frame.height,
-         frame["metric"].n_unique(), steps.min() if frame.height else None,
-         steps.max() if frame.height else None, _now(), digest, catalog.SCHEMA_VERSION,
-         path.name, json.dumps(attrs, default=str), json.dumps(run.mapping),
-         json.dumps([e.to_dict() for e in run.events])],
-    )
-
-
-def _text(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return None if value is None else int(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def _float(value: Any) -> float | None:
-    try:
-        return None if value is None else float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-_RUNS_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.Utf8(), "name": pl.Utf8(), "role": pl.Utf8(), "group": pl.Utf8(),
-    "seed": pl.Int64(), "experts_kept": pl.Float64(), "cost_per_step": pl.Float64(),
-    "precision": pl.Utf8(), "format": pl.Utf8(), "source": pl.Utf8(), "n_points": pl.Int64(),
-    "n_metrics": pl.Int64(), "first_step": pl.Int64(), "last_step": pl.Int64(),
-    "ingested_at": pl.Datetime("us"),
-}
-_DIAG_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.Utf8(), "label": pl.Utf8(), "onset_step": pl.Int64(), "confidence": pl.Float64(),
-    "json": pl.Utf8(), "mlflow_synced": pl.Boolean(),
-}
-_COMP_SCHEMA: dict[str, pl.DataType] = {
-    "proxy_run": pl.Utf8(), "full_runs": pl.List(pl.Utf8()), "fidelity": pl.Float64(),
-    "verdict": pl.Utf8(), "json": pl.Utf8(), "mlflow_synced": pl.Boolean(),
-}

@@ -2,25 +2,36 @@
 
 DuckDB lets one process open a database read-write, and then no other process can open it at
 all. So every statement group opens its own connection and closes it at once (a read-write
-open, insert and close take ~30 ms, a read-only one ~20 ms), and a connection that meets a
+open, insert and close take ~30 ms, a read-only one ~20 ms on an idle machine; a write is
+a WAL append, checkpointed once the WAL passes 1 MB), and a connection that meets a
 lock held by another process retries with a short back-off until ``timeout_s``. Readers never
 take the writer lock; they only ever wait for one catalog statement of a writer.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import polars as pl
 
 from proxydiag.errors import StoreError
+from proxydiag.run import Run
 
 SCHEMA_VERSION = 1
 CATALOG_NAME = "catalog.duckdb"
+#: a writer folds the write-ahead log into the catalog file once it is this large
+WAL_CHECKPOINT_BYTES = 1 << 20
+#: small tables: one thread, and never reach for DuckDB's extension server
+_CONFIG = {"threads": 1, "autoload_known_extensions": False,
+           "autoinstall_known_extensions": False}
 
 DDL = (
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -56,7 +67,7 @@ def connect(db: Path, *, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyCo
     delay = 0.005
     while True:
         try:
-            return duckdb.connect(str(db), read_only=read_only)
+            return duckdb.connect(str(db), read_only=read_only, config=dict(_CONFIG))
         except duckdb.IOException as exc:
             if not _is_lock_conflict(exc):
                 raise StoreError(f"{db}: cannot open the catalog ({exc}); is it a proxydiag store?") from exc
@@ -79,9 +90,15 @@ def session(db: Path, *, read_only: bool, timeout_s: float) -> Iterator[duckdb.D
             check_version(con, db)
             yield con
         else:
+            # the commit is durable in the WAL; folding the WAL into the file on every close
+            # would double a write's cost, so it happens only once the WAL has grown
+            con.execute("PRAGMA disable_checkpoint_on_shutdown")
             con.execute("BEGIN TRANSACTION")
             yield con
             con.execute("COMMIT")
+            wal = db.with_name(db.name + ".wal")
+            if wal.exists() and wal.stat().st_size > WAL_CHECKPOINT_BYTES:
+                con.execute("CHECKPOINT")
     finally:
         con.close()
 
@@ -107,3 +124,62 @@ def check_version(con: duckdb.DuckDBPyConnection, db: Path) -> None:
         raise StoreError(
             f"{db}: written by a newer proxydiag (schema {version} > {SCHEMA_VERSION}); upgrade"
         )
+
+
+def now() -> dt.datetime:
+    """UTC now, naive (DuckDB TIMESTAMP)."""
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def upsert_run(con: duckdb.DuckDBPyConnection, run: Run, *, path: Path, digest: str) -> None:
+    """Replace the catalog row of ``run`` (inside a write session)."""
+    attrs = run.attrs
+    frame = run.frame
+    steps = frame["step"]
+    con.execute("DELETE FROM runs WHERE run = ?", [run.id])
+    con.execute(
+        "INSERT INTO runs VALUES (" + ", ".join(["?"] * 21) + ")",
+        [run.id, run.name, _text(attrs.get("role")), _text(attrs.get("group")),
+         _int(attrs.get("seed")), _float(attrs.get("experts_kept")),
+         _float(attrs.get("cost_per_step")), _text(attrs.get("precision")),
+         _text(attrs.get("format")), _text(attrs.get("source")), frame.height,
+         frame["metric"].n_unique(), steps.min() if frame.height else None,
+         steps.max() if frame.height else None, now(), digest, SCHEMA_VERSION,
+         path.name, json.dumps(attrs, default=str), json.dumps(run.mapping),
+         json.dumps([e.to_dict() for e in run.events])],
+    )
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return None if value is None else int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float(value: Any) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+RUNS_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.Utf8(), "name": pl.Utf8(), "role": pl.Utf8(), "group": pl.Utf8(),
+    "seed": pl.Int64(), "experts_kept": pl.Float64(), "cost_per_step": pl.Float64(),
+    "precision": pl.Utf8(), "format": pl.Utf8(), "source": pl.Utf8(), "n_points": pl.Int64(),
+    "n_metrics": pl.Int64(), "first_step": pl.Int64(), "last_step": pl.Int64(),
+    "ingested_at": pl.Datetime("us"),
+}
+DIAG_SCHEMA: dict[str, pl.DataType] = {
+    "run": pl.Utf8(), "label": pl.Utf8(), "onset_step": pl.Int64(), "confidence": pl.Float64(),
+    "json": pl.Utf8(), "mlflow_synced": pl.Boolean(),
+}
+COMP_SCHEMA: dict[str, pl.DataType] = {
+    "proxy_run": pl.Utf8(), "full_runs": pl.List(pl.Utf8()), "fidelity": pl.Float64(),
+    "verdict": pl.Utf8(), "json": pl.Utf8(), "mlflow_synced": pl.Boolean(),
+}

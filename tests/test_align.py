@@ -131,4 +131,5 @@ def test_tokens_alignment_compares_at_equal_data_consumed() -> None:
     reward = grid.metrics["reward"]
     assert grid.unit == "tokens" and grid.x_range == (0.0, 998_000.0)
     assert reward.buckets == 500
-    np.testing.assert_allclose(reward.sample[0], reward.sample[1], atol=2.5e-3)
+    # equal up to where in its bucket each run last logged: one full-run interval (1,000 tokens)
+    np.testing.assert_allclose(reward.sample[0], reward.sample[1], atol=1000 / 3e5 + 1e-9)

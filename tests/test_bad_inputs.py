@@ -20,7 +20,7 @@ from proxydiag.cli import main
 from proxydiag.store import RunStore
 
 sys.path.insert(0, str(Path(__file__).parent / "corpus"))
-from make_bad_inputs import Case, make  # noqa: E402
+from make_bad_inputs import Case, make
 
 _ROOT = Path(tempfile.mkdtemp(prefix="proxydiag-bad-inputs-"))
 atexit.register(shutil.rmtree, _ROOT, True)
@@ -42,14 +42,14 @@ def _same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
 
-def _points(store: Path) -> dict[str, list[tuple[int, float]]]:
+def _points(store: Path, *, column: str = "key") -> dict[str, list[tuple[int, float]]]:
     target = RunStore(store)
     frames = [target.get(rid).frame for rid in target.runs()["run"]]
     if not frames:
         return {}
-    frame = pl.concat(frames).sort("key", "step")
+    frame = pl.concat(frames).sort(column, "step")
     return {k: list(zip(g["step"].to_list(), g["value"].to_list(), strict=True))
-            for (k,), g in frame.group_by("key", maintain_order=True)}
+            for (k,), g in frame.group_by(column, maintain_order=True)}
 
 
 def _check_data(case: Case, got: dict[str, list[tuple[int, float]]]) -> None:
@@ -90,4 +90,4 @@ def test_bad_input(case: Case, tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert case.outcome in ("data", "either"), f"expected an error, got exit 0 ({lines})"
     if case.warn:
         assert any(line.startswith("warning: ") and str(case.path) in line for line in lines), lines
-    _check_data(case, _points(store))
+    _check_data(case, _points(store, column="metric" if case.by_metric else "key"))

@@ -76,3 +76,17 @@ def test_unknown_run_and_empty_store(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert cli("runs", "show", "nope", "--store", store) == 2
     assert capsys.readouterr().err.strip() == (
         f"error: nope: no such run in store {store}; see `proxydiag runs`")
+
+
+def test_a_file_still_being_written_then_finished(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The complete rows so far now; the rest on the next ingest; never a duplicate run."""
+    store = str(tmp_path / "store")
+    live = tmp_path / "live.jsonl"
+    live.write_text('{"step": 1, "loss": 1.5}\n{"step": 2, "loss": 1.25}\n{"step": 3, "lo')
+    assert cli("ingest", str(live), "--store", store) == 0
+    assert f"warning: {live}:3: the last line is cut" in capsys.readouterr().err
+    assert RunStore(store).get("live").frame["value"].to_list() == [1.5, 1.25]
+    live.write_text('{"step": 1, "loss": 1.5}\n{"step": 2, "loss": 1.25}\n{"step": 3, "loss": 1.0}\n')
+    assert cli("ingest", str(live), "--store", store) == 0
+    assert RunStore(store).runs().height == 1
+    assert RunStore(store).get("live").frame["value"].to_list() == [1.5, 1.25, 1.0]

@@ -363,3 +363,23 @@ def test_unknown_and_binary_files(tmp_path: Path) -> None:
     path = _write(tmp_path, "nothing to see\n", "c.log")
     with pytest.raises(IngestError, match=r"c\.log: no metric lines"):
         console.read(path, ReadContext())
+
+
+def test_hf_log_index_runs_across_blocks_read_in_parallel(tmp_path: Path) -> None:
+    text = "".join(f"{{'loss': {i / 10}, 'learning_rate': 5e-05, 'epoch': {i / 100}}}\n" for i in range(1, 301))
+    path = _write(tmp_path, MEG_2021.replace("[", "") * 50 + text)
+    parsed = console.parse(path, chunk_bytes=512)
+    loss = _raw(parsed, "loss")
+    assert list(loss) == list(range(1, 301)) and loss[300] == 30.0
+
+
+def test_a_giant_line_is_cut_and_memory_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from proxydiag.ingest import console_lines
+
+    monkeypatch.setattr(console_lines, "MAX_LINE_BYTES", 1000)
+    path = _write(tmp_path, b"x" * 50_000 + b"\n" + MEG_2021.encode())
+    with pytest.warns(IngestWarning, match=r"train.log:1: a line longer than 1000 bytes was cut"):
+        frames = list(console_lines.iter_lines(path, chunk_bytes=100))
+    lines = pl.concat(frames)
+    assert lines["line"].to_list() == [1, 2]
+    assert lines["text"][1] == MEG_2021.rstrip("\n")

@@ -149,3 +149,21 @@ def test_config_from_toml(tmp_path: Path) -> None:
     path.write_text("[compare]\nci_level = 2\n")
     with pytest.raises(ConfigError, match=r"ci_level = 2.0 is out of range"):
         load_config(path)
+
+
+def test_overflows_come_from_the_skip_counter_and_empty_kinds_are_dropped() -> None:
+    data = curves(500, seed=0)
+    skipped = np.zeros(500)
+    skipped[[100, 101, 300]] = 1.0
+    full = make_run("f", {**data, "skipped": skipped})
+    quiet = make_run("p", {**curves(500, seed=1), "skipped": np.zeros(500)})
+    c = _compare([full], quiet)
+    assert c.events["details"]["full"]["overflow:skipped"] == pytest.approx([0.2, 0.6], abs=0.005)
+    assert "overflow:skipped" not in c.events["details"]["proxy"]
+    assert c.events["value"] == 0.0
+
+
+def test_opposite_directions_are_excused_when_seeds_disagree_too() -> None:
+    up = [make_run("up", curves(800, seed=0)), make_run("down", curves(800, seed=1, reward_dir=-1.0))]
+    trend = _compare(up, make_run("p", curves(800, seed=2, reward_dir=-1.0))).metrics["reward"].tests["trend"]
+    assert trend.details["opposite_direction"] is False

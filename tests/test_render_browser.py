@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from _browser import chrome, open_page, screenshot
+from _fleet_data import fleet_with
 from _report_data import XSS, scenario
-from test_dashboard import fleet_with
 
 from proxydiag.report.api import report
 from proxydiag.report.dashboard import dashboard_html
@@ -45,6 +45,9 @@ def test_report_renders_in_chromium(driver: Any, tmp_path: Path) -> None:
     assert n == 6
     _assert_drawn(driver, n)
     assert _severe(driver) == []
+    # self-contained: the page fetched nothing (no CDN, no fonts, no images)
+    assert driver.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)") == []
     # markers for NaN/+inf/-inf are drawn as points in the panels
     assert driver.find_elements("css selector", ".scatterlayer .points path")
     shot = screenshot(driver, tmp_path / "report.png")

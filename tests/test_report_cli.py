@@ -33,7 +33,7 @@ def fake_analyses(monkeypatch: pytest.MonkeyPatch) -> None:
         return make_comparison(full, proxy)
 
     found = {"diagnose": diagnose, "compare": compare}
-    monkeypatch.setattr(api, "_analysis", lambda module, name: found[name])
+    monkeypatch.setattr(api, "optional_analysis", lambda module, name: found[name])
 
 
 def _run_cli(argv: list[str]) -> int:
@@ -80,25 +80,30 @@ def test_usage_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "error: --format 'pdf' is not one of html, markdown, json" in capsys.readouterr().err
 
 
-def test_log_to_mlflow_passes_the_html_report(tmp_path: Path, fake_analyses: None,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    import proxydiag.mlflow_sink as sink
-
-    calls: list[tuple[str, str, Any]] = []
-    monkeypatch.setattr(sink, "log_diagnosis", lambda d, run, **kw: calls.append(
-        ("diagnosis", run.name, kw)) or "m1")
-    monkeypatch.setattr(sink, "log_comparison", lambda c, proxy, full, **kw: calls.append(
-        ("comparison", proxy.name, kw)) or "m2")
+def test_log_to_mlflow_writes_results_and_the_html_report(
+    tmp_path: Path, fake_analyses: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real MLflow tracking store (sqlite, no server): tags, metric and report.html artifact."""
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root ./mlruns lands in tmp
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     full = _write(make_run("f", seed=0, n_steps=200, onset=120), tmp_path / "f", role="full")
     proxy = _write(make_run("p", seed=1, n_steps=200, onset=120), tmp_path / "p", role="proxy")
     argv = ["report", "--full", full, "--proxy", proxy, "-f", "markdown", "-o",
-            str(tmp_path / "r.md"), "--log-to-mlflow", "--mlflow-experiment", "exp",
-            "--tracking-uri", "sqlite:///nowhere.db"]
+            str(tmp_path / "r.md"), "--log-to-mlflow", "--mlflow-experiment", "reports",
+            "--tracking-uri", uri]
     assert _run_cli(argv) == 0
-    assert [c[0] for c in calls] == ["diagnosis", "diagnosis", "comparison"]
-    for _, _, kw in calls:
-        assert kw["report_html"].startswith("<!DOCTYPE html>")
-        assert kw["experiment"] == "exp" and kw["tracking_uri"] == "sqlite:///nowhere.db"
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_experiment_by_name("reports")
+    runs = {r.data.tags["proxydiag.source"]: r for r in client.search_runs([experiment.experiment_id])}
+    assert set(runs) == {full, proxy}
+    logged = runs[proxy]
+    assert logged.data.tags["proxydiag.label"] == "loss_divergence"
+    assert logged.data.tags["proxydiag.verdict"] == "partial"
+    assert logged.data.metrics["proxydiag.fidelity"] == pytest.approx(0.72)
+    html = Path(client.download_artifacts(logged.info.run_id, "proxydiag/report.html",
+                                          str(tmp_path / "dl"))).read_text()
+    assert html.startswith("<!DOCTYPE html>") and "is partial to metrics (fidelity 0.72)" in html
 
 
 def test_group_from_store_writes_one_report_per_proxy_inside_the_folder(
@@ -118,3 +123,9 @@ def test_group_from_store_writes_one_report_per_proxy_inside_the_folder(
     assert "../../evil is partial" in (out.parent / "report-evil.html").read_text()
     assert _run_cli([*argv[:4], "nope", "-o", str(out)]) == 2
     assert "no runs in group 'nope'; groups: g1" in capsys.readouterr().err
+
+
+def test_fail_on_rejects_unknown_classes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run_cli(["report", "x", "--fail-on", "loss_divergance"]) == 2
+    assert "--fail-on 'loss_divergance': unknown class loss_divergance; use one or more of " \
+        "healthy, gradient_overflow" in capsys.readouterr().err

@@ -147,3 +147,49 @@ def test_notebook_reprs_are_escaped_fragments() -> None:
         assert "<img" not in html and "<script" not in html and "&lt;img" in html
         assert ".proxydiag table.grid th" in html and "\nbody " not in html
     assert "fidelity 0.72" in c._repr_html_()  # type: ignore[union-attr]
+
+
+def test_timeline_rows_and_root_cause() -> None:
+    from proxydiag.report.timeline import MAX_DETAIL_ROWS, timeline_figure
+
+    s = scenario(n_steps=300)
+    full_d, proxy_d = s["diagnoses"][0], s["diagnoses"][3]  # type: ignore[index]
+    fig = timeline_figure([("full", full_d), ("proxy", proxy_d)])
+    rows = list(fig.layout.yaxis.categoryarray)[::-1]
+    assert rows[:5] == ["full · spike · grad_norm", "full · divergence · grad_norm",
+                        "full · reward_collapse · reward", "full · nonfinite · grad_norm",
+                        "full · root cause · divergence"]
+    star = next(t for t in fig.data if t.name == "root cause")
+    assert list(star.x) == [180, 180 + 60]  # both onsets, on their own rows
+    critical = next(t for t in fig.data if t.name == "critical" and t.mode == "lines")
+    assert list(critical.x[:3]) == [180, 299, None]  # an open-ended critical event runs to the end
+    many = [(f"run{i}", full_d) for i in range(MAX_DETAIL_ROWS // 4 + 1)]
+    collapsed = list(timeline_figure(many).layout.yaxis.categoryarray)[::-1]
+    assert collapsed == [f"run{i}" for i in range(len(many))]  # one row per run
+
+
+def test_panel_metrics_put_the_root_cause_first() -> None:
+    s = scenario(n_steps=300)
+    content = resolve(full=s["full"], proxy=s["proxy"], diagnoses=s["diagnoses"],  # type: ignore[arg-type]
+                      comparison=s["comparison"])  # type: ignore[arg-type]
+    assert content.panel_metrics() == ["grad_norm", "reward", "entropy", "pg_loss", "loss_scale"]
+    assert content.panel_metrics(limit=2) == ["grad_norm", "reward"]
+
+
+def test_degenerate_series_still_draw() -> None:
+    from proxydiag.frame import raw
+    from proxydiag.ingest.build import build_run
+
+    nan, inf = float("nan"), float("inf")
+    frame = raw([1, 2, 3, 7], ["grad_norm", "grad_norm", "grad_norm", "loss"],
+                [nan, inf, -inf, 2.0])
+    run = build_run(frame, name="odd", source="odd", fmt="example")
+    fig = metric_panel("grad_norm", full=[run])
+    assert [(t.name, len(t.x)) for t in fig.data] == [("full", 1), ("NaN", 1), ("+inf", 1),
+                                                    ("-inf", 1)]
+    assert np.isnan(np.asarray(fig.data[0].y)).all()  # only a gap: nothing finite to join
+    single = metric_panel("loss", full=[run])
+    assert list(single.data[0].x) == [7.0] and fig.layout.yaxis.type is None
+    html = report(runs=[run], diagnoses=[make_diagnosis(run, onset=None)], fmt="html")
+    assert len(_figures(html)) == 3  # timeline, grad_norm, loss
+    assert "odd: healthy — no failure found over steps 1–7" in html

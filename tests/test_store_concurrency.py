@@ -62,7 +62,7 @@ def check_complete(store: RunStore) -> int:
         run = store.get(row["run"])
         assert run.frame.height == row["n_points"]
         loss = run.frame.filter(pl.col("metric") == "loss").sort("step")
-        index = int(round(loss["value"][0] - loss["step"][0] / 1000))
+        index = round(loss["value"][0] - loss["step"][0] / 1000)
         expected = [index + s / 1000 for s in loss["step"].to_list()]
         assert loss["value"].to_list() == pytest.approx(expected, rel=0, abs=1e-12)
     return listed.height

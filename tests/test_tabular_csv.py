@@ -29,8 +29,8 @@ def points(path: Path) -> list[tuple[int, str, float]]:
 def same(a: list[tuple[int, str, float]], b: list[tuple[int, str, float]]) -> bool:
     """Equal, with NaN equal to NaN (and -0.0 kept apart from 0.0 by sign)."""
     return len(a) == len(b) and all(
-        x[:2] == y[:2] and (x[2] == y[2] and math.copysign(1, x[2]) == math.copysign(1, y[2])
-                            or math.isnan(x[2]) and math.isnan(y[2]))
+        x[:2] == y[:2] and ((x[2] == y[2] and math.copysign(1, x[2]) == math.copysign(1, y[2]))
+                            or (math.isnan(x[2]) and math.isnan(y[2])))
         for x, y in zip(a, b, strict=True)
     )
 

@@ -23,7 +23,7 @@ def rows(path: Path) -> list[tuple[int, str, float]]:
 
 def same(a: list[tuple[int, str, float]], b: list[tuple[int, str, float]]) -> bool:
     return len(a) == len(b) and all(
-        x[:2] == y[:2] and (x[2] == y[2] or math.isnan(x[2]) and math.isnan(y[2]))
+        x[:2] == y[:2] and (x[2] == y[2] or (math.isnan(x[2]) and math.isnan(y[2])))
         for x, y in zip(a, b, strict=True)
     )
 

@@ -187,3 +187,20 @@ def test_detection_by_content(tmp_path: Path) -> None:
     assert not tensorboard.can_read(text)
     assert not tensorboard.can_read(tmp_path / "missing")
     assert read_run(renamed).series("loss")[1].tolist() == [0.0, 1.0, 2.0]
+
+
+def test_jit_without_writable_cache_compiles_uncached(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numba
+
+    from proxydiag.ingest import tb_crc
+
+    real = numba.njit
+
+    def no_cache_dir(*args: object, **kwargs: object) -> object:
+        if kwargs.get("cache"):
+            raise RuntimeError("cannot cache function 'f': no locator available for file 'f.py'")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(numba, "njit", no_cache_dir)
+    add_one = tb_crc.jit(lambda x: x + 1)
+    assert add_one(2) == 3

@@ -154,7 +154,7 @@ def _registered(axes: tuple[Axis, ...], proxy: Run, onsets: tuple[float, float],
         return axes, ""
     return (*axes[:-1], warped), (
         f"; proxy axis warped to register its fault onset (step {onset_step:g}) on the full "
-        f"run's ({target:g} on the {axes[0].unit} axis)")
+        f"run's ({target:.4g} on the {axes[0].unit} axis)")
 
 
 def _range(kind: str, axes: tuple[Axis, ...], runs: list[Run]) -> tuple[tuple[float, float], str]:

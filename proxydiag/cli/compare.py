@@ -31,6 +31,7 @@ def compare(
 ) -> None:
     """Score how faithfully a proxy reproduced the full run's dynamics and fault."""
     from proxydiag.fidelity.api import compare as run_compare
+    from proxydiag.fidelity.config import FidelityConfig, load_config
     from proxydiag.fidelity.render import markdown, text
 
     if fmt not in ("text", "json", "markdown"):
@@ -41,11 +42,12 @@ def compare(
     proxies = _load(proxy, store)
     if len(proxies) != 1:
         raise AnalysisError(f"{proxy}: holds {len(proxies)} runs; pass exactly one proxy run")
-    result = run_compare(fulls, proxies[0], align=align, config=config)
+    cfg = load_config(config) if config is not None else FidelityConfig()
+    result = run_compare(fulls, proxies[0], align=align, config=cfg)
     if fmt == "json":
         out.print(json.dumps(result.to_dict()), markup=False, soft_wrap=True)
     else:
-        out.print(markdown(result) if fmt == "markdown" else text(result), markup=False)
+        out.print(markdown(result, cfg) if fmt == "markdown" else text(result, cfg), markup=False)
     _keep(result, fulls, proxies[0], store=store, mlflow=log_to_mlflow,
           experiment=mlflow_experiment, tracking_uri=tracking_uri)
     if fail_on is not None and result.verdict in FAIL_ON[fail_on]:

@@ -73,7 +73,7 @@ def ingest(
     stored: list[Run] = []
     failures: list[str] = []
     work: list[tuple[ModuleType | None, str | Path]] = []  # (None, message): discovery failed
-    for source in sources:
+    for source in sources or []:
         try:
             work.extend(discover(_absolute(source)))
         except ProxydiagError as exc:
@@ -106,7 +106,8 @@ def ingest(
     if failures:
         raise typer.Exit(2)
     if not stored:
-        err.print(f"error: {' '.join(sources)}: no runs found; nothing to ingest", markup=False)
+        err.print(f"error: {' '.join(sources or [])}: no runs found; nothing to ingest",
+                  markup=False)
         raise typer.Exit(2)
 
 

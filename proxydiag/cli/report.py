@@ -58,6 +58,21 @@ def _log_to_mlflow(content: ReportContent, html: str, *, tracking_uri: str | Non
                        tracking_uri=tracking_uri, experiment=experiment)
 
 
+def _gate(fail_on: str | None) -> set[str]:
+    """The labels/verdicts that make the command exit 1 (unknown names are an error)."""
+    from proxydiag.diagnose.result import LABELS
+
+    if fail_on is None:
+        return set()
+    gate = {c.strip() for c in fail_on.split(",") if c.strip()}
+    known = (*LABELS, "partial", "unfaithful")
+    unknown = sorted(gate - set(known))
+    if unknown or not gate:
+        raise AnalysisError(f"--fail-on {fail_on!r}: unknown class {', '.join(unknown) or '(none)'}"
+                            f"; use one or more of {', '.join(known)}")
+    return gate
+
+
 @app.command()
 def report(
     sources: Annotated[list[str] | None, typer.Argument(help="runs to diagnose and show")] = None,
@@ -87,11 +102,11 @@ def report(
 
     if fmt not in FORMATS:
         raise AnalysisError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
-    gate = {c.strip() for c in (fail_on or "").split(",") if c.strip()}
+    gate = _gate(fail_on)
     matched: list[str] = []
     for job in _jobs(list(sources or []), list(full or []), proxy, group, store=store,
                      output=output, aliases=aliases):
-        content = resolve(runs=job.runs, full=job.full, proxy=job.proxy or None, align=align)
+        content = resolve(runs=job.runs, full=job.full, proxy=job.proxy, align=align)
         text = render(content, fmt=fmt)
         if str(job.output) == "-":  # e.g. Markdown straight into a PR comment
             out.print(text, markup=False, end="")

@@ -145,3 +145,17 @@ def block_level(values: np.ndarray, *, window_points: int) -> np.ndarray:
     width = max(1, min(window_points, n))
     _, med, starts = bucket_medians(np.arange(n), values, max_points=-(-n // width))
     return np.repeat(med, np.diff(np.append(starts, n)))
+
+
+def cluster_start(hit_steps: np.ndarray, step: float, *, gap_steps: float) -> int:
+    """Walk back from ``step`` through ``hit_steps`` (sorted) while consecutive hits are at
+    most ``gap_steps`` apart; the first step of that cluster.
+
+    >>> cluster_start(np.array([10, 50, 53, 55, 60, 61]), 61, gap_steps=6)
+    50
+    """
+    upto = hit_steps[hit_steps <= step]
+    if upto.size == 0:
+        return int(step)
+    breaks = np.flatnonzero(np.diff(upto) > gap_steps)
+    return int(upto[breaks[-1] + 1]) if breaks.size else int(upto[0])

@@ -57,7 +57,7 @@ def sustained_change(
     tail_fraction: float = 0.1,
     baseline_points: int | None = None,
     sigma_floor: float = 1e-3,
-    log_scale: bool = False,
+    locate_power: float | None = None,
 ) -> Change | None:
     """The best single change of ``y`` (finite, in the direction ``sign``) and its size.
 
@@ -65,9 +65,10 @@ def sustained_change(
     measures small); ``"peak"`` the most extreme sustained level after the change.
     ``baseline_points`` measures the level before on the run's own early baseline (at most
     that many points, never past the change).
-    ``log_scale``: ``y`` is a log; the change is also located on the linear scale and the
-    better-explained fit wins (a linear climb is concave on log scale, which biases a hinge
-    early; an exponential one is a straight line on log scale).
+    ``locate_power``: ``y`` is a log, and the change is located on ``x ** locate_power``
+    (a disagreement that climbs linearly is concave on log scale, which tilts a hinge early;
+    second-order measures such as KL climb with the square of a first-order one, hence 1/2);
+    sizes are always measured on ``y``.
 
     >>> t = np.arange(100.0)
     >>> rng = np.random.default_rng(1)
@@ -79,7 +80,7 @@ def sustained_change(
     n = y.size
     if n < 8:
         return None
-    located = _locate_change(t, y, sign=sign, tail_fraction=tail_fraction, log_scale=log_scale)
+    located = _locate_change(t, y, sign=sign, tail_fraction=tail_fraction, locate_power=locate_power)
     if located is None:
         return None
     k, kind, lo, model = located
@@ -97,7 +98,7 @@ def sustained_change(
 
 
 def _locate_change(
-    t: np.ndarray, y: np.ndarray, *, sign: int, tail_fraction: float, log_scale: bool
+    t: np.ndarray, y: np.ndarray, *, sign: int, tail_fraction: float, locate_power: float | None
 ) -> tuple[int, str, int, str] | None:
     """(index of the change, its kind, start of the window the fit used, the model that found
     it), indices into ``y``.
@@ -108,13 +109,13 @@ def _locate_change(
     n = y.size
     if n > MAX_FIT_POINTS:
         tb, yb, starts = bucket_medians(t, y, max_points=MAX_FIT_POINTS)
-        found = _locate_change(tb, yb, sign=sign, tail_fraction=tail_fraction, log_scale=log_scale)
+        found = _locate_change(tb, yb, sign=sign, tail_fraction=tail_fraction, locate_power=locate_power)
         if found is None:
             return None
         return int(starts[found[0]]), found[1], int(starts[found[2]]), found[3]
     ys = rolling_median(y, window_points=5 if n >= 40 else 3, center=True)
     min_points = max(3, n // 100)
-    located = _locate(t, ys, sign=sign, min_points=min_points, log_scale=log_scale)
+    located = _locate(t, ys, sign=sign, min_points=min_points, locate_power=locate_power)
     if located is None:
         return None
     fit, space = located
@@ -124,7 +125,7 @@ def _locate_change(
     end = min(n, end + max(2 * min_points, 5))
     lo = _settled(ys, fit.index)
     if (lo > 0 or end < n) and end - fit.index >= min_points and fit.index - lo >= min_points:
-        refound = _locate(t[lo:end], ys[lo:end], sign=sign, min_points=min_points, log_scale=log_scale)
+        refound = _locate(t[lo:end], ys[lo:end], sign=sign, min_points=min_points, locate_power=locate_power)
         if refound is not None:
             refit, space_part = refound
             fit = replace(refit, index=refit.index + lo)
@@ -135,16 +136,11 @@ def _locate_change(
 
 
 def _locate(
-    t: np.ndarray, ys: np.ndarray, *, sign: int, min_points: int, log_scale: bool
+    t: np.ndarray, ys: np.ndarray, *, sign: int, min_points: int, locate_power: float | None
 ) -> tuple[ChangeFit, np.ndarray] | None:
-    """The best change, and the series (log or linear scale) it was found on."""
-    fit = best_change(t, ys, min_points=min_points, sign=sign)
-    space = ys
-    if log_scale:
-        linear = np.exp(ys - np.nanmedian(ys))
-        lin = best_change(t, linear, min_points=min_points, sign=sign)
-        if fit is None or (lin is not None and lin.gain > fit.gain):
-            fit, space = lin, linear
+    """The best change, and the series it was found on."""
+    space = ys if locate_power is None else np.exp(locate_power * (ys - np.nanmedian(ys)))
+    fit = best_change(t, space, min_points=min_points, sign=sign)
     return None if fit is None else (fit, space)
 
 
@@ -171,14 +167,20 @@ def _settled(ys: np.ndarray, k: int) -> int:
 def _refine_hinge(
     t: np.ndarray, ys: np.ndarray, fit: ChangeFit, *, lo: int, end: int, sign: int, min_points: int
 ) -> ChangeFit:
-    """Re-place a climb's hinge against the robust level before it (twice: the level moves
-    with the hinge)."""
+    """Re-place a climb's hinge against the robust level before it, on the foot of the climb
+    (up to where it first stands 8 robust σ clear of that level), so that a climb that
+    steepens later (a climb that tips into divergence) or levels off does not tilt it.
+    Twice: the level moves with the hinge."""
     k = fit.index
     for _ in range(2):
         if k - lo < min_points:
             break
-        level = float(np.median(ys[(lo + k) // 2 : k]))
-        found = hinge_from_level(t[lo:end], sign * (ys[lo:end] - level), min_points=min_points)
+        ref = ys[(lo + k) // 2 : k]
+        level, spread = robust_level(ref)
+        sigma = max(spread, noise_sigma(ref), 1e-12)
+        clear = np.flatnonzero(sign * (ys[k:end] - level) > 8.0 * sigma)
+        foot = min(end, k + int(clear[0]) + max(min_points, 2)) if clear.size else end
+        found = hinge_from_level(t[lo:foot], sign * (ys[lo:foot] - level), min_points=min_points)
         if found is None:
             break
         k = found + lo

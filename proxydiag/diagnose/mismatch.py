@@ -37,6 +37,13 @@ def _badness(metric: str) -> Badness:
     return lambda x: safe_log(x, floor=1e-9)
 
 
+def _order(metric: str) -> int:
+    """How a metric scales with a first-order disagreement (|Δp|, |Δlog p|): KL (k1, k3),
+    χ², 1 − Pearson, |log IS mean| and 1 − ESS are second order (variance-like)."""
+    second = ("mismatch_kl", "mismatch_k3", "mismatch_chi2", "mismatch_corr", "mismatch_is")
+    return 2 if metric.startswith(second) else 1
+
+
 def _beyond_bound(metric: str, level: np.ndarray, c: MismatchConfig) -> tuple[np.ndarray, str] | None:
     """Where the (smoothed) value is beyond its published bound, and the bound as text."""
     if metric == "mismatch_prob_diff":
@@ -84,7 +91,7 @@ def _check(s: Series, c: MismatchConfig) -> Event | None:
     n = y.size
     level = block_level(x, window_points=max(3, n // 20))
     bound = _beyond_bound(s.name, level, c)
-    found = _earliest_change(steps.astype(np.float64), y, bound=bound, c=c)
+    found = _earliest_change(steps.astype(np.float64), y, bound=bound, c=c, order=_order(s.name))
     if found is not None:
         change, over = found
         return _event(s, steps, x, change, bound[1] if bound and over else None, c)
@@ -99,7 +106,8 @@ def _check(s: Series, c: MismatchConfig) -> Event | None:
 
 
 def _earliest_change(
-    t: np.ndarray, y: np.ndarray, *, bound: tuple[np.ndarray, str] | None, c: MismatchConfig
+    t: np.ndarray, y: np.ndarray, *, bound: tuple[np.ndarray, str] | None, c: MismatchConfig,
+    order: int,
 ) -> tuple[Change, bool] | None:
     """The earliest significant change: after finding one, look again before it (binary
     segmentation to the left), because a climb that later tips the run into divergence is
@@ -110,7 +118,7 @@ def _earliest_change(
     while end >= 12:
         change = sustained_change(
             t[:end], y[:end], sign=1, after="peak", baseline_points=base_n, sigma_floor=0.02,
-            log_scale=True,
+            locate_power=1.0 / order,
         )
         if change is None:
             break

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from proxydiag.diagnose._stats import window_sum
+from proxydiag.diagnose._stats import cluster_start, window_sum
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
 from proxydiag.diagnose.scaler import calibration_end
@@ -101,9 +101,8 @@ def _burst(s: Series, bad: np.ndarray, c: ScalerConfig, *, calib_end: int | None
     high = np.flatnonzero((num / den > c.max_skip_fraction) & (den >= 3))
     if high.size == 0:
         return None
-    a = int(high[0])
-    inside = np.flatnonzero((s.steps > s.steps[a] - window) & (s.steps <= s.steps[a]) & (hits > 0))
-    return int(s.steps[inside[0]]) if inside.size else int(s.steps[a])
+    gap = max(float(c.calibration_gap_steps), 2 * s.interval)
+    return cluster_start(s.steps[hits > 0], s.steps[high[0]], gap_steps=gap)
 
 
 def _trailing_start(bad: np.ndarray) -> int:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from proxydiag.diagnose._stats import runs_of, window_sum
+from proxydiag.diagnose._stats import cluster_start, runs_of, window_sum
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
 from proxydiag.events import Event
@@ -95,9 +95,9 @@ def _persistent(counts: Series, c: ScalerConfig, *, calib_end: int | None) -> li
     starts, ends = runs_of(high)
     events = []
     for a, b in zip(starts[:5], ends[:5], strict=False):
-        lo = counts.steps[a] - window
-        inside = np.flatnonzero((counts.steps > lo) & (counts.steps <= counts.steps[a]) & (vals > 0))
-        first = int(inside[0]) if inside.size else int(a)
+        gap = max(float(c.calibration_gap_steps), 2 * counts.interval)
+        start = cluster_start(counts.steps[vals > 0], counts.steps[a], gap_steps=gap)
+        first = int(np.searchsorted(counts.steps, start))
         # a per-interval count c at step s that persists covers the last c steps of the interval
         span = min(vals[first], counts.interval)
         onset = int(counts.steps[first] - max(span, 1.0) + 1)

@@ -1,0 +1,10 @@
+"""Proxy fidelity: did the proxy run reproduce the full run's dynamics and fault?
+
+One statistical test per module, each ``score(full_runs, proxy, grid, *, ctx) -> TestResult``:
+:mod:`~proxydiag.fidelity.trend`, :mod:`~proxydiag.fidelity.shape`,
+:mod:`~proxydiag.fidelity.volatility`, :mod:`~proxydiag.fidelity.increments`,
+:mod:`~proxydiag.fidelity.level` (reported, not scored); run-level
+:mod:`~proxydiag.fidelity.events` and :mod:`~proxydiag.fidelity.faults`; scores relative to the
+seed baseline in :mod:`~proxydiag.fidelity.scoring`; the verdict rules in
+:mod:`~proxydiag.fidelity.aggregate`; the entry point :func:`proxydiag.fidelity.api.compare`.
+"""

@@ -21,7 +21,9 @@ step time, counters, lr) weighted 0. Verdict rules (the issue's):
    dynamics < ``partial_below`` (0.8) → ``partial``;
 4. otherwise ``faithful``.
 
-``fidelity`` = dynamics, times ``unfaithful_factor`` (0.3) when unfaithful.
+``fidelity`` = dynamics, times ``unfaithful_factor`` (0.3) when unfaithful. When no curve could
+be compared (too few aligned points), dynamics is 0.5 ("unknown"), which makes a proxy at best
+partial: its dynamics were not confirmed.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from types import ModuleType
 
 import numpy as np
 
-from proxydiag.align.grid import build_grid
+from proxydiag.align.grid import Grid, build_grid
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.fidelity import (
     aggregate,
@@ -61,9 +61,7 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
     cfg = config if isinstance(config, FidelityConfig) else (
         load_config(config) if config is not None else FidelityConfig())
     grid = build_grid(fulls, proxy, align=align, config=cfg)
-    given: list[Diagnosis | None] = list(full_diagnoses or [])[: len(fulls)]
-    given += [None] * (len(fulls) - len(given)) + [proxy_diagnosis]
-    diagnoses = faults.diagnose_runs([*fulls, proxy], given)
+    diagnoses = _diagnoses(fulls, proxy, full_diagnoses, proxy_diagnosis)
     fault = faults.score(fulls, proxy, grid, full=diagnoses[:-1], proxy_diagnosis=diagnoses[-1],
                          config=cfg)
     ev = events.score(grid, diagnoses, config=cfg)
@@ -71,12 +69,7 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
     if fault.reproduced and fault.onset_lag_steps and fault.full.get("onset_progress") is not None:
         curves = build_grid(fulls, proxy, align=align, config=cfg, register_onsets=(
             float(fault.proxy["onset_step"]), float(fault.full["onset_progress"])))
-    rng = np.random.default_rng(seed)
-    per_metric: dict[str, MetricFidelity] = {}
-    for name, mg in curves.metrics.items():
-        ctx = metric_context(mg, config=cfg, rng=rng)
-        tests = {t.NAME: t.score(fulls, proxy, mg, ctx=ctx) for t in TESTS}
-        per_metric[name] = aggregate.metric_fidelity(name, tests, cfg)
+    per_metric = _score_metrics(curves, fulls, proxy, config=cfg, seed=seed)
     fidelity, verdict, reasons = aggregate.overall(per_metric, fault, cfg)
     if not per_metric:
         reasons = (*reasons, f"no curve could be compared ({_skips(curves.skipped)})")
@@ -87,6 +80,26 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
         events={**ev.to_dict(), "skipped_metrics": dict(curves.skipped),
                 "baseline": _baseline_words(len(fulls), cfg)},
     )
+
+
+def _diagnoses(fulls: list[Run], proxy: Run, full_diagnoses: Sequence[Diagnosis | None] | None,
+               proxy_diagnosis: Diagnosis | None) -> list[Diagnosis | None]:
+    """Every run's diagnosis (full runs..., proxy), diagnosing those not given."""
+    given: list[Diagnosis | None] = list(full_diagnoses or [])[: len(fulls)]
+    given += [None] * (len(fulls) - len(given)) + [proxy_diagnosis]
+    return faults.diagnose_runs([*fulls, proxy], given)
+
+
+def _score_metrics(grid: Grid, fulls: list[Run], proxy: Run, *, config: FidelityConfig,
+                   seed: int) -> dict[str, MetricFidelity]:
+    """Every test on every aligned metric (one bootstrap stream, metrics in sorted order)."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, MetricFidelity] = {}
+    for name, mg in grid.metrics.items():
+        ctx = metric_context(mg, config=config, rng=rng)
+        tests = {t.NAME: t.score(fulls, proxy, mg, ctx=ctx) for t in TESTS}
+        out[name] = aggregate.metric_fidelity(name, tests, config)
+    return out
 
 
 def _skips(skipped: dict[str, str]) -> str:

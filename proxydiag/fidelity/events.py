@@ -50,7 +50,7 @@ def run_events(grid: Grid, row: int, diagnosis: Diagnosis | None, *, window: flo
             if ev.severity != "info" and ev.onset_step is not None:
                 key = f"{ev.kind}:{ev.metric or 'run'}"
                 found.setdefault(key, []).append(grid.progress(row, ev.onset_step))
-    return {k: merge(sorted(v), window=window) for k, v in found.items()}
+    return {k: merge(sorted(v), window=window) for k, v in found.items() if v}
 
 
 def merge(onsets: Sequence[float], *, window: float) -> list[float]:

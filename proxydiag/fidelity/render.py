@@ -3,13 +3,16 @@ in words a reviewer can check (statistic, interval, seed-to-seed value)."""
 
 from __future__ import annotations
 
-from proxydiag.fidelity.result import Comparison
+from proxydiag.fidelity.config import FidelityConfig
+from proxydiag.fidelity.result import Comparison, MetricFidelity
 
 _SCORED = ("trend", "shape", "volatility", "increments")
 
 
-def text(c: Comparison) -> str:
-    """Plain text: verdict, reasons, fault, then each metric with each test's explanation."""
+def text(c: Comparison, config: FidelityConfig | None = None) -> str:
+    """Plain text: verdict, reasons, fault, then each metric (scored metrics first, weakest
+    first) with each test's explanation."""
+    config = config or FidelityConfig()
     lines = [
         f"proxy {c.proxy_run} vs full {', '.join(c.full_runs)}: {c.verdict}, "
         f"fidelity {c.fidelity:.2f}",
@@ -20,9 +23,10 @@ def text(c: Comparison) -> str:
         f"{c.events.get('explanation', '')}",
         "",
     ]
-    for name, m in sorted(c.metrics.items(), key=lambda kv: kv[1].score):
+    for name, m in _ordered(c, config):
+        unscored = " (differs by design: not in the overall score)" if name in config.unscored_metrics else ""
         lines.append(f"{name}: {m.verdict}, score {m.score:.2f} [{m.ci[0]:.2f}, {m.ci[1]:.2f}], "
-                     f"seed pairs {_num(m.seed_baseline)}")
+                     f"seed pairs {_num(m.seed_baseline)}{unscored}")
         lines += [f"    {t.explanation} → {t.score:.2f}" if k in _SCORED else f"    {t.explanation}"
                   for k, t in m.tests.items()]
     skipped = c.events.get("skipped_metrics") or {}
@@ -30,7 +34,11 @@ def text(c: Comparison) -> str:
     return "\n".join(lines)
 
 
-def markdown(c: Comparison) -> str:
+def _ordered(c: Comparison, config: FidelityConfig) -> list[tuple[str, MetricFidelity]]:
+    return sorted(c.metrics.items(), key=lambda kv: (kv[0] in config.unscored_metrics, kv[1].score))
+
+
+def markdown(c: Comparison, config: FidelityConfig | None = None) -> str:
     """A Markdown summary that fits a PR comment: verdict, reasons, fault, the metric table."""
     lines = [
         f"**proxy fidelity: {c.verdict}** ({c.fidelity:.2f}) — `{_md(c.proxy_run)}` vs "
@@ -43,7 +51,7 @@ def markdown(c: Comparison) -> str:
         "| metric | verdict | score [CI] | seed pairs | trend | shape | volatility | increments |",
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
-    for name, m in sorted(c.metrics.items(), key=lambda kv: kv[1].score):
+    for name, m in _ordered(c, config or FidelityConfig()):
         cells = [f"{m.tests[k].score:.2f}" if k in m.tests else "" for k in _SCORED]
         lines.append(f"| {_md(name)} | {m.verdict} | {m.score:.2f} [{m.ci[0]:.2f}, {m.ci[1]:.2f}] | "
                      f"{_num(m.seed_baseline)} | " + " | ".join(cells) + " |")

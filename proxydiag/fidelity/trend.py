@@ -6,7 +6,7 @@ level and scale (a pruned proxy learns less by design); it is what prior work us
 proxies (rank agreement rather than curve distance). The discrepancy is ``1 - rho``, judged
 against the same between seeds. Direction and rate: the change from the first to the last fifth of
 the run in units of the run's own noise σ, and the progress at which half of it is reached. Two
-runs that both change significantly but in opposite directions score 0.
+runs that both change significantly but in opposite directions score 0 (unless two seeds do too).
 """
 
 from __future__ import annotations
@@ -74,8 +74,10 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
     reps = row_pearson(ra[ctx.boot], rb[ctx.boot])
     c_full = change(grid.sample[0], trend_fraction=cfg.trend_fraction)
     c_proxy = change(grid.proxy, trend_fraction=cfg.trend_fraction)
-    opposite = (abs(c_full.z) >= cfg.learn_min_sigma and abs(c_proxy.z) >= cfg.learn_min_sigma
-                and np.sign(c_full.delta) != np.sign(c_proxy.delta))
+    opposite = _opposite(c_full, c_proxy, cfg.learn_min_sigma) and not any(
+        _opposite(change(x, trend_fraction=cfg.trend_fraction),
+                  change(y, trend_fraction=cfg.trend_fraction), cfg.learn_min_sigma)
+        for x, y in ctx.baseline.pairs)  # seeds that disagree on the direction excuse the proxy
     value_score = 0.0 if opposite else float(relative(1 - rho, ref))
     samples = np.zeros_like(reps) if opposite else relative(1 - reps, ref)
     seed_rho = float(np.median(base)) if base else None
@@ -98,6 +100,11 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
         },
         samples=samples,
     )
+
+
+def _opposite(a: Change, b: Change, min_sigma: float) -> bool:
+    """Both change significantly, in opposite directions."""
+    return abs(a.z) >= min_sigma and abs(b.z) >= min_sigma and np.sign(a.delta) != np.sign(b.delta)
 
 
 def _z(c: Change) -> str:

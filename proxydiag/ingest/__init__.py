@@ -27,6 +27,7 @@ READER_MODULES: tuple[str, ...] = (
     "proxydiag.ingest.trainer_state",
     "proxydiag.ingest.parquet",
     "proxydiag.ingest.jsonl",
+    "proxydiag.ingest.wandb_csv",
     "proxydiag.ingest.csv",
     "proxydiag.ingest.console",
 )

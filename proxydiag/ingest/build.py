@@ -33,14 +33,21 @@ def build_run(
     attrs: Mapping[str, Any] | None = None,
     events: list[Event] | None = None,
     sidecar: Path | None = None,
+    monotonic: bool = False,
 ) -> Run:
     """Turn a raw frame (``step, key, value, wall_time`` in file order) into a canonical Run.
+
+    ``monotonic=True`` is the reader's promise that every key's steps strictly increase in
+    file order (a wide table whose step column increases): restart and duplicate resolution
+    has nothing to do and is skipped.
 
     ``sidecar`` is the path of a ``proxydiag.json`` to merge into attrs (if it exists);
     its fields override what the reader found (a user's statement beats inference).
     """
     table = aliases or AliasTable.default()
-    frame, seg_events = segments.resolve(coerce_raw(raw))
+    frame, seg_events = (
+        (coerce_raw(raw), []) if monotonic else segments.resolve(coerce_raw(raw))
+    )
     keys = frame["key"].unique(maintain_order=True).to_list()
     resolved = table.resolve(keys)
     mapping = {m: k for k, m in resolved.items() if m in table.specs}

@@ -22,10 +22,11 @@ from proxydiag.errors import IngestError
 from proxydiag.events import Event
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.build import build_run, sidecar_for
-from proxydiag.ingest.console_lines import CHUNK_BYTES, head_text, iter_lines
+from proxydiag.ingest.console_lines import CHUNK_BYTES, head_text
 from proxydiag.ingest.console_overflow import resolve
-from proxydiag.ingest.console_records import Chunk, empty_overflows, empty_records
-from proxydiag.ingest.console_steps import anchors, attach, split_engines
+from proxydiag.ingest.console_records import empty_overflows, empty_records
+from proxydiag.ingest.console_steps import attach, split_engines
+from proxydiag.ingest.console_stream import stream
 from proxydiag.run import Run
 
 NAME = "console"
@@ -58,7 +59,7 @@ def dialects() -> list[ModuleType]:
 
 
 def can_read(source: str | Path) -> bool:
-    """True for a text file whose first 64 KB hold a line of a known dialect."""
+    """True for a text file whose first MB holds a line of a known dialect."""
     path = Path(source)
     if not path.is_file():
         return False
@@ -78,6 +79,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     run = build_run(
         parsed.raw, name=path.stem, source=path, fmt=NAME, aliases=ctx.aliases,
         attrs=parsed.attrs, events=parsed.events, sidecar=sidecar_for(path),
+        monotonic=_increasing(parsed.raw),
     )
     return [run]
 
@@ -112,32 +114,18 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> ConsoleParse:
     [(10, 65536.0, 32768.0)]
     >>> os.remove(fh.name)
     """
-    mods = dialects()
-    state: dict[str, Any] = {}
-    records: list[pl.DataFrame] = []
-    overflows = [empty_overflows()]
-    found: dict[str, None] = {}
-    anchor_parts: dict[str, list[pl.DataFrame]] = {}
-    n_lines = 0
-    for lines in iter_lines(path, chunk_bytes=chunk_bytes):
-        n_lines += lines.height
-        chunk = Chunk(path, lines, state)
-        parts = []
-        for mod in mods:
-            got = mod.extract(chunk)
-            if got.overflows is not None and not got.overflows.is_empty():
-                overflows.append(got.overflows)
-                found[mod.NAME] = None
-            if not got.records.is_empty():
-                found[mod.NAME] = None
-                parts.append(got.records)
-                anchor_parts.setdefault(mod.NAME, []).append(anchors(got.records))
-        # file order within each key, also where two dialects log the same key ("lr")
-        records.append(parts[0] if len(parts) == 1 else pl.concat(parts).sort("line", maintain_order=True)
-                       if parts else empty_records())
-    recs = pl.concat([empty_records(), *records])
-    anchor_lines = _dominant(anchor_parts)
-    return _assemble(recs, pl.concat(overflows), anchor_lines, list(found), state, n_lines)
+    got = stream(path, dialects(), chunk_bytes=chunk_bytes)
+    recs = pl.concat([empty_records(), *got.records])
+    ovf = pl.concat([empty_overflows(), *got.overflows])
+    anchor_lines = _dominant(got.anchors)
+    return _assemble(recs, ovf, anchor_lines, list(got.found), got.state, got.n_lines)
+
+
+def _increasing(raw: pl.DataFrame) -> bool:
+    """True when every key's steps strictly increase in file order (no restart, no
+    duplicate): the usual log, for which build_run's restart rules have nothing to do."""
+    rises = pl.col("step").diff().over("key").fill_null(1) > 0
+    return bool(raw.is_empty() or raw.select(rises.all()).item())
 
 
 def _dominant(parts: dict[str, list[pl.DataFrame]]) -> pl.DataFrame:

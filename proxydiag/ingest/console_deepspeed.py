@@ -26,6 +26,7 @@ import re
 
 import polars as pl
 
+from proxydiag.ingest.console_fields import split_fields
 from proxydiag.ingest.console_records import (
     OVERFLOW_SCHEMA,
     Chunk,
@@ -46,11 +47,6 @@ SNIFF = re.compile(
 )
 
 _NUM = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan))"
-_STEP_LINE = r"step=(\d+), skipped=(\d+), lr=\[\s*([^,\]\s]+)"
-_TIMER = (
-    r"global_step=(\d+), RunningAvgSamplesPerSec=([^,\s]+), CurrSamplesPerSec=([^,\s]+)"
-    r"(?:, MemAllocated=([\d.]+)GB, MaxMemAllocated=([\d.]+)GB)?"
-)
 _PIPE = rf"steps: (\d+) loss: {_NUM}.*?iter time \(s\): {_NUM} samples/sec: {_NUM}"
 _FAMILIES: dict[str, str] = {
     "ds_rank0": (
@@ -78,28 +74,40 @@ def extract(chunk: Chunk) -> Extract:
         _pipe(chunk, lines.filter(text.str.contains("steps: ", literal=True))),
     ])
     rare = lines.filter(any_of(*_LITERALS))
-    return Extract(records.sort("line", maintain_order=True), _overflows(rare))
+    return Extract(records, _overflows(rare))  # each key comes from one kind of line
 
 
 def _step_lines(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+    """``step=N, skipped=K, lr=[a, b]``, cut with literal splits (no regex per line)."""
+    parts = pl.col("text").str.split_exact("step=", 1).struct.field("field_1").str.split_exact(", ", 2)
+    skipped, lr = parts.struct.field("field_1"), parts.struct.field("field_2")
     hits = lines.select(
-        "line", pl.col("text").str.extract_groups(_STEP_LINE).alias("m"),
-        "wall_time",
-    ).unnest("m").filter(pl.col("1").is_not_null())
+        "line", "wall_time",
+        steps(parts.struct.field("field_0")).alias("step"),
+        skipped.str.strip_prefix("skipped=").alias("ds_skipped"),
+        lr.str.strip_prefix("lr=[").str.split_exact(",", 1).struct.field("field_0")
+        .str.strip_chars_end("]").alias("lr"),
+        (skipped.str.starts_with("skipped=") & lr.str.starts_with("lr=[")).alias("_ok"),
+    ).filter(pl.col("_ok") & pl.col("step").is_not_null())
     if hits.is_empty():
         return empty_records()
-    long = pl.concat([
-        hits.select("line", steps(pl.col("1")).alias("step"), "wall_time",
-                    pl.lit("ds_skipped").alias("key"), pl.col("2").alias("raw")),
-        hits.select("line", steps(pl.col("1")).alias("step"), "wall_time",
-                    pl.lit("lr").alias("key"), pl.col("3").alias("raw")),
-    ]).filter(pl.col("step").is_not_null())
+    long = hits.unpivot(index=["line", "step", "wall_time"], on=["ds_skipped", "lr"],
+                        variable_name="key", value_name="raw")
     return finish(checked(long, path=chunk.path, raw="raw", what="DeepSpeed step="), anchor=True)
 
 
 def _timer(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
-    names = ("RunningAvgSamplesPerSec", "CurrSamplesPerSec", "MemAllocated", "MaxMemAllocated")
-    return _wide(chunk, lines, _TIMER, names, what="DeepSpeed timer")
+    """``global_step=N, RunningAvgSamplesPerSec=..., MemAllocated=3.96GB, ...`` (any fields)."""
+    after = pl.col("text").str.split_exact("global_step=", 1).struct.field("field_1")
+    hits = lines.select(
+        "line", "wall_time", after.alias("text"),
+        steps(after.str.split_exact(",", 1).struct.field("field_0")).alias("step"),
+    ).filter(pl.col("step").is_not_null())
+    if hits.is_empty():
+        return empty_records()
+    fields = split_fields(hits, sep=", ", kv="=", keep=("line", "step", "wall_time"))
+    fields = fields.with_columns(pl.col("raw").str.strip_suffix("GB"))
+    return finish(checked(fields, path=chunk.path, raw="raw", what="DeepSpeed timer"), anchor=True)
 
 
 def _pipe(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:

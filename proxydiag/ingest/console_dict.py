@@ -30,6 +30,8 @@ from proxydiag.errors import IngestWarning, where
 from proxydiag.ingest.console_records import Chunk, Extract, empty_records, finish
 
 NAME = "dict"
+#: the HF index of log lines runs from block to block: blocks are read in order
+SEQUENTIAL = True
 SNIFF = re.compile(r"^\s*\{'[^']+': [-+\d.]|\b[A-Za-z][\w\-/]* \d+: \{'", re.MULTILINE)
 
 _SLIME = r"(?:^|\s)([A-Za-z][\w\-/]*) (\d+): (\{'.*\})\s*$"

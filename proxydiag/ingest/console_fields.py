@@ -77,15 +77,17 @@ def _apply(
         pl.col(f"field_{n + 1}").is_null(),
         *[pl.col(f"field_{i + 1}").str.starts_with(p) for i, p in enumerate(prefixes)],
     )
-    split = split.with_columns(fits.fill_null(False).alias("_fits"))
+    fit = split.select(fits.fill_null(False)).to_series()
     keys = [p[: -len(kv)].strip() for p in prefixes]
     values = [
         pl.col(f"field_{i + 1}").str.slice(len(p)).alias(k)
         for i, (p, k) in enumerate(zip(prefixes, keys, strict=True))
     ]
-    wide = split.filter("_fits").select(*keep, *values)
+    if fit.all():  # the usual case: one layout for the whole block, nothing to filter
+        wide, remaining = split.select(*keep, *values), rest.clear()
+    else:
+        wide, remaining = split.filter(fit).select(*keep, *values), rest.filter(~fit)
     long = wide.unpivot(index=list(keep), on=keys, variable_name="key", value_name="raw")
-    remaining = rest.filter(~split["_fits"])
     return long, remaining
 
 

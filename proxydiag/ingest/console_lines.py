@@ -1,6 +1,6 @@
 """Stream a text log as polars frames of lines (bounded memory, no Python object per line).
 
-A file is read in blocks of ``chunk_bytes`` cut at the last newline; each block becomes a
+A file is read in blocks of ``chunk_bytes`` (16 MB) cut at the last newline; each block becomes a
 frame ``line`` (1-based line number, Int64) and ``text`` (Utf8, without ``\\r\\n``). The
 newline offsets are found with numpy and the block is handed to Arrow as one string array
 (zero copy), so splitting 1M lines costs tens of milliseconds.
@@ -23,7 +23,7 @@ import pyarrow as pa
 from proxydiag.errors import IngestError, IngestWarning, where
 
 #: bytes read per block; a block's lines are parsed together
-CHUNK_BYTES = 64 * 1024 * 1024
+CHUNK_BYTES = 16 * 1024 * 1024
 #: a line longer than this (or 4 blocks) is not a log line; its head is dropped
 MAX_LINE_BYTES = 16 * 1024 * 1024
 #: bytes :func:`head_text` reads to recognise a dialect (cluster logs often open with
@@ -77,13 +77,15 @@ def iter_lines(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.Dat
                 raise IngestError(f"{where(path, first_line)}: read failed ({exc.strerror})") from exc
             if not block:
                 break
-            data = carry + block
+            data = carry + block if carry else block
+            del block
             cut = data.rfind(b"\n")
             if cut < 0:
                 carry = _bounded(data, path, first_line, chunk_bytes)
                 continue
             carry = data[cut + 1 :]
-            frame = _frame(data[: cut + 1], first_line)
+            frame = _frame(data[: cut + 1] if cut + 1 < len(data) else data, first_line)
+            del data  # only the polars copy of the block stays alive while it is parsed
             first_line += frame.height
             yield frame
     if carry.strip():

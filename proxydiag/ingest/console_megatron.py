@@ -18,10 +18,13 @@ the first rank seen keeps the plain keys and the others get ``@rank<N>``.
 from __future__ import annotations
 
 import re
+from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from proxydiag.ingest.console_fields import split_fields
+from proxydiag.ingest.console_lines import head_text
 from proxydiag.ingest.console_records import (
     Chunk,
     Extract,
@@ -36,22 +39,40 @@ from proxydiag.ingest.console_records import (
 NAME = "megatron"
 SNIFF = re.compile(r"iteration\s+\d+\s*/\s*\d+\s*\|.*(?:loss|learning rate)")
 
-_ITER = r"iteration\s+(\d+)\s*/\s*\d+\s*\|"
 _RANK = r"^\s*\[(?:default|rank)?(\d+)\]:"
+_FIRST_RANK = re.compile(r"^\s*\[(?:default|rank)?(\d+)\]:.*iteration\s+\d+\s*/", re.MULTILINE)
 _VALID = r"validation(.*?) loss at iteration\s+(\d+)"
+
+
+def prepare(path: Path, state: dict[str, Any]) -> None:
+    """Learn the launcher rank that prints iteration lines from the head of the file, so
+    that blocks extracted in parallel agree on which rank keeps the plain keys."""
+    match = _FIRST_RANK.search(head_text(path))
+    if match is not None:
+        state["megatron_rank"] = int(match.group(1))
 
 
 def extract(chunk: Chunk) -> Extract:
     lines = chunk.lines.filter(pl.col("text").str.contains("iteration", literal=True))
     if lines.is_empty():
         return Extract(empty_records())
-    lines = with_wall_time(lines.with_columns(steps(pl.col("text").str.extract(_ITER, 1)).alias("step")))
-    progress = _progress(chunk, lines.filter(pl.col("step").is_not_null()))
+    lines = with_wall_time(lines.with_columns(_iteration(pl.col("text")).alias("step")))
+    iters = lines.filter(pl.col("step").is_not_null())
+    progress = _progress(chunk, iters)
     valid = lines.filter(
         pl.col("step").is_null() & pl.col("text").str.contains("validation", literal=True)
     ).with_columns(steps(pl.col("text").str.extract(_VALID, 2)).alias("vstep"))
     valid = _validation(chunk, valid.filter(pl.col("vstep").is_not_null()))
-    return Extract(pl.concat([progress, valid]).sort("line", maintain_order=True))
+    records = pl.concat([progress, valid])  # the keys differ: no need to interleave
+    return Extract(records, anchors=iters.select("line", "step"))
+
+
+def _iteration(text: pl.Expr) -> pl.Expr:
+    """N of ``iteration N/ M |`` with literal splits (a regex per line costs 4x more)."""
+    after = text.str.split_exact("iteration", 1).struct.field("field_1")
+    parts = after.str.split_exact("/", 1)
+    number = steps(parts.struct.field("field_0"))
+    return pl.when(parts.struct.field("field_1").str.contains("|", literal=True)).then(number)
 
 
 def _progress(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:

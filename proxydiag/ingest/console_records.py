@@ -56,6 +56,7 @@ class Chunk:
 class Extract:
     records: pl.DataFrame
     overflows: pl.DataFrame | None = None
+    anchors: pl.DataFrame | None = None  # (line, step) of progress lines, when cheaper to give
 
 
 def empty_records() -> pl.DataFrame:

@@ -21,9 +21,13 @@ from __future__ import annotations
 
 import csv as _csv
 import io
+import mmap
+import os
+import re
 import warnings
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from proxydiag.errors import IngestError, IngestWarning
@@ -34,6 +38,9 @@ from proxydiag.run import Run
 NAME = "csv"
 SUFFIXES = (".csv", ".tsv")
 _PEEK_BYTES = 8192
+#: the file's content: memory-mapped, or bytes after a cut last line was dropped
+Buffer = bytes | mmap.mmap
+_NON_SPACE = re.compile(rb"\S")
 
 
 def can_read(source: str | Path) -> bool:
@@ -68,22 +75,21 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
         build_run(
             raw, name=path.stem, source=path, fmt="csv" if _separator(path, b"") == "," else "tsv",
             aliases=ctx.aliases, attrs=notes.attrs(), sidecar=sidecar_for(path),
+            monotonic=notes.monotonic,
         )
     ]
 
 
 def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
     """Read one CSV/TSV file into a raw frame (``step, key, value, wall_time``)."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(f"{path}: cannot read ({exc.strerror})") from exc
-    if not data.strip():
+    data = _map(path)
+    if _blank(data, 0):
         raise IngestError(f"{path}: empty file; nothing to ingest")
     sep = _separator(path, data)
     header, body_at = _header(path, data, sep)
+    mapped = data
     data = _drop_cut_tail(path, data, sep, len(header))
-    if not data[body_at:].strip():
+    if _blank(data, body_at):
         raise IngestError(f"{path}: a header and no data rows; nothing to ingest")
     _check_fields(path, data, body_at, sep, len(header))
     notes = tabular.Notes()
@@ -100,7 +106,9 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
             f"{path}:1: no step column (expected one of {', '.join(tabular.STEP_NAMES[:6])}, ...);"
             " rename the step column"
         )
-    frame = _parse(path, data, sep, names, step=step, key=layout[1] if layout else None)
+    # an untouched file is read by polars from its path (its own mmap, no copy)
+    source: Path | bytes = path if data is mapped else bytes(data)
+    frame = _parse(path, source, sep, names, step=step, key=layout[1] if layout else None)
 
     def line_of(row: int) -> str:
         return f"{path}:{_line_of_row(data, body_at, sep, row)}"
@@ -114,14 +122,30 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
     return tabular.nonempty(raw, path), notes
 
 
-def _separator(path: Path, data: bytes) -> str:
+def _map(path: Path) -> Buffer:
+    """The file's bytes, memory-mapped (no copy; an empty file is ``b""``)."""
+    try:
+        with path.open("rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise IngestError(f"{path}: cannot read ({exc.strerror})") from exc
+
+
+def _separator(path: Path, data: Buffer) -> str:
     if path.suffix.lower() == ".tsv":
         return "\t"
-    first = data.split(b"\n", 1)[0]
+    first = data[: data.find(b"\n")] if b"\n" in data[:65536] else data[:65536]
     return "\t" if b"\t" in first and b"," not in first else ","
 
 
-def _header(path: Path, data: bytes, sep: str) -> tuple[list[str], int]:
+def _blank(data: Buffer, start: int) -> bool:
+    """Nothing but whitespace from ``start`` on (without copying the data)."""
+    return _NON_SPACE.search(data, start) is None
+
+
+def _header(path: Path, data: Buffer, sep: str) -> tuple[list[str], int]:
     """The header's cells (BOM stripped) and the byte offset where the body starts."""
     end = data.find(b"\n")
     end = len(data) if end < 0 else end + 1
@@ -138,14 +162,14 @@ def _header(path: Path, data: bytes, sep: str) -> tuple[list[str], int]:
     return cells, end
 
 
-def _drop_cut_tail(path: Path, data: bytes, sep: str, n_fields: int) -> bytes:
+def _drop_cut_tail(path: Path, data: Buffer, sep: str, n_fields: int) -> Buffer:
     """Drop a last line that was cut mid-write (no newline and too few fields)."""
-    if data.endswith(b"\n"):
+    if data[-1:] == b"\n":
         return data
     start = data.rfind(b"\n") + 1
     if start == 0:
         return data  # only a header
-    line = data.count(b"\n") + 1
+    line = int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))) + 1
     fields = _split(data[start:].decode("utf-8", "replace"), sep, f"{path}:{line}")
     if len(fields) >= n_fields or not data[start:].strip():
         return data
@@ -156,19 +180,18 @@ def _drop_cut_tail(path: Path, data: bytes, sep: str, n_fields: int) -> bytes:
         ),
         stacklevel=3,
     )
-    return data[:start]
+    return bytes(data[:start])
 
 
-def _check_fields(path: Path, data: bytes, body_at: int, sep: str, n_fields: int) -> None:
+def _check_fields(path: Path, data: Buffer, body_at: int, sep: str, n_fields: int) -> None:
     """Every non-blank row has as many fields as the header (cheap count, exact scan if not)."""
-    body = data[body_at:]
-    sep_b = sep.encode()
-    if b'"' not in body:
-        n_lines = body.count(b"\n") + (0 if body.endswith(b"\n") else 1)
-        blank = body.count(b"\n\n") + body.count(b"\n\r\n") + body.startswith((b"\n", b"\r\n"))
-        if body.count(sep_b) == (n_lines - blank) * (n_fields - 1):
-            return
-    reader = _csv.reader(io.StringIO(data.decode("utf-8", "replace"), newline=""), delimiter=sep)
+    body = np.frombuffer(data, dtype=np.uint8, offset=body_at)
+    if not np.count_nonzero(body == ord('"')):
+        n_lines = np.count_nonzero(body == ord("\n")) + (data[-1:] != b"\n")
+        if np.count_nonzero(body == ord(sep)) == n_lines * (n_fields - 1):
+            return  # blank lines or a miscount: the exact scan below decides
+    reader = _csv.reader(io.StringIO(bytes(data).decode("utf-8", "replace"), newline=""),
+                         delimiter=sep)
     try:
         next(reader)
         for row in reader:
@@ -182,7 +205,7 @@ def _check_fields(path: Path, data: bytes, body_at: int, sep: str, n_fields: int
 
 
 def _parse(
-    path: Path, data: bytes, sep: str, names: list[str], *, step: str, key: str | None
+    path: Path, data: Path | bytes, sep: str, names: list[str], *, step: str, key: str | None
 ) -> pl.DataFrame:
     dtypes: list[pl.DataType] = [
         pl.Int64() if n == step else pl.Utf8() if n == key else pl.Float64() for n in names
@@ -221,7 +244,7 @@ def _drop_repeated_headers(
     return frame.filter(~again), lambda r: locate(int(rows[r]))
 
 
-def _line_of_row(data: bytes, body_at: int, sep: str, row: int) -> int:
+def _line_of_row(data: Buffer, body_at: int, sep: str, row: int) -> int:
     """The 1-based file line of data row ``row`` (polars keeps blank lines as rows)."""
     body = data[body_at:]
     if b'"' not in body:

@@ -15,7 +15,6 @@ also occurs in the data itself the file is re-read exactly, record by record.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 import warnings
@@ -32,6 +31,7 @@ from proxydiag.run import Run
 NAME = "jsonl"
 SUFFIXES = (".jsonl", ".ndjson")
 FORMAT = "jsonl"
+_NON_SPACE = re.compile(rb"\S")
 _TOKENS = re.compile(rb"([:,\[]\s*)(NaN|-Infinity|Infinity|null)(?=\s*[,}\]])")
 #: token -> (sentinel text, value it stands for); sentinels are finite so any JSON parser reads them
 _SENTINELS = {
@@ -71,7 +71,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
         attrs["framework"] = "verl"
     return [
         build_run(raw, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases, attrs=attrs,
-                  sidecar=sidecar_for(path))
+                  sidecar=sidecar_for(path), monotonic=notes.monotonic)
     ]
 
 
@@ -81,10 +81,10 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes, bool]:
         data = path.read_bytes()
     except OSError as exc:
         raise IngestError(f"{path}: cannot read ({exc.strerror})") from exc
-    if not data.strip():
+    if _NON_SPACE.search(data) is None:
         raise IngestError(f"{path}: empty file; nothing to ingest")
     data = _drop_cut_tail(path, data)
-    if not data.strip():
+    if _NON_SPACE.search(data) is None:
         raise IngestError(f"{path}: no complete JSON line; nothing to ingest")
     notes = tabular.Notes()
     fast = _fast_frame(data)
@@ -139,17 +139,10 @@ def _fast_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:
     Returns the frame (sentinels turned back into NaN/±inf) and the number of ``null`` values.
     """
     counts: dict[bytes, int] = {}
-    if any(tok in data for tok in _SENTINELS):
-        if any(text in data for text, _ in _SENTINELS.values()):
-            return None
-
-        def swap(match: re.Match[bytes]) -> bytes:
-            counts[match.group(2)] = counts.get(match.group(2), 0) + 1
-            return match.group(1) + _SENTINELS[match.group(2)][0]
-
-        data = _TOKENS.sub(swap, data)
+    if b"null" in data or b"NaN" in data or b"Infinity" in data:
+        data = _swap_tokens(data, counts)  # a sentinel already in the data shows in the counts
     try:
-        frame, _ = _flatten(pl.read_ndjson(io.BytesIO(data), infer_schema_length=None))
+        frame, _ = _flatten(pl.read_ndjson(data, infer_schema_length=None))
     except pl.exceptions.PolarsError:
         return None
     floats = [c for c, t in frame.schema.items() if t == pl.Float64]
@@ -163,6 +156,31 @@ def _fast_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:
     if any(counts.values()) and floats:
         frame = frame.with_columns([e.alias(c) for c, e in exprs.items()])
     return frame, counts.get(b"null", 0)
+
+
+def _swap_tokens(data: bytes, counts: dict[bytes, int]) -> bytes:
+    """Replace value tokens by sentinels, counting them: C-speed ``bytes.replace`` for the
+    spellings writers use (``"k": null`` / ``"k":null``), a regex for anything left."""
+    leftover = False
+    for token in (b"-Infinity", b"Infinity", b"NaN", b"null"):
+        total = data.count(token)
+        if not total:
+            continue
+        for prefix in (b": ", b":"):
+            n = data.count(prefix + token)
+            if n:
+                counts[token] = counts.get(token, 0) + n
+                data = data.replace(prefix + token, prefix + _SENTINELS[token][0])
+                total -= n
+        leftover = leftover or total > 0
+    if leftover:
+
+        def swap(match: re.Match[bytes]) -> bytes:
+            counts[match.group(2)] = counts.get(match.group(2), 0) + 1
+            return match.group(1) + _SENTINELS[match.group(2)][0]
+
+        data = _TOKENS.sub(swap, data)
+    return data
 
 
 def _exact_frame(path: Path, data: bytes) -> pl.DataFrame:

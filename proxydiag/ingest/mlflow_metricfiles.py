@@ -5,9 +5,9 @@ Each line is ``"<timestamp ms> <value> [<step>]"``, appended by
 so ``nan``, ``inf`` and ``-inf`` are data); MLflow's own reader (``_get_metric_from_line``)
 accepts two fields with step 0.
 
-All files of a run are joined and parsed by one polars call (the fast path, millions of points
-per second). Anything polars does not parse cleanly is re-read line by line with MLflow's own
-rules (the slow path), which names the first bad line as ``file:line``.
+Each file is parsed by one polars call (the fast path, millions of points per second).
+A file polars does not parse cleanly is re-read line by line with MLflow's own rules (the slow
+path), which names the first bad line as ``file:line``.
 
 Damage policy: a last line without its newline is an append in progress or a cut file; it is
 dropped with an :class:`~proxydiag.errors.IngestWarning` naming ``file@offset`` (a cut line can
@@ -19,12 +19,10 @@ would risk silently wrong numbers.
 
 from __future__ import annotations
 
-import io
 import os
 import warnings
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 
 from proxydiag.errors import IngestError, IngestWarning, where
@@ -50,31 +48,19 @@ def metric_files(metrics_dir: Path) -> list[tuple[str, Path]]:
 
 def read_metrics(files: list[tuple[str, Path]]) -> pl.DataFrame:
     """The raw frame (``step, key, value, wall_time``) of a run's metric files, in file order."""
-    keys: list[str] = []
-    paths: list[Path] = []
-    chunks: list[bytes] = []
-    counts: list[int] = []
+    parts = []
     for key, path in files:
         data = _complete_lines(path)
-        if data:
-            keys.append(key)
-            paths.append(path)
-            chunks.append(data)
-            counts.append(data.count(b"\n"))
-    if not chunks:
-        return pl.DataFrame(schema=RAW_SCHEMA)
-    parsed = _parse_fast(b"".join(chunks), sum(counts))
-    if parsed is None:
-        parsed = pl.concat([_parse_slow(p, d) for p, d in zip(paths, chunks, strict=True)])
-    index = np.repeat(np.arange(len(keys), dtype=np.uint32), counts)
-    return pl.DataFrame(
-        {
-            "step": parsed["step"],
-            "key": pl.Series("key", keys, dtype=pl.Utf8).gather(index),
-            "value": parsed["value"],
-            "wall_time": parsed["timestamp"].cast(pl.Float64) / 1000.0,
-        }
-    )
+        if not data:
+            continue
+        parsed = _parse_fast(data, data.count(b"\n"))
+        if parsed is None:
+            parsed = _parse_slow(path, data)
+        parts.append(parsed.select(
+            "step", pl.lit(key, dtype=pl.Utf8).alias("key"), "value",
+            (pl.col("timestamp").cast(pl.Float64) / 1000.0).alias("wall_time"),
+        ))
+    return pl.concat(parts) if parts else pl.DataFrame(schema=RAW_SCHEMA)
 
 
 def _complete_lines(path: Path) -> bytes:
@@ -100,7 +86,7 @@ def _parse_fast(blob: bytes, n_lines: int) -> pl.DataFrame | None:
     """One polars parse of all lines, or None when anything looks off (then the slow path)."""
     try:
         frame = pl.read_csv(
-            io.BytesIO(blob), has_header=False, separator=" ", schema=_CSV_SCHEMA,
+            blob, has_header=False, separator=" ", schema=_CSV_SCHEMA,
             quote_char=None, raise_if_empty=False,
         )
     except (pl.exceptions.PolarsError, ValueError):

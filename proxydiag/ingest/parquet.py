@@ -39,7 +39,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     raw, notes = read_table(path)
     return [
         build_run(raw, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases,
-                  attrs=notes.attrs(), sidecar=sidecar_for(path))
+                  attrs=notes.attrs(), sidecar=sidecar_for(path), monotonic=notes.monotonic)
     ]
 
 

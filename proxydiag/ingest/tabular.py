@@ -51,6 +51,8 @@ class Notes:
     """What a tabular reader learned besides the data (goes into ``Run.attrs``)."""
 
     null_as_nan: int = 0
+    #: every key's steps strictly increase (a wide table with an increasing step column)
+    monotonic: bool = False
     ignored_columns: list[str] = field(default_factory=list)
     renamed_columns: dict[str, str] = field(default_factory=dict)
 
@@ -186,6 +188,7 @@ def wide_to_raw(
     frame, locate = _drop_blank_rows(frame, locate)
     metric_cols = [c for c in frame.columns if c not in (step, wall)]
     cols: dict[str, pl.Series] = {"step": steps(frame[step], locate=locate)}
+    notes.monotonic = frame.height < 2 or bool((cols["step"].diff().drop_nulls() > 0).all())
     cols["wall_time"] = (
         _wall(frame[wall], locate=locate, notes=notes) if wall
         else pl.repeat(None, frame.height, dtype=pl.Float64, eager=True)

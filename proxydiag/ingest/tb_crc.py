@@ -50,7 +50,7 @@ TABLES = _tables()
 
 
 @jit
-def crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -> int:  # pragma: no cover
+def crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -> np.int64:  # pragma: no cover
     """CRC32C of ``buf[start:start + length]`` (``buf`` uint8, ``table`` = :data:`TABLES`)."""
     crc = np.uint64(_U32)
     i = start
@@ -80,7 +80,7 @@ def crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -> int: 
 
 
 @jit
-def masked_crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -> int:  # pragma: no cover
+def masked_crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -> np.int64:  # pragma: no cover
     """The masked CRC32C TFRecord stores for ``buf[start:start + length]``.
 
     Self-contained (the CRC loop is repeated from :func:`crc32c`): numba does not inline
@@ -116,7 +116,7 @@ def masked_crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -
 
 
 @jit
-def read_u32(buf: np.ndarray, pos: int) -> int:  # pragma: no cover
+def read_u32(buf: np.ndarray, pos: int) -> np.int64:  # pragma: no cover
     """Little-endian uint32 at ``buf[pos]``."""
     out = np.uint64(0)
     for k in range(4):

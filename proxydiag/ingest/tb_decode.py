@@ -27,15 +27,15 @@ from proxydiag.ingest.tb_wire import (
     _varint,
 )
 
-#: columns of :attr:`Decoded.rows`; KIND holds ``kind | index << 3`` (index: the value's
-#: position in its Summary, for the protobuf route)
+#: rows of :attr:`Decoded.rows` (one column per value, so each field is contiguous); KIND
+#: holds ``kind | index << 3`` (index: the value's position in its Summary, for protobuf)
 REC, TAG_OFF, TAG_LEN, KIND = range(4)
 _NCOL = 4
 
 
 @dataclass(frozen=True)
 class Decoded:
-    """Rows of every summary value (``rows`` int64, columns above; ``values`` float64) and
+    """Fields of every summary value (``rows`` int64, shape (4, n), see above; ``values``) and
     per-record ``wall_time``, ``step`` and ``malformed`` flags."""
 
     rows: np.ndarray
@@ -75,7 +75,7 @@ def _metadata(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:  # p
             pos = stop
         elif field == 4 and wire == 0:
             v, pos = _varint(buf, pos, end)
-            data_class = np.int64(v & np.uint64(0x7FFFFFFF))
+            data_class = int(np.int64(v & np.uint64(0x7FFFFFFF)))
         else:
             pos = _skip(buf, pos, end, wire)
         if pos < 0:
@@ -86,8 +86,8 @@ def _metadata(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:  # p
 @jit
 def _value(buf: np.ndarray, pos: int, end: int, rows: np.ndarray, i: int, scratch: np.ndarray) -> float:  # pragma: no cover
     """Fill ``rows[i]`` (TAG_OFF..KIND) from a ``Summary.Value``; return its value.
-    ``rows[i, KIND]`` is -1 when malformed."""
-    rows[i, TAG_OFF], rows[i, TAG_LEN], rows[i, KIND] = 0, 0, SKIP
+    ``rows[KIND, i]`` is -1 when malformed."""
+    rows[TAG_OFF, i], rows[TAG_LEN, i], rows[KIND, i] = 0, 0, SKIP
     value = np.nan
     while pos < end:
         key, pos = _varint(buf, pos, end)
@@ -95,7 +95,7 @@ def _value(buf: np.ndarray, pos: int, end: int, rows: np.ndarray, i: int, scratc
             break
         field, wire = np.int64(key >> np.uint64(3)), np.int64(key & np.uint64(7))
         if field == 2 and wire == 5 and pos + 4 <= end:
-            rows[i, KIND], value = SIMPLE, _float(buf, pos, 4, scratch)
+            rows[KIND, i], value = SIMPLE, _float(buf, pos, 4, scratch)
             pos += 4
             continue
         if wire != 2 or field not in (1, 3, 4, 5, 6, 8, 9):
@@ -108,20 +108,20 @@ def _value(buf: np.ndarray, pos: int, end: int, rows: np.ndarray, i: int, scratc
         if start < 0:
             break
         if field == 1:
-            rows[i, TAG_OFF], rows[i, TAG_LEN] = start, stop - start
+            rows[TAG_OFF, i], rows[TAG_LEN, i] = start, stop - start
         elif field == 9:
             if _metadata(buf, start, stop)[0] == -2:
                 pos = -1
                 break
         elif field == 8:
             kind, value = _tensor(buf, start, stop, scratch)
-            rows[i, KIND] = kind
+            rows[KIND, i] = kind
             if kind < 0:
                 break
         else:  # obsolete histogram, image, histo, audio: the oneof holds a non-scalar
-            rows[i, KIND], value = SKIP, np.nan
+            rows[KIND, i], value = SKIP, np.nan
     if pos < 0:
-        rows[i, KIND] = -1
+        rows[KIND, i] = -1
     return value
 
 
@@ -131,7 +131,7 @@ def _decode(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[n
     wall = np.zeros(nrec, dtype=np.float64)
     step = np.zeros(nrec, dtype=np.int64)
     malformed = np.zeros(nrec, dtype=np.bool_)
-    rows = np.empty((nrec + 1024, _NCOL), dtype=np.int64)
+    rows = np.empty((_NCOL, nrec + 1024), dtype=np.int64)
     values = np.empty(nrec + 1024, dtype=np.float64)
     scratch = np.zeros(8, dtype=np.uint8)
     f4, f8 = scratch[:4].view(np.float32), scratch.view(np.float64)
@@ -139,7 +139,7 @@ def _decode(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[n
     for r in range(nrec):
         pos, end, first = starts[r], starts[r] + lengths[r], nv
         if nv == values.size:
-            rows = np.concatenate((rows, np.empty((nv, _NCOL), dtype=np.int64)))
+            rows = np.concatenate((rows, np.empty((_NCOL, nv), dtype=np.int64)), axis=1)
             values = np.concatenate((values, np.empty(nv, dtype=np.float64)))
         if _fast(buf, pos, end, r, rows, values, nv, wall, step, scratch, f4, f8):
             nv += 1
@@ -162,7 +162,7 @@ def _decode(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[n
                     break
                 if nv + (stop - start) // 2 + 1 > values.size:  # a Value takes >= 2 bytes
                     grow = max(values.size, (stop - start) // 2 + 1)
-                    rows = np.concatenate((rows, np.empty((grow, _NCOL), dtype=np.int64)))
+                    rows = np.concatenate((rows, np.empty((_NCOL, grow), dtype=np.int64)), axis=1)
                     values = np.concatenate((values, np.empty(grow, dtype=np.float64)))
                 nv, pos = _summary(buf, start, stop, r, rows, values, nv, scratch)
                 if pos < 0:
@@ -174,7 +174,7 @@ def _decode(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[n
         if pos < 0:
             malformed[r] = True
             nv = first
-    return rows[:nv], values[:nv], wall, step, malformed
+    return rows[:, :nv], values[:nv], wall, step, malformed
 
 
 @jit
@@ -202,14 +202,14 @@ def _fast(buf: np.ndarray, p: int, end: int, r: int, rows: np.ndarray, values: n
     if buf[q + 5] != 0x0A or buf[q + 6] >= 0x80:
         return False
     t0 = q + 7
-    t1 = t0 + np.int64(buf[q + 6])
+    t1 = t0 + int(np.int64(buf[q + 6]))
     if t1 + 5 > end:
         return False
     kind, width, at, after = SKIP, 0, 0, 0
     if buf[t1] == 0x15:  # simple_value
         kind, width, at, after = SIMPLE, 4, t1 + 1, t1 + 5
     elif buf[t1] == 0x42 and buf[t1 + 1] < 0x80 and buf[t1 + 2] == 0x08 and t1 + 2 + buf[t1 + 1] <= end:
-        stop = t1 + 2 + np.int64(buf[t1 + 1])
+        stop = t1 + 2 + int(np.int64(buf[t1 + 1]))
         dtype = buf[t1 + 3]
         c = t1 + 4
         if c + 2 <= stop and buf[c] == 0x12 and buf[c + 1] == 0x00:  # empty (scalar) shape
@@ -231,7 +231,7 @@ def _fast(buf: np.ndarray, p: int, end: int, r: int, rows: np.ndarray, values: n
     for k in range(width):
         scratch[k] = buf[at + k]
     values[nv] = float(f4[0]) if width == 4 else f8[0]
-    rows[nv, REC], rows[nv, TAG_OFF], rows[nv, TAG_LEN], rows[nv, KIND] = r, t0, t1 - t0, kind
+    rows[REC, nv], rows[TAG_OFF, nv], rows[TAG_LEN, nv], rows[KIND, nv] = r, t0, t1 - t0, kind
     return True
 
 
@@ -247,10 +247,10 @@ def _summary(buf: np.ndarray, pos: int, end: int, rec: int, rows: np.ndarray, va
             if start < 0:
                 return nv, -1
             values[nv] = _value(buf, start, stop, rows, nv, scratch)
-            if rows[nv, KIND] < 0:
+            if rows[KIND, nv] < 0:
                 return nv, -1
-            rows[nv, REC] = rec
-            rows[nv, KIND] |= index << 3
+            rows[REC, nv] = rec
+            rows[KIND, nv] |= index << 3
             nv += 1
             index += 1
             pos = stop

@@ -54,7 +54,7 @@ def _header_ok(buf: np.ndarray, pos: int, table: np.ndarray) -> bool:  # pragma:
         np.int64(buf[pos + 8]) | (np.int64(buf[pos + 9]) << 8)
         | (np.int64(buf[pos + 10]) << 16) | (np.int64(buf[pos + 11]) << 24)
     )
-    return masked_crc32c(buf, pos, 8, table) == stored
+    return bool(masked_crc32c(buf, pos, 8, table) == stored)
 
 
 @jit
@@ -66,8 +66,8 @@ def _record_ok(buf: np.ndarray, pos: int, table: np.ndarray) -> bool:  # pragma:
     length = read_u64(buf, pos)
     if length > np.uint64(n - pos - _MIN_RECORD):
         return False
-    size = np.int64(length)
-    return masked_crc32c(buf, pos + _HEADER, size, table) == read_u32(buf, pos + _HEADER + size)
+    size = int(np.int64(length))
+    return bool(masked_crc32c(buf, pos + _HEADER, size, table) == read_u32(buf, pos + _HEADER + size))
 
 
 @jit
@@ -103,7 +103,7 @@ def _frame(buf: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
             if length > np.uint64(n - pos - _MIN_RECORD):
                 kind, detail, pos = TRUNCATED, n - pos, n
             else:
-                size = np.int64(length)
+                size = int(np.int64(length))
                 data = pos + _HEADER
                 e = data + size
                 stored = (

@@ -34,7 +34,7 @@ def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[np.uint64, int]:  # pr
 def _skip(buf: np.ndarray, pos: int, end: int, wire: int) -> int:  # pragma: no cover
     """Position after a field of wire type ``wire`` starting at ``pos``; -1 if malformed."""
     if wire == 0:
-        return _varint(buf, pos, end)[1]
+        return int(_varint(buf, pos, end)[1])
     if wire == 1:
         return pos + 8 if pos + 8 <= end else -1
     if wire == 5:
@@ -43,7 +43,7 @@ def _skip(buf: np.ndarray, pos: int, end: int, wire: int) -> int:  # pragma: no 
         size, pos = _varint(buf, pos, end)
         if pos < 0 or size > np.uint64(end - pos):
             return -1
-        return pos + np.int64(size)
+        return pos + int(np.int64(size))
     return -1  # groups (3, 4) and invalid wire types
 
 
@@ -53,7 +53,7 @@ def _len(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:  # pragma: no 
     size, pos = _varint(buf, pos, end)
     if pos < 0 or size > np.uint64(end - pos):
         return -1, -1
-    return pos, pos + np.int64(size)
+    return pos, pos + int(np.int64(size))
 
 
 @jit
@@ -88,7 +88,7 @@ def _shape_numel(buf: np.ndarray, pos: int, end: int) -> int:  # pragma: no cove
                     return -2
                 if np.int64(k2 >> np.uint64(3)) == 1 and np.int64(k2 & np.uint64(7)) == 0:
                     v, p = _varint(buf, p, stop)
-                    size = np.int64(v)
+                    size = int(np.int64(v))
                 else:
                     p = _skip(buf, p, stop, np.int64(k2 & np.uint64(7)))
                 if p < 0:
@@ -117,7 +117,7 @@ def _tensor(buf: np.ndarray, pos: int, end: int, scratch: np.ndarray) -> tuple[i
         field, wire = np.int64(key >> np.uint64(3)), np.int64(key & np.uint64(7))
         if field == 1 and wire == 0:
             v, pos = _varint(buf, pos, end)
-            dtype = np.int64(v & np.uint64(0x7FFFFFFF))
+            dtype = int(np.int64(v & np.uint64(0x7FFFFFFF)))
         elif wire == 2 and field in (2, 4, 5, 6):
             start, stop = _len(buf, pos, end)
             if start < 0:

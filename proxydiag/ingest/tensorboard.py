@@ -93,12 +93,12 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
 
 
 def _read_files(files: list[Path], *, name: str, source: Path, ctx: ReadContext) -> Run | None:
-    from proxydiag.ingest.tb_scalars import read_buffer  # compiled code: import when needed
+    from proxydiag.ingest.tb_scalars import read_file  # compiled code: import when needed
 
     parts = []
     events: list[Event] = []
     for file in files:
-        scalars = read_buffer(_load(file), path=str(file))
+        scalars = read_file(file)
         issues = scalars.issues
         if scalars.size == 0 and not issues:
             issues = [("empty", f"{file}: no scalar points in this event file (empty, or only images/histograms/text)")]
@@ -121,13 +121,3 @@ def _read_files(files: list[Path], *, name: str, source: Path, ctx: ReadContext)
         attrs={"event_files": [Path(name_).name for _, name_, _ in parts]}, events=events,
         sidecar=sidecar_for(source),
     )
-
-
-def _load(file: Path) -> np.ndarray:
-    try:
-        size = file.stat().st_size
-        if size == 0:
-            return np.empty(0, dtype=np.uint8)
-        return np.fromfile(file, dtype=np.uint8)
-    except OSError as exc:
-        raise IngestError(f"{file}: cannot read event file ({exc.strerror}); check permissions") from exc

@@ -17,7 +17,7 @@ from proxydiag.run import Run
 FORMATS = ("html", "markdown", "json")
 
 
-def _analysis(module: str, name: str) -> Callable[..., Any] | None:
+def optional_analysis(module: str, name: str) -> Callable[..., Any] | None:
     """An analysis entry point, or None while that part of proxydiag is not installed."""
     try:
         return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
@@ -50,7 +50,7 @@ def resolve(
     every = [*fulls, *([proxy] if proxy else []), *others]
     found = match_diagnoses(every, diagnoses)
     notes: list[str] = []
-    diagnose = _analysis("proxydiag.diagnose.api", "diagnose")
+    diagnose = optional_analysis("proxydiag.diagnose.api", "diagnose")
     for run in every:
         if run.id in found:
             continue
@@ -59,7 +59,7 @@ def resolve(
             break
         found[run.id] = diagnose(run)
     if comparison is None and proxy is not None:
-        compare = _analysis("proxydiag.fidelity.api", "compare")
+        compare = optional_analysis("proxydiag.fidelity.api", "compare")
         if compare is None:
             notes.append("Fidelity comparison is not available in this installation.")
         else:

@@ -77,10 +77,10 @@ def _comparison_row(proxy: str, fidelity: float | None, verdict: str,
 def _analyse_missing(store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame,
                      comps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Diagnose and compare in memory what the store has no result for (when available)."""
-    from proxydiag.report.api import _analysis
+    from proxydiag.report.api import optional_analysis
 
-    diagnose: Callable[..., Any] | None = _analysis("proxydiag.diagnose.api", "diagnose")
-    compare: Callable[..., Any] | None = _analysis("proxydiag.fidelity.api", "compare")
+    diagnose: Callable[..., Any] | None = optional_analysis("proxydiag.diagnose.api", "diagnose")
+    compare: Callable[..., Any] | None = optional_analysis("proxydiag.fidelity.api", "compare")
     have = set(diag["run"].to_list())
     new_diag = []
     if diagnose is not None:

@@ -93,6 +93,10 @@ def timeline_figure(diagnoses: Sequence[tuple[str, Diagnosis]]) -> go.Figure:
             roots_text.append(esc(f"{name}: root cause {rc.kind} in {rc.metric or 'run'} "
                                   f"at step {rc.onset_step} → {d.label}"))
     order = [r for r in dict.fromkeys(order) if r in set(roots_y) | {r for r, _ in detail}]
+    if len(diagnoses) > 1:  # each run's rows together, its root cause right below them
+        names = [esc(n) for n, _ in diagnoses]
+        order.sort(key=lambda r: next(
+            (i for i, n in enumerate(names) if r == n or r.startswith(f"{n} · ")), 0))
     last = max((d.last_step for _, d in diagnoses if d.last_step is not None), default=None)
     traces: list[go.Scatter] = []
     for severity in ("info", "warning", "critical"):

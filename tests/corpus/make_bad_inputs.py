@@ -33,6 +33,7 @@ class Case:
     message: str = ""  # the error must contain this
     subset: bool = False  # damaged records may be missing; min_points must survive
     min_points: int = 0
+    by_metric: bool = False  # expect is keyed by canonical metric instead of the logged key
 
 
 CSV, JSONL = "proxydiag.ingest.csv", "proxydiag.ingest.jsonl"
@@ -182,7 +183,10 @@ def console_cases(root: Path) -> list[Case]:
     return [
         Case("console_megatron_interleaved_ranks", megatron, CONSOLE, "data",
              {"lm loss": [(10, 2.4), (20, 2.3), (30, 2.2)]}),
-        Case("console_deepspeed_interleaved_ranks", deepspeed, CONSOLE, "either"),
+        # two ranks report each overflow: one skip per step, never two
+        Case("console_deepspeed_interleaved_ranks", deepspeed, CONSOLE, "data",
+             {"loss_scale": [(1, 32768.0), (2, 16384.0), (3, 8192.0)],
+              "skipped": [(1, 1.0), (2, 1.0), (3, 1.0)]}, by_metric=True),
     ]
 
 
@@ -192,8 +196,8 @@ def mlflow_cases(root: Path) -> list[Case]:
            "lifecycle_stage: active\nname: exp\n")
     _write(run / "metrics", "loss", "1700000000000 0.5 1\n1700000001000 nan 2\n1700000002000 -inf 3\n")
     _write(run / "params", "lr", "1e-4")
-    return [Case("mlruns_run_missing_meta_yaml", root / "mlruns", MLFLOW, "either",
-                 {"loss": [(1, 0.5), (2, NAN), (3, -INF)]})]
+    return [Case("mlruns_run_missing_meta_yaml", root / "mlruns", MLFLOW, "data",
+                 {"loss": [(1, 0.5), (2, NAN), (3, -INF)]}, warn=True)]
 
 
 def other_cases(root: Path) -> list[Case]:

@@ -1,0 +1,242 @@
+"""Unit tests of each detector on small seeded series with known onsets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from proxydiag.diagnose import divergence, drift, mismatch, nonfinite, scaler, spikes
+from proxydiag.diagnose._changepoint import cusum_onset, hinge_from_level, jump_ramp_fit, ramp_fit, step_fit
+from proxydiag.diagnose._view import from_arrays
+from proxydiag.diagnose.config import DiagnoseConfig
+
+CFG = DiagnoseConfig()
+
+
+def _ar1(rng: np.random.Generator, n: int, *, phi: float = 0.6, sigma: float = 0.1) -> np.ndarray:
+    e = rng.normal(0.0, sigma, n)
+    out = np.empty(n)
+    out[0] = e[0]
+    for i in range(1, n):
+        out[i] = phi * out[i - 1] + e[i]
+    return out
+
+
+def _kinds(events: list) -> list[tuple[str, str | None, int | None, str]]:
+    return [(e.kind, e.metric, e.onset_step, e.severity) for e in events]
+
+
+# --- change points ----------------------------------------------------------------------
+
+def test_step_fit_finds_the_step_and_its_size() -> None:
+    y = np.r_[np.zeros(50), np.full(30, 2.0)]
+    fit = step_fit(y)
+    assert fit is not None and (fit.index, fit.shift) == (50, 2.0)
+    assert step_fit(y, sign=-1) is None  # no downward step
+
+
+def test_ramp_and_jump_ramp_fits_find_the_hinge() -> None:
+    t = np.arange(100.0)
+    fit = ramp_fit(t, np.where(t < 70, 3.0, 3.0 + 0.1 * (t - 70)))
+    assert fit is not None and fit.index == 70 and fit.model == "hinge"
+    jr = jump_ramp_fit(t, np.where(t < 40, 0.0, 2.0 + 0.01 * (t - 40)))
+    assert jr is not None and jr.index == 40 and jr.kind == "step"
+
+
+def test_hinge_from_level_ignores_a_leading_transient() -> None:
+    t = np.arange(120.0)
+    z = np.where(t < 80, 0.0, 0.2 * (t - 80))
+    z[:15] = np.linspace(3.0, 0.2, 15)  # warm-up
+    assert hinge_from_level(t, z) == 80
+
+
+def test_cusum_onset_is_the_last_zero_before_the_alarm() -> None:
+    z = np.r_[np.zeros(30), np.full(10, 2.0)]
+    assert cusum_onset(z, drift=0.5, threshold=4.0) == (32, 30)
+    assert cusum_onset(np.zeros(40), drift=0.5, threshold=4.0) is None
+
+
+# --- non-finite ---------------------------------------------------------------------------
+
+def test_nonfinite_persistent_grad_norm_is_critical_at_its_first_point() -> None:
+    rng = np.random.default_rng(1)
+    g = np.exp(_ar1(rng, 300))
+    bad = (np.arange(300) >= 180) & (rng.random(300) < 0.8)
+    bad[180] = True
+    g[bad] = np.nan
+    events = nonfinite.detect(from_arrays({"grad_norm": (range(300), g)}), CFG)
+    assert _kinds(events) == [("nonfinite", "grad_norm", 180, "critical")]
+    assert "nan=" in events[0].evidence
+
+
+def test_nonfinite_single_glitch_is_a_warning_and_counters_are_read() -> None:
+    g = np.ones(200)
+    g[90] = np.inf
+    counter = np.zeros(200)
+    counter[[120, 121, 130]] = 1.0
+    view = from_arrays({"grad_norm": (range(200), g), "nonfinite": (range(200), counter)})
+    assert _kinds(nonfinite.detect(view, CFG)) == [
+        ("nonfinite", "grad_norm", 90, "warning"),
+        ("nonfinite_counter", "nonfinite", 120, "critical"),
+    ]
+
+
+def test_nonfinite_end_of_run_is_critical() -> None:
+    loss = np.r_[np.full(100, 2.0), [np.nan, np.nan, np.nan]]
+    events = nonfinite.detect(from_arrays({"loss": (range(103), loss)}), CFG)
+    assert _kinds(events) == [("nonfinite", "loss", 100, "critical")]
+
+
+# --- scaler -------------------------------------------------------------------------------
+
+def _scale_trace(n: int, *, collapse_at: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """A DeepSpeed-like trace: calibration 65536 -> 1024, growth probes every 100 steps."""
+    scale = np.empty(n)
+    skipped = np.zeros(n)
+    level = 16.0
+    for i in range(n):
+        if i < 6:
+            level -= 1.0
+            skipped[i] = 1.0
+        elif collapse_at is not None and i >= collapse_at:
+            level = max(level - 1.0, 0.0)
+            skipped[i] = 1.0
+        elif i % 100 == 0:
+            skipped[i] = 1.0  # the probe one doubling above overflows and halves back
+        scale[i] = 2.0**level
+    return scale, skipped
+
+
+def test_scaler_benign_calibration_and_probes_are_not_failures() -> None:
+    scale, skipped = _scale_trace(1000, collapse_at=None)
+    events = scaler.detect(from_arrays({"loss_scale": (range(1000), scale),
+                                        "skipped": (range(1000), skipped)}), CFG)
+    assert _kinds(events) == [("calibration", "skipped", 0, "info")]
+
+
+def test_scaler_collapse_to_minimum_with_persistent_skips() -> None:
+    scale, skipped = _scale_trace(600, collapse_at=350)
+    events = scaler.detect(from_arrays({"loss_scale": (range(600), scale),
+                                        "skipped": (range(600), skipped)}), CFG)
+    kinds = {(e.kind, e.onset_step) for e in events if e.severity == "critical"}
+    assert kinds == {("skip_burst", 350), ("scale_min", 350)}
+
+
+def test_scaler_infers_overflows_from_the_scale_alone() -> None:
+    scale, _ = _scale_trace(600, collapse_at=350)
+    events = scaler.detect(from_arrays({"loss_scale": (range(600), scale)}), CFG)
+    # halvings stand for overflows (the calibration burst is seen), but skips at the minimum
+    # scale are invisible without a counter: the collapse shows as the scale at its minimum
+    assert _kinds(events) == [("calibration", "loss_scale", 0, "info"),
+                              ("scale_min", "loss_scale", 350, "critical")]
+
+
+def test_scaler_constant_scale_of_one_is_bookkeeping_not_a_collapse() -> None:
+    events = scaler.detect(from_arrays({"loss_scale": (range(100), np.ones(100))}), CFG)
+    assert events == []
+
+
+# --- spikes -------------------------------------------------------------------------------
+
+def test_spike_that_reverts_vs_level_shift() -> None:
+    rng = np.random.default_rng(3)
+    g = np.exp(_ar1(rng, 400, sigma=0.05))
+    g[200:203] *= 30.0
+    shifted = g.copy()
+    shifted[300:] *= 20.0
+    assert _kinds(spikes.detect(from_arrays({"grad_norm": (range(400), g)}), CFG)) == [
+        ("spike", "grad_norm", 200, "info")
+    ]
+    events = spikes.detect(from_arrays({"grad_norm": (range(400), shifted)}), CFG)
+    assert ("level_shift", "grad_norm", 300, "warning") in _kinds(events)
+
+
+# --- divergence ---------------------------------------------------------------------------
+
+def test_divergence_exponential_growth_onset_and_no_alarm_when_healthy() -> None:
+    rng = np.random.default_rng(5)
+    t = np.arange(600)
+    healthy = np.exp(-1.0 + _ar1(rng, 600, sigma=0.08))
+    grown = healthy * np.exp(np.where(t < 380, 0.0, 0.02 * (t - 380)))
+    assert divergence.detect(from_arrays({"grad_norm": (t, healthy)}), CFG) == []
+    events = divergence.detect(from_arrays({"grad_norm": (t, grown)}), CFG)
+    assert [(e.kind, e.severity) for e in events] == [("divergence", "critical")]
+    assert abs(events[0].onset_step - 380) <= 6
+
+
+def test_divergence_rl_symptoms() -> None:
+    rng = np.random.default_rng(6)
+    t = np.arange(500)
+    collapse = np.clip((t - 300) / 20.0, 0.0, 1.0)
+    reward = 0.6 - 0.55 * collapse + rng.normal(0, 0.02, 500)
+    entropy = np.exp(-0.5 + _ar1(rng, 500, sigma=0.03)) * (1 - 0.9 * collapse)
+    events = divergence.detect(from_arrays({"reward": (t, reward), "entropy": (t, entropy)}), CFG)
+    got = {(e.kind, e.severity) for e in events}
+    assert got == {("reward_collapse", "warning"), ("entropy_collapse", "warning")}
+    assert all(abs(e.onset_step - 300) <= 5 for e in events)
+
+
+# --- mismatch -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("metric", "base", "order"),
+    [("mismatch_prob_diff", 0.003, 1), ("mismatch_k3", 3e-4, 2), ("mismatch_logp_diff", 0.02, 1)],
+)
+def test_mismatch_step_change(metric: str, base: float, order: int) -> None:
+    rng = np.random.default_rng(7)
+    t = np.arange(400)
+    m = np.where(t < 250, 1.0, 6.0)
+    x = base * m**order * np.exp(_ar1(rng, 400, sigma=0.08))
+    events = mismatch.detect(from_arrays({metric: (t, x)}), CFG)
+    assert [(e.kind, e.onset_step, e.severity) for e in events] == [("mismatch_step", 250, "critical")]
+
+
+def test_mismatch_gradual_climb_onset_is_where_it_starts_not_the_bound_crossing() -> None:
+    rng = np.random.default_rng(8)
+    t = np.arange(500)
+    m = 1.0 + 7.0 * np.clip((t - 200) / 120.0, 0.0, 1.0)
+    x = 0.003 * m * np.exp(_ar1(rng, 500, sigma=0.08))
+    events = mismatch.detect(from_arrays({"mismatch_prob_diff": (t, x)}), CFG)
+    assert [(e.kind, e.severity) for e in events] == [("mismatch_climb", "critical")]
+    crossing = int(t[np.argmax(x > CFG.mismatch.prob_diff_bound)])
+    assert abs(events[0].onset_step - 200) <= 8 and crossing - 200 > 20
+    assert "veRL Ascend guide" in events[0].evidence
+
+
+def test_mismatch_correlation_drop_and_level_only_warning() -> None:
+    rng = np.random.default_rng(9)
+    t = np.arange(300)
+    corr = 1.0 - 7e-4 * np.where(t < 150, 1.0, 30.0) * np.exp(_ar1(rng, 300, sigma=0.1))
+    events = mismatch.detect(from_arrays({"mismatch_corr": (t, corr)}), CFG)
+    assert [(e.kind, e.onset_step) for e in events] == [("mismatch_corr_drop", 150)]
+    high = 0.02 * np.exp(_ar1(rng, 300, sigma=0.05))  # above 0.01 from the start, no change
+    events = mismatch.detect(from_arrays({"mismatch_prob_diff": (t, high)}), CFG)
+    assert [(e.kind, e.severity) for e in events] == [("mismatch_level", "warning")]
+
+
+def test_mismatch_healthy_noise_raises_nothing() -> None:
+    rng = np.random.default_rng(10)
+    t = np.arange(800)
+    view = from_arrays({
+        "mismatch_prob_diff": (t, 0.003 * np.exp(_ar1(rng, 800, phi=0.8, sigma=0.08))),
+        "mismatch_kl": (t, 2e-4 * np.exp(_ar1(rng, 800, sigma=0.1)) + rng.normal(0, 3e-5, 800)),
+        "mismatch_corr": (t, 1.0 - 7e-4 * np.exp(_ar1(rng, 800, sigma=0.1))),
+    })
+    assert mismatch.detect(view, CFG) == []
+
+
+# --- drift --------------------------------------------------------------------------------
+
+def test_drift_stall_and_throughput_drop() -> None:
+    rng = np.random.default_rng(11)
+    t = np.arange(1000)
+    view = from_arrays({
+        "loss": (t, 2.0 + 0.0005 * t + rng.normal(0, 0.05, 1000)),
+        "reward": (t, 0.4 + rng.normal(0, 0.02, 1000)),
+        "throughput": (t, np.where(t < 600, 1000.0, 700.0) + rng.normal(0, 10, 1000)),
+    })
+    got = [(e.kind, e.metric, e.severity) for e in drift.detect(view, CFG)]
+    assert got == [("drift", "loss", "info"), ("stall", "reward", "info"),
+                   ("throughput_drop", "throughput", "info")]
+    drop = next(e for e in drift.detect(view, CFG) if e.kind == "throughput_drop")
+    assert drop.onset_step == 600

@@ -1,0 +1,160 @@
+"""The taxonomy's causal reading of symptom order, `missing`, the config, and the API."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from proxydiag.diagnose.api import diagnose
+from proxydiag.diagnose.config import DiagnoseConfig, load_config
+from proxydiag.errors import ConfigError
+from proxydiag.frame import raw
+from proxydiag.ingest.build import build_run
+from proxydiag.run import Run
+
+N = 500
+
+
+def _noise(rng: np.random.Generator, sigma: float = 0.08) -> np.ndarray:
+    e = rng.normal(0.0, sigma, N)
+    out = np.empty(N)
+    out[0] = e[0]
+    for i in range(1, N):
+        out[i] = 0.6 * out[i - 1] + e[i]
+    return out
+
+
+def _run(series: dict[str, np.ndarray], name: str = "t") -> Run:
+    steps = np.arange(1, N + 1)
+    keys = [k for k in series for _ in range(N)]
+    frame = raw(np.tile(steps, len(series)), keys, np.concatenate(list(series.values())))
+    return build_run(frame, name=name, source=f"synthetic:{name}", fmt="test")
+
+
+def _base(seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "grad_norm": 0.3 * np.exp(_noise(rng)),
+        "loss": 1.2 * np.exp(_noise(rng, 0.02)),
+        "reward": 0.5 + 0.02 * _noise(rng, 1.0),
+        "mismatch_prob_diff": 0.003 * np.exp(_noise(rng)),
+    }
+
+
+T = np.arange(1, N + 1)
+
+
+def test_healthy_run_is_healthy_with_nothing_missing() -> None:
+    d = diagnose(_run(_base(0)))
+    assert (d.label, d.onset_step, d.root_cause, d.missing) == ("healthy", None, None, ())
+    assert d.hints == () and d.summary.startswith("healthy")
+    assert (d.first_step, d.last_step) == (1, N)
+    assert d.metrics["grad_norm"] == "grad_norm"
+
+
+def test_mismatch_climb_before_divergence_is_a_precision_fault_at_the_climb_start() -> None:
+    s = _base(1)
+    s["mismatch_prob_diff"] *= 1.0 + 6.0 * np.clip((T - 200) / 100.0, 0.0, 1.0)
+    s["grad_norm"] *= np.exp(np.where(T < 330, 0.0, 0.03 * (T - 330)))
+    d = diagnose(_run(s))
+    assert d.label == "precision_fault"
+    assert d.root_cause is not None and d.root_cause.metric == "mismatch_prob_diff"
+    assert abs(d.onset_step - 200) <= 8  # type: ignore[operator]
+    kinds = [e.kind for e in d.events if e.severity == "critical"]
+    assert kinds[0] == "mismatch_climb" and "divergence" in kinds
+    assert any("sampler" in h for h in d.hints)
+
+
+def test_mismatch_rising_after_the_divergence_is_its_consequence() -> None:
+    s = _base(2)
+    s["grad_norm"] *= np.exp(np.where(T < 250, 0.0, 0.03 * (T - 250)))
+    s["mismatch_prob_diff"] *= np.where(T < 290, 1.0, 6.0)
+    d = diagnose(_run(s))
+    assert d.label == "loss_divergence" and abs(d.onset_step - 250) <= 6  # type: ignore[operator]
+
+
+def test_finite_growth_that_ends_in_nan_is_a_divergence() -> None:
+    s = _base(3)
+    s["grad_norm"] *= np.exp(np.where(T < 240, 0.0, 0.04 * (T - 240)))
+    s["grad_norm"][T >= 380] = np.nan
+    s["loss"][T >= 380] = np.nan
+    d = diagnose(_run(s))
+    assert d.label == "loss_divergence" and abs(d.onset_step - 240) <= 6  # type: ignore[operator]
+    assert any(e.kind == "nonfinite" and e.onset_step == 380 for e in d.events)
+
+
+def test_nonfinite_gradients_with_a_stable_loss_are_an_overflow() -> None:
+    s = _base(4)
+    rng = np.random.default_rng(4)
+    bad = (T >= 260) & (rng.random(N) < 0.7)
+    bad[T == 260] = True
+    s["grad_norm"][bad] = np.inf
+    d = diagnose(_run(s))
+    assert (d.label, d.onset_step) == ("gradient_overflow", 260)
+    assert d.root_cause is not None and d.root_cause.kind == "nonfinite"
+
+
+def test_scaler_collapse_with_a_stable_loss_is_an_overflow() -> None:
+    s = _base(5)
+    level = np.where(T < 300, 12.0, np.maximum(12.0 - (T - 299), 0.0))
+    s["loss_scale"] = 2.0**level
+    s["skipped"] = (T >= 300).astype(float)
+    s["grad_norm"][T >= 300] = np.inf
+    d = diagnose(_run(s))
+    assert (d.label, d.onset_step) == ("gradient_overflow", 300)
+
+
+def test_missing_metrics_are_listed_not_guessed() -> None:
+    s = _base(6)
+    del s["mismatch_prob_diff"]
+    d = diagnose(_run(s))
+    assert d.label == "healthy" and d.missing == ("mismatch_*",)
+    only_reward = diagnose(_run({"reward": _base(6)["reward"]}))
+    assert only_reward.missing == ("mismatch_*", "grad_norm", "loss_scale", "loss")
+
+
+def test_symptoms_in_the_warm_up_do_not_make_a_divergence() -> None:
+    s = _base(7)
+    warm = np.clip(T / 40.0, 0.0, 1.0)
+    s["kl"] = 1e-4 + 0.02 * warm * np.exp(_noise(np.random.default_rng(7)))
+    s["clip_frac"] = 0.002 + 0.01 * warm
+    assert diagnose(_run(s)).label == "healthy"
+
+
+def test_load_config_overrides_and_errors(tmp_path: Path) -> None:
+    good = tmp_path / "diag.toml"
+    good.write_text("[mismatch]\nprob_diff_bound = 0.02\n[spikes]\nmetrics = ['grad_norm']\n")
+    cfg = load_config(good)
+    assert cfg.mismatch.prob_diff_bound == 0.02 and cfg.spikes.metrics == ("grad_norm",)
+    assert cfg.scaler == DiagnoseConfig().scaler
+    bad_key = tmp_path / "bad.toml"
+    bad_key.write_text("[mismatch]\nprobs_diff_bound = 0.02\n")
+    with pytest.raises(ConfigError, match=r"bad\.toml: unknown key mismatch\.probs_diff_bound"):
+        load_config(bad_key)
+    bad_section = tmp_path / "sect.toml"
+    bad_section.write_text("[mismatchh]\nz_min = 3\n")
+    with pytest.raises(ConfigError, match=r"sect\.toml: unknown section \[mismatchh\]"):
+        load_config(bad_section)
+    out_of_range = tmp_path / "range.toml"
+    out_of_range.write_text("[scaler]\nmax_skip_fraction = 3.0\n")
+    with pytest.raises(ConfigError, match=r"range\.toml: \[scaler\] max_skip_fraction = 3\.0 is out of range"):
+        load_config(out_of_range)
+    wrong_type = tmp_path / "type.toml"
+    wrong_type.write_text("[scaler]\nwindow_steps = 'forty'\n")
+    with pytest.raises(ConfigError, match=r"type\.toml: scaler\.window_steps must be int"):
+        load_config(wrong_type)
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_config_changes_the_outcome(tmp_path: Path) -> None:
+    s = _base(8)
+    s["mismatch_prob_diff"] *= np.where(T < 250, 1.0, 3.0)  # 3×: above min_fold, below strong
+    run = _run(s)
+    assert diagnose(run).label == "healthy"  # 0.009 stays under the veRL bound of 0.01
+    loose = tmp_path / "loose.toml"
+    loose.write_text("[mismatch]\nprob_diff_bound = 0.005\n")
+    d = diagnose(run, config=loose)
+    assert (d.label, d.onset_step) == ("precision_fault", 250)
