@@ -90,3 +90,15 @@ def test_a_file_still_being_written_then_finished(tmp_path: Path, capsys: pytest
     assert cli("ingest", str(live), "--store", store) == 0
     assert RunStore(store).runs().height == 1
     assert RunStore(store).get("live").frame["value"].to_list() == [1.5, 1.25, 1.0]
+
+
+def test_hostile_names_are_shown_literally(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Metric keys are user data: rich markup in them is printed, never interpreted."""
+    path = tmp_path / "[red]run[x].csv"
+    path.write_text('step,"[/b] close",<img src=x onerror=alert(1)>,$(id)\n1,1,2,3\n')
+    store = str(tmp_path / "store")
+    assert cli("ingest", str(path), "--store", store) == 0
+    assert cli("runs", "show", "[red]run[x]", "--store", store) == 0
+    shown = capsys.readouterr().out
+    for key in ("[/b] close", "<img src=x onerror=alert(1)>", "$(id)", "run [red]run_x_-"):
+        assert key in shown

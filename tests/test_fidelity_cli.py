@@ -87,3 +87,16 @@ def test_store_keeps_the_comparison(runs: Path, tmp_path: Path, capsys: pytest.C
     rows = RunStore(store).comparisons()
     assert code == 0 and rows.height == 1 and rows["verdict"][0] == "faithful"
     assert json.loads(rows["json"][0])["proxy_run"].startswith("seed-")
+
+
+def test_markdown_escapes_user_strings() -> None:
+    from _fidelity_runs import diag, make_run
+
+    from proxydiag.fidelity.api import compare
+    from proxydiag.fidelity.render import markdown
+
+    key = "<img src=x onerror=alert(1)>|x"
+    full = make_run("f", {key: curves(200, seed=0)["reward"]})
+    proxy = make_run("p", {key: curves(200, seed=1)["reward"]})
+    text = markdown(compare([full], proxy, full_diagnoses=[diag(full)], proxy_diagnosis=diag(proxy)))
+    assert "&lt;img src=x onerror=alert(1)&gt;\\|x" in text and "<img" not in text

@@ -105,3 +105,23 @@ def test_one_full_seed_uses_pseudo_seeds() -> None:
     c = run_compare(FULLS_HEALTHY[:1], make_run("s", curves(N, seed=70)), "healthy", None, "healthy", None)
     assert c.verdict == "faithful"
     assert c.events["baseline"].startswith("1 full seed: 8 pseudo-seeds")
+
+
+def test_symptoms_in_another_order_make_a_reproduced_fault_partial() -> None:
+    from dataclasses import replace
+
+    from proxydiag.events import Event
+
+    def with_symptoms(run: Run, order: list[str]):  # type: ignore[no-untyped-def]
+        evs = tuple(Event(kind, "grad_norm", 520 + 60 * i, None, "warning", 0.9, kind)
+                    for i, kind in enumerate(order))
+        return replace(diag(run, "loss_divergence", 500), events=evs)
+
+    fulls = FULLS_FAULTY
+    proxy = diverging(80, 510)
+    usual = ["spike", "mismatch_climb", "divergence"]
+    c = compare(fulls, proxy, config=CFG, full_diagnoses=[with_symptoms(f, usual) for f in fulls],
+                proxy_diagnosis=with_symptoms(proxy, usual[::-1]))
+    assert c.faults.reproduced and c.events["details"]["kendall_tau"] == -1.0
+    assert c.events["details"]["seed_kendall_tau"] == 1.0 and c.events["details"]["order_differs"]
+    assert c.verdict == "partial" and c.reasons[0].startswith("symptoms in another order")

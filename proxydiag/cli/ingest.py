@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, app, err
-from proxydiag.cli.show import show
+from proxydiag.cli.show import cell, show
 from proxydiag.errors import ProxydiagError, StoreLockedError
 from proxydiag.ingest import ReadContext, discover
 from proxydiag.metrics import AliasTable
@@ -151,16 +151,15 @@ def _short(item: str | Path, width: int = 40) -> str:
 
 
 def _table(runs: list[Run], *, store: Path) -> Table:
-    table = Table(title=f"{len(runs)} run(s) stored in {store}", title_justify="left")
+    table = Table(title=cell(f"{len(runs)} run(s) stored in {store}"), title_justify="left")
     for column in ("run", "name", "format", "points", "metrics", "steps", "role", "group"):
         table.add_column(column, justify="right" if column in ("points", "metrics") else "left",
                          no_wrap=column == "run")
     for run in runs[:MAX_ROWS]:
         a = run.attrs
         table.add_row(
-            str(a["run_id"]), run.name, str(a.get("format", "")), f"{a['_points']:,}",
-            str(a["_metrics"]), str(a["_steps"]), str(a.get("role") or ""),
-            str(a.get("group") or ""),
+            cell(a["run_id"]), cell(run.name), cell(a.get("format")), f"{a['_points']:,}",
+            str(a["_metrics"]), str(a["_steps"]), cell(a.get("role")), cell(a.get("group")),
         )
     if len(runs) > MAX_ROWS:
         table.add_row(f"… and {len(runs) - MAX_ROWS} more", *[""] * 7)

@@ -11,7 +11,7 @@ import typer
 from rich.table import Table
 
 from proxydiag.cli._app import DEFAULT_STORE, app, out
-from proxydiag.cli.show import show
+from proxydiag.cli.show import cell, show
 from proxydiag.run import Run
 
 runs_app = typer.Typer(
@@ -40,9 +40,10 @@ def runs_list(
     target = RunStore(store)
     frame = target.runs()
     if frame.height == 0:
-        out.print(f"no runs in {store} (add some with `proxydiag ingest SOURCE --store {store}`)")
+        out.print(f"no runs in {store} (add some with `proxydiag ingest SOURCE --store {store}`)",
+                  markup=False)
         return
-    table = Table(title=f"{frame.height} run(s) in {store} ({target.size_bytes() / 1e6:.1f} MB)",
+    table = Table(title=cell(f"{frame.height} run(s) in {store} ({target.size_bytes() / 1e6:.1f} MB)"),
                   title_justify="left")
     shown = ("run", "name", "role", "group", "experts_kept", "format", "n_points", "n_metrics",
              "first_step", "last_step")
@@ -50,7 +51,7 @@ def runs_list(
         table.add_column(column, justify="right" if frame.schema[column].is_numeric() else "left",
                          no_wrap=column == "run")
     for row in frame.select(shown).iter_rows():
-        table.add_row(*["" if v is None else f"{v:,}" if isinstance(v, int) else str(v) for v in row])
+        table.add_row(*[cell(f"{v:,}" if isinstance(v, int) else v) for v in row])
     show(table)
 
 
@@ -100,6 +101,6 @@ def _metrics_table(run: Run) -> Table:
         table.add_column(column, justify="left" if column in ("metric", "key") else "right")
     for metric, key, points, nonfinite, first, last in stats.iter_rows():
         mapped = "canonical" if run.mapping.get(metric) == key else "raw"
-        table.add_row(metric if mapped == "canonical" else f"{metric} (raw)", key, f"{points:,}",
-                      str(nonfinite), str(first), str(last))
+        table.add_row(cell(metric if mapped == "canonical" else f"{metric} (raw)"), cell(key),
+                      f"{points:,}", str(nonfinite), str(first), str(last))
     return table

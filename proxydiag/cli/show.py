@@ -7,6 +7,7 @@ cells; run ids and metric keys must come out whole, so tables get a wide page th
 from __future__ import annotations
 
 from rich.console import RenderableType
+from rich.text import Text
 
 from proxydiag.cli._app import out
 
@@ -25,3 +26,9 @@ def show(renderable: RenderableType) -> None:
         out.print(renderable)
     finally:
         out.width = width
+
+
+def cell(value: object) -> Text:
+    """A table cell shown literally: run names and metric keys are user data, and rich would
+    otherwise read ``[red]`` or ``[/b]`` in them as markup (or fail on it)."""
+    return Text("" if value is None else str(value))

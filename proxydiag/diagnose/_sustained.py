@@ -156,12 +156,14 @@ def _reach(ys: np.ndarray, k: int, *, sign: int, level_points: int) -> int:
 
 def _settled(ys: np.ndarray, k: int) -> int:
     """End of a leading transient: the first point within 1 robust σ of the level just before
-    the change (measured on the second half of the stretch before it)."""
+    the change (measured on the second half of the stretch before it), at most a quarter of
+    the way to the change."""
     if k < 8:
         return 0
     level, spread = robust_level(ys[k // 2 : k])
     near = np.flatnonzero(np.abs(ys[:k] - level) <= 1.0 * max(spread, 1e-12))
-    return int(near[0]) if near.size else 0
+    # a warm-up is a short stretch at the start; more than that is a drift, not a transient
+    return min(int(near[0]), k // 4) if near.size else 0
 
 
 def _refine_hinge(

@@ -25,6 +25,9 @@ from proxydiag.run import Run
 
 Badness = Callable[[np.ndarray], np.ndarray]
 
+#: at most this many left splits when looking for the earliest change
+MAX_SPLITS = 6
+
 
 def _badness(metric: str) -> Badness:
     """How a metric's values become a disagreement that grows (log scale)."""
@@ -115,7 +118,9 @@ def _earliest_change(
     base_n = max(int(c.baseline_fraction * y.size), 10)
     best: tuple[Change, bool] | None = None
     end = y.size
-    while end >= 12:
+    for _ in range(MAX_SPLITS):
+        if end < 12:
+            break
         change = sustained_change(
             t[:end], y[:end], sign=1, after="peak", baseline_points=base_n, sigma_floor=0.02,
             locate_power=1.0 / order,
@@ -124,9 +129,9 @@ def _earliest_change(
             break
         over = bound is not None and bool(bound[0][change.index : end].any())
         relative = change.rise >= np.log(c.min_fold) and change.z >= c.z_min
-        if not (relative and (over or change.rise >= np.log(c.strong_fold))):
-            break
-        best, end = (change, over), change.index
+        if relative and (over or change.rise >= np.log(c.strong_fold)):
+            best = (change, over)
+        end = change.index  # an earlier change may stand out once the later one is cut off
     return best
 
 

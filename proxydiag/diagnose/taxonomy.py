@@ -101,8 +101,10 @@ def _first(events: object) -> Event | None:
 
 def _consensus(events: list[Event]) -> Event | None:
     """The event at the (lower) median onset: several metrics of one family (e.g. prob diff,
-    k3, Pearson) see the same change, and the noisiest of them should not set the onset."""
-    found = sorted(events, key=lambda e: (_at(e), -e.confidence))
+    k3, Pearson) see the same change, and the noisiest of them should not set the onset.
+    Maxima (``*_max``: extreme-value statistics, the noisiest) only set it when alone."""
+    typical = [e for e in events if not (e.metric or "").endswith("_max")]
+    found = sorted(typical or events, key=lambda e: (_at(e), -e.confidence))
     return found[(len(found) - 1) // 2] if found else None
 
 

@@ -17,7 +17,8 @@ step time, counters, lr) weighted 0. Verdict rules (the issue's):
 2. the full run learns (reward up, else loss down, by ≥ ``learn_min_sigma`` σ) and a healthy
    proxy does not (less than ``learn_min_sigma`` σ or ``learn_min_fraction`` of the full run's
    change) → ``unfaithful``;
-3. otherwise two or more key metrics (or mismatch metrics) not faithful, one diverged, or
+3. otherwise two or more key metrics (or mismatch metrics) not faithful, one diverged, the
+   symptoms in another order than the seeds agree on (:mod:`~proxydiag.fidelity.events`), or
    dynamics < ``partial_below`` (0.8) → ``partial``;
 4. otherwise ``faithful``.
 
@@ -108,10 +109,14 @@ def learning_gap(metrics: Mapping[str, MetricFidelity], config: FidelityConfig) 
 
 
 def overall(metrics: Mapping[str, MetricFidelity], faults: FaultComparison,
-            config: FidelityConfig) -> tuple[float, Verdict, tuple[str, ...]]:
+            config: FidelityConfig, events: TestResult | None = None
+            ) -> tuple[float, Verdict, tuple[str, ...]]:
     """``(fidelity, verdict, reasons)`` by the rules in the module docstring."""
     dyn = dynamics(metrics, config)
     reasons: list[str] = []
+    order_differs = bool(events is not None and events.details.get("order_differs"))
+    if order_differs and events is not None:
+        reasons.append("symptoms in another order than in the full run: " + events.explanation)
     unfaithful = False
     if faults.outcome not in ("", "reproduced"):
         unfaithful = True
@@ -133,6 +138,6 @@ def overall(metrics: Mapping[str, MetricFidelity], faults: FaultComparison,
         reasons.append(f"dynamics score {dyn:.2f} < {config.partial_below}")
     if unfaithful:
         return dyn * config.unfaithful_factor, "unfaithful", tuple(reasons)
-    if dynamics_off or dyn < config.partial_below:
+    if dynamics_off or order_differs or dyn < config.partial_below:
         return dyn, "partial", tuple(reasons)
     return dyn, "faithful", tuple(reasons) or (f"dynamics within the seed-to-seed range (score {dyn:.2f})",)

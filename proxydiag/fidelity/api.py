@@ -70,7 +70,7 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
         curves = build_grid(fulls, proxy, align=align, config=cfg, register_onsets=(
             float(fault.proxy["onset_step"]), float(fault.full["onset_progress"])))
     per_metric = _score_metrics(curves, fulls, proxy, config=cfg, seed=seed)
-    fidelity, verdict, reasons = aggregate.overall(per_metric, fault, cfg)
+    fidelity, verdict, reasons = aggregate.overall(per_metric, fault, cfg, ev)
     if not per_metric:
         reasons = (*reasons, f"no curve could be compared ({_skips(curves.skipped)})")
     return Comparison(

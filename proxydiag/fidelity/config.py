@@ -90,6 +90,8 @@ class FidelityConfig:
     onset_tolerance_progress: float = 0.1
     #: events co-occur within this fraction of run progress
     event_window_progress: float = 0.02
+    #: the order of symptoms is judged when the runs share at least this many
+    order_min_symptoms: int = 3
     #: a change smaller than this many robust σ of the run's noise is "no change"
     learn_min_sigma: float = 3.0
     #: a proxy that moves less than this fraction of the full run's change does not learn
@@ -123,6 +125,7 @@ class FidelityConfig:
         _check("partial_min_metrics", self.partial_min_metrics, 1, 1000)
         _check("onset_tolerance_progress", self.onset_tolerance_progress, 0.0, 1.0)
         _check("event_window_progress", self.event_window_progress, 0.0, 1.0)
+        _check("order_min_symptoms", self.order_min_symptoms, 2, 1000)
         _check("learn_min_sigma", self.learn_min_sigma, 0.0, 100.0)
         _check("learn_min_fraction", self.learn_min_fraction, 0.0, 1.0)
         _check("unfaithful_factor", self.unfaithful_factor, 0.0, 1.0)

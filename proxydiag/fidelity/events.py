@@ -10,7 +10,9 @@ than the tolerance window are one event.
 * **co-occurrence**: F1 of events matched one-to-one within ``event_window_progress``, kind by
   kind; judged against the F1 between full seeds (with one seed, against the floor).
 * **order**: the first onset of each symptom present in both runs; Kendall's tau of the two
-  orders (1 = the same order).
+  orders (1 = the same order). The order *differs* when at least ``order_min_symptoms`` (3)
+  symptoms are shared, the seeds agree on their order (median tau ≥ 0.5) and the proxy's tau is
+  ≤ 0; a reproduced fault with its symptoms in another order makes the proxy partial.
 """
 
 from __future__ import annotations
@@ -113,13 +115,21 @@ def score(grid: Grid, diagnoses: Sequence[Diagnosis | None], *, config: Fidelity
             for i in range(grid.n_full) for j in range(i + 1, grid.n_full)]
     ref = reference([1 - b for b in base], floor=config.floor_events)
     ka, kb, tau = order(full, proxy)
+    seed_taus = [t for i in range(grid.n_full) for j in range(i + 1, grid.n_full)
+                 if (t := order(per_run[i], per_run[j])[2]) is not None]
+    seed_tau = float(np.median(seed_taus)) if seed_taus else None
+    # the order differs when the seeds agree on it (tau >= 0.5) and the proxy reverses it
+    differs = (tau is not None and tau <= 0 and len(ka) >= config.order_min_symptoms
+               and seed_tau is not None and seed_tau >= 0.5)
     seed_f1 = float(np.median(base)) if base else None
     words = (f"events: F1 {fmt(value)} of symptoms co-occurring within {window:.0%} of progress, "
-             f"seed-to-seed {fmt(seed_f1)}; order of shared symptoms: Kendall tau {fmt(tau)}")
+             f"seed-to-seed {fmt(seed_f1)}; order of {len(ka)} shared symptoms: Kendall tau "
+             f"{fmt(tau)}, seed-to-seed {fmt(seed_tau)}")
     details: dict[str, Any] = {
         "full": {k: [round(x, 4) for x in v] for k, v in full.items()},
         "proxy": {k: [round(x, 4) for x in v] for k, v in proxy.items()},
         "order_full": ka, "order_proxy": kb, "kendall_tau": tau, "window_progress": window,
-        "seed_f1": [round(b, 4) for b in base],
+        "seed_f1": [round(b, 4) for b in base], "seed_kendall_tau": seed_tau,
+        "order_differs": bool(differs),
     }
     return TestResult(NAME, value, float(relative(1 - value, ref)), None, seed_f1, words, details)

@@ -1,8 +1,9 @@
 """Console logs: one reader for the text that training frameworks print.
 
-``can_read`` sniffs the first 64 KB for any dialect's lines. ``read`` streams the file in
+``can_read`` sniffs the first MB for any dialect's lines. ``read`` streams the file in
 blocks (:mod:`console_lines`), lets every dialect extract its records from each block with
-polars string expressions (:data:`DIALECTS`, one module each), then, over the records only:
+polars string expressions (:data:`DIALECTS`, one module each; two blocks at a time,
+:mod:`console_stream`), then, over the records only:
 gives step-less lines their steps (:mod:`console_steps`), turns overflow lines into
 ``skipped``/``loss_scale`` points (:mod:`console_overflow`), and hands the raw frame to
 :func:`~proxydiag.ingest.build.build_run` (restarts, aliases, counters).
@@ -55,6 +56,7 @@ class ConsoleParse:
 
 
 def dialects() -> list[ModuleType]:
+    """The dialect modules, in :data:`DIALECTS` order."""
     return [importlib.import_module(name) for name in DIALECTS]
 
 
@@ -149,10 +151,15 @@ def _assemble(
     state: dict[str, Any],
     n_lines: int,
 ) -> ConsoleParse:
-    own = recs.filter(pl.col("attach") == 0)
+    # whole-frame passes only where they can find something (a Megatron log has 10^7 rows)
+    stepless = (recs["attach"] != 0).any()
+    own = recs.filter(pl.col("attach") == 0) if stepless else recs
     loose = attach(recs.filter(pl.col("attach") != 0), anchor_lines)
-    own, engines = split_engines(own)
-    counters = own.filter(pl.col("key").str.starts_with("ds_skipped"))
+    engines = 1
+    counters = own.clear()
+    if "deepspeed" in found:
+        own, engines = split_engines(own)
+        counters = own.filter(pl.col("key").str.starts_with("ds_skipped"))
     resolved = resolve(ovf, anchor_lines, counters)
     raw = pl.concat([own, loose.sort("line", maintain_order=True), resolved.records])
     attrs: dict[str, Any] = {"console_dialects": found, "console_lines": n_lines}

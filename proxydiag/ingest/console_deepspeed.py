@@ -79,11 +79,13 @@ def extract(chunk: Chunk) -> Extract:
 
 def _step_lines(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     """``step=N, skipped=K, lr=[a, b]``, cut with literal splits (no regex per line)."""
-    parts = pl.col("text").str.split_exact("step=", 1).struct.field("field_1").str.split_exact(", ", 2)
-    skipped, lr = parts.struct.field("field_1"), parts.struct.field("field_2")
-    hits = lines.select(
+    # split once into columns (an expression used three times is computed three times)
+    after = pl.col("text").str.split_exact("step=", 1).struct.field("field_1")
+    parts = lines.select("line", "wall_time", after.str.split_exact(", ", 2).alias("_p")).unnest("_p")
+    skipped, lr = pl.col("field_1"), pl.col("field_2")
+    hits = parts.select(
         "line", "wall_time",
-        steps(parts.struct.field("field_0")).alias("step"),
+        steps(pl.col("field_0")).alias("step"),
         skipped.str.strip_prefix("skipped=").alias("ds_skipped"),
         lr.str.strip_prefix("lr=[").str.split_exact(",", 1).struct.field("field_0")
         .str.strip_chars_end("]").alias("lr"),
@@ -99,9 +101,8 @@ def _step_lines(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
 def _timer(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     """``global_step=N, RunningAvgSamplesPerSec=..., MemAllocated=3.96GB, ...`` (any fields)."""
     after = pl.col("text").str.split_exact("global_step=", 1).struct.field("field_1")
-    hits = lines.select(
-        "line", "wall_time", after.alias("text"),
-        steps(after.str.split_exact(",", 1).struct.field("field_0")).alias("step"),
+    hits = lines.select("line", "wall_time", after.alias("text")).with_columns(
+        steps(pl.col("text").str.split_exact(",", 1).struct.field("field_0")).alias("step"),
     ).filter(pl.col("step").is_not_null())
     if hits.is_empty():
         return empty_records()

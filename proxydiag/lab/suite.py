@@ -37,7 +37,11 @@ def run_suite(out: Path, *, runs: list[LabRun], workers: int = 2) -> Path:
     todo = [r for r in runs if not (out / r.name / DONE).exists()]
     # pre-train once (cached) before fanning out, so workers do not race on the cache
     if todo:
+        import torch
+
         from proxydiag.lab.pretrain import pretrain
+
+        torch.set_num_threads(1)  # OpenMP threads spin badly on a loaded machine
 
         for seed in sorted({r.pretrain_seed for r in todo}):
             pretrain(todo[0].model, seed=seed, steps=todo[0].pretrain_steps, cache_dir=cache)

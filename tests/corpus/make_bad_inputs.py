@@ -42,7 +42,7 @@ MLFLOW, PARQUET = "proxydiag.ingest.mlflow_files", "proxydiag.ingest.parquet"
 STATE = "proxydiag.ingest.trainer_state"
 
 HOSTILE = ["actor/grad norm", "rollout_corr/k3_kl", "ünïcødé/λ", "<img src=x onerror=alert(1)>",
-           "$(rm -rf ~); `id` | & > x", "a'b\"c"]
+           "$(rm -rf ~); `id` | & > x", "a'b\"c", "[/b] [red]rich markup"]
 
 
 def _write(root: Path, name: str, data: bytes | str) -> Path:
@@ -82,7 +82,7 @@ def csv_cases(root: Path) -> list[Case]:
              message=":3: step '99999999999999999999' is not an integer that fits in 64 bits"),
         Case("csv_plus_minus_1e308", w("big.csv", "step,v\n1,1e308\n2,-1e308\n3,1.7976931348623157e308\n"),
              CSV, "data", {"v": [(1, 1e308), (2, -1e308), (3, 1.7976931348623157e308)]}),
-        Case("csv_hostile_metric_names", w("names.csv", f"step,{names}\n1,{','.join(map(str, range(6)))}\n"),
+        Case("csv_hostile_metric_names", w("names.csv", f"step,{names}\n1,{','.join(map(str, range(len(HOSTILE))))}\n"),
              CSV, "data", {n: [(1, float(i))] for i, n in enumerate(HOSTILE)}),
         Case("csv_zero_length", w("empty.csv", b""), CSV, "error", message="empty file"),
         Case("csv_header_only", w("header.csv", "step,loss\n"), CSV, "error", message="no data rows"),
