@@ -191,7 +191,7 @@ class RunStore:
         ids = self.runs()["run"].to_list()
         if not ids:
             return pl.LazyFrame(schema=SCHEMA)
-        return pl.scan_parquet([self._file(rid) for rid in ids])
+        return pl.scan_parquet([self._file(rid) for rid in ids], glob=False)
 
     def size_bytes(self) -> int:
         """Bytes on disk of the whole store directory."""

@@ -88,7 +88,7 @@ def read(path: Path) -> Run:
     """Read a run file back into a :class:`Run`."""
     meta = metadata(path)
     try:
-        frame = pl.read_parquet(path)
+        frame = pl.read_parquet(path, glob=False)
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise StoreError(f"{path}: unreadable run file ({exc}); remove the run and re-ingest") from exc
     frame = frame.select([pl.col(c).cast(t) for c, t in SCHEMA.items()])

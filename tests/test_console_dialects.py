@@ -383,3 +383,10 @@ def test_a_giant_line_is_cut_and_memory_stays_bounded(tmp_path: Path, monkeypatc
     lines = pl.concat(frames)
     assert lines["line"].to_list() == [1, 2]
     assert lines["text"][1] == MEG_2021.rstrip("\n")
+
+
+def test_one_worker_reads_the_same_as_two(tmp_path: Path) -> None:
+    path = _write(tmp_path, (MEG_2021 + _step(10, 0) + PPO) * 40)
+    one = console.parse(path, chunk_bytes=700, workers=1)
+    two = console.parse(path, chunk_bytes=700, workers=2)
+    assert one.raw.equals(two.raw) and one.attrs == two.attrs

@@ -73,6 +73,12 @@ def ingest(
     stored: list[Run] = []
     failures: list[str] = []
     work: list[tuple[ModuleType | None, str | Path]] = []  # (None, message): discovery failed
+    if not sources and not mlflow_experiment:
+        raise typer.BadParameter("give SOURCE... and/or --mlflow-experiment NAME")
+    if mlflow_experiment:  # MLflow selects the runs; each is then read by the fastest route
+        uri = mlflow_uri.resolve_tracking_uri(tracking_uri)
+        ids = mlflow_uri.search_ids(mlflow_experiment, mlflow_filter, uri)
+        work.extend((mlflow_uri, f"runs:/{rid}") for rid in ids)
     for source in sources or []:
         try:
             work.extend(discover(_absolute(source)))

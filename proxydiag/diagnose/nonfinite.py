@@ -101,8 +101,11 @@ def _burst(s: Series, bad: np.ndarray, c: ScalerConfig, *, calib_end: int | None
     high = np.flatnonzero((num / den > c.max_skip_fraction) & (den >= 3))
     if high.size == 0:
         return None
-    gap = max(float(c.calibration_gap_steps), 2 * s.interval)
-    return cluster_start(s.steps[hits > 0], s.steps[high[0]], gap_steps=gap)
+    gap = max(float(c.calibration_gap_steps), 4 * s.interval)
+    start = cluster_start(s.steps[hits > 0], s.steps[high[0]], gap_steps=gap)
+    # logged every k steps, the burst began after the last logged point before it
+    i = int(np.searchsorted(s.steps, start))
+    return int(s.steps[i - 1]) + 1 if i > 0 else start
 
 
 def _trailing_start(bad: np.ndarray) -> int:

@@ -95,7 +95,7 @@ def _persistent(counts: Series, c: ScalerConfig, *, calib_end: int | None) -> li
     starts, ends = runs_of(high)
     events = []
     for a, b in zip(starts[:5], ends[:5], strict=False):
-        gap = max(float(c.calibration_gap_steps), 2 * counts.interval)
+        gap = max(float(c.calibration_gap_steps), 4 * counts.interval)
         start = cluster_start(counts.steps[vals > 0], counts.steps[a], gap_steps=gap)
         first = int(np.searchsorted(counts.steps, start))
         # a per-interval count c at step s that persists covers the last c steps of the interval

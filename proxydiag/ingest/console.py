@@ -27,7 +27,7 @@ from proxydiag.ingest.console_lines import CHUNK_BYTES, head_text
 from proxydiag.ingest.console_overflow import resolve
 from proxydiag.ingest.console_records import empty_overflows, empty_records
 from proxydiag.ingest.console_steps import attach, split_engines
-from proxydiag.ingest.console_stream import stream
+from proxydiag.ingest.console_stream import WORKERS, stream
 from proxydiag.run import Run
 
 NAME = "console"
@@ -72,7 +72,8 @@ def can_read(source: str | Path) -> bool:
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     path = Path(source)
     chunk_bytes = int(ctx.options.get("chunk_bytes", CHUNK_BYTES))
-    parsed = parse(path, chunk_bytes=chunk_bytes)
+    workers = int(ctx.options.get("workers", WORKERS))
+    parsed = parse(path, chunk_bytes=chunk_bytes, workers=workers)
     if parsed.raw.is_empty():
         raise IngestError(
             f"{path}: no metric lines found in this console log (dialects tried: "
@@ -86,7 +87,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     return [run]
 
 
-def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> ConsoleParse:
+def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS) -> ConsoleParse:
     r"""Stream ``path`` through every dialect and resolve steps, engines and overflows.
 
     Parameters
@@ -95,6 +96,8 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> ConsoleParse:
         A text log (any mix of the dialects in :data:`DIALECTS`).
     chunk_bytes
         Bytes read per block; memory stays bounded by a few blocks plus the records.
+    workers
+        Threads extracting blocks at once (1: one block at a time).
 
     Returns
     -------
@@ -116,7 +119,7 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> ConsoleParse:
     [(10, 65536.0, 32768.0)]
     >>> os.remove(fh.name)
     """
-    got = stream(path, dialects(), chunk_bytes=chunk_bytes)
+    got = stream(path, dialects(), chunk_bytes=chunk_bytes, workers=workers)
     recs = pl.concat([empty_records(), *got.records])
     ovf = pl.concat([empty_overflows(), *got.overflows])
     anchor_lines = _dominant(got.anchors)

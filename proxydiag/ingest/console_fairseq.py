@@ -69,11 +69,9 @@ def _pairs(lines: pl.DataFrame, line_re: str, pair_re: str) -> pl.DataFrame:
     body = body.filter(pl.col("body").is_not_null())
     found = body.select("line", "wall_time", pl.col("body").str.extract_all(pair_re).alias("p"))
     found = found.explode("p").filter(pl.col("p").is_not_null())
-    kv = pl.col("p").str.extract_groups(pair_re)
-    return found.select(
-        "line", "wall_time",
-        kv.struct.field("1").alias("key"),
-        kv.struct.field("2").str.strip_chars("\"").alias("raw"),
+    kv = found.select("line", "wall_time", pl.col("p").str.extract_groups(pair_re).alias("kv"))
+    return kv.unnest("kv").select(
+        "line", "wall_time", pl.col("1").alias("key"), pl.col("2").str.strip_chars("\"").alias("raw")
     )
 
 

@@ -53,8 +53,8 @@ def resolve(ovf: pl.DataFrame, anchor_lines: pl.DataFrame, counters: pl.DataFram
     counting = next((f for f in COUNT_ORDER if f in present), None)
     ovf = _dedupe_changes(_steps(ovf, anchor_lines, exact=counting == "ds_iter"))
     counted = ovf.filter(pl.col("family") == counting) if counting else ovf.clear()
-    if counting == "verl":
-        counted = counted.unique("step", keep="first", maintain_order=True)
+    if counting == "verl":  # every rank warns: once per step (a step seen again after a restart counts)
+        counted = counted.filter((pl.col("step") != pl.col("step").shift(1)).fill_null(True))
     prefix = (counting or "ds").split("_")[0]
     skip_key = SKIP_KEY[prefix]
     records = [_per_step(counted, {skip_key: pl.len().cast(pl.Float64)})]

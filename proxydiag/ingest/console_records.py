@@ -177,11 +177,7 @@ def pairs(
     """
     fields = frame.select(*keep, pl.col(column).str.split(sep).alias("_f")).explode("_f")
     split = pl.col("_f").str.extract_groups(rf"^\s*(.*\S)\s*{_re_escape(kv)}\s*(.*?)\s*$")
-    out = fields.select(
-        *keep,
-        split.struct.field("1").alias("key"),
-        split.struct.field("2").alias("raw"),
-    )
+    out = fields.select(*keep, split.alias("_kv")).unnest("_kv").rename({"1": "key", "2": "raw"})
     return out.filter(pl.col("key").is_not_null() & (pl.col("key") != ""))
 
 

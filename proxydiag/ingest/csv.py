@@ -210,7 +210,7 @@ def _parse(
     dtypes: list[pl.DataType] = [
         pl.Int64() if n == step else pl.Utf8() if n == key else pl.Float64() for n in names
     ]
-    options = {"separator": sep, "new_columns": names, "raise_if_empty": False}
+    options = {"separator": sep, "new_columns": names, "raise_if_empty": False, "glob": False}
     try:
         return pl.read_csv(data, schema_overrides=dtypes, **options)  # type: ignore[arg-type]
     except pl.exceptions.PolarsError:

@@ -112,7 +112,7 @@ def decode_values(value: pl.Expr, is_nan: pl.Expr | None = None) -> pl.Expr:
     """NaN from ``is_nan`` and ±inf from MLflow's ±1.7976931348623157e308 sentinel.
 
     >>> df = pl.DataFrame({"v": [0.0, SQL_INF, -SQL_INF, 2.5], "n": [True, False, False, False]})
-    >>> df.select(decode_values(pl.col("v"), pl.col("n")))["v"].to_list()
+    >>> df.select(decode_values(pl.col("v"), pl.col("n")))["value"].to_list()
     [nan, inf, -inf, 2.5]
     """
     decoded = (pl.when(value == SQL_INF).then(math.inf)

@@ -46,7 +46,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
 def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
     """Read one Parquet file into a raw frame (``step, key, value, wall_time``)."""
     try:
-        frame = pl.read_parquet(path)
+        frame = pl.read_parquet(path, glob=False)  # a name like run[1].parquet is not a glob
     except (OSError, pl.exceptions.PolarsError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise IngestError(f"{path}: cannot read as Parquet ({reason}); is the file complete?") from exc

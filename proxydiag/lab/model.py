@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -73,7 +74,7 @@ class Block(nn.Module):
         q, k, v = (z.view(shape).transpose(1, 2) for z in (q, k, v))
         att = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.proj(att.transpose(1, 2).reshape(b, t, d))
-        return x + self.moe(self.ln2(x))
+        return cast(torch.Tensor, x + self.moe(self.ln2(x)))
 
 
 class MoEPolicy(nn.Module):
@@ -90,16 +91,19 @@ class MoEPolicy(nn.Module):
         x = self.embed(tokens) + self.pos[: tokens.shape[1]]
         for block in self.blocks:
             x = block(x)
-        return self.head(self.ln_f(x))
+        return cast(torch.Tensor, self.head(self.ln_f(x)))
+
+    def moes(self) -> list[MoE]:
+        """The MoE layer of each block."""
+        return [cast(Block, block).moe for block in self.blocks]
 
     def n_experts(self) -> int:
-        return self.blocks[0].moe.n_experts  # type: ignore[union-attr, no-any-return]
+        return self.moes()[0].n_experts
 
     def active_params_per_token(self) -> int:
         """Parameters touched per token (the cost that expert pruning cuts)."""
         total = sum(p.numel() for n, p in self.named_parameters() if ".moe.w_" not in n)
-        for block in self.blocks:
-            moe = block.moe  # type: ignore[union-attr]
+        for moe in self.moes():
             per_expert = moe.w_in[0].numel() + moe.w_out[0].numel()
             total += per_expert * min(moe.top_k, moe.n_experts)
         return int(total)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from scipy.cluster.vq import kmeans2
 
-from proxydiag.lab.model import MoE, MoEPolicy
+from proxydiag.lab.model import MoEPolicy
 
 
 def cluster_representatives(vectors: np.ndarray, *, n_keep: int, seed: int) -> list[int]:
@@ -51,8 +51,7 @@ def prune_experts(model: MoEPolicy, *, keep_ratio: float, seed: int) -> tuple[Mo
         raise ValueError(f"keep_ratio must be in (0, 1], got {keep_ratio}")
     proxy = copy.deepcopy(model)
     kept_per_layer: list[list[int]] = []
-    for layer, block in enumerate(proxy.blocks):
-        moe: MoE = block.moe  # type: ignore[assignment]
+    for layer, moe in enumerate(proxy.moes()):
         n_keep = max(1, round(moe.n_experts * keep_ratio))
         vecs = torch.cat([moe.w_in.flatten(1), moe.w_out.flatten(1)], dim=1).detach().numpy()
         kept = cluster_representatives(vecs.astype(np.float64), n_keep=n_keep, seed=seed + layer)

@@ -40,7 +40,7 @@ def generate(sampler: MoEPolicy, prompt: torch.Tensor, *, gen: torch.Generator, 
 
 def response_logits(policy: MoEPolicy, tokens: torch.Tensor) -> torch.Tensor:
     """Logits that predicted each response token, shape (n, ANSWER_LEN, vocab)."""
-    logits = policy(tokens[:, :-1])
+    logits: torch.Tensor = policy(tokens[:, :-1])
     return logits[:, PROMPT_LEN - 1 :]
 
 

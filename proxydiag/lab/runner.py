@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ class LabRun:
     precision: str = "fp32"
     pretrain_steps: int = 300
     pretrain_seed: int = 0
-    model: ModelConfig = ModelConfig()
+    model: ModelConfig = field(default_factory=ModelConfig)
 
     @property
     def name(self) -> str:
@@ -64,7 +64,7 @@ def run_lab(spec: LabRun, out_dir: Path, *, cache_dir: Path | None = None,
     fault = FaultSpec(spec.fault, spec.fault_step)
     learner, kept = _build(spec, cache_dir)
     full_params = MoEPolicy(spec.model).total_params()
-    sidecar = {
+    sidecar: dict[str, Any] = {
         "name": spec.name,
         "role": "full" if kept is None else "proxy",
         "group": spec.group,

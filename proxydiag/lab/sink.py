@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,8 @@ class MetricSink:
         if self.mlflow_run is not None:
             from mlflow.entities import Metric
 
-            batch = [Metric(k, float(v), 0, step) for k, v in metrics.items() if not math.isnan(v) or True]
+            now = int(time.time() * 1000)
+            batch = [Metric(k, float(v), now, step) for k, v in metrics.items()]
             self.client.log_batch(self.mlflow_run.info.run_id, metrics=batch)
 
     def close(self) -> None:

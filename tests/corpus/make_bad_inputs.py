@@ -84,6 +84,8 @@ def csv_cases(root: Path) -> list[Case]:
              CSV, "data", {"v": [(1, 1e308), (2, -1e308), (3, 1.7976931348623157e308)]}),
         Case("csv_hostile_metric_names", w("names.csv", f"step,{names}\n1,{','.join(map(str, range(len(HOSTILE))))}\n"),
              CSV, "data", {n: [(1, float(i))] for i, n in enumerate(HOSTILE)}),
+        Case("csv_glob_characters_in_file_name", w("run[1]*?.csv", "step,loss\n1,0.5\n"), CSV, "data",
+             {"loss": [(1, 0.5)]}),
         Case("csv_zero_length", w("empty.csv", b""), CSV, "error", message="empty file"),
         Case("csv_header_only", w("header.csv", "step,loss\n"), CSV, "error", message="no data rows"),
         Case("csv_not_utf8", w("latin1.csv", "step,loss\n1,0.5\n2,\xe9\n".encode("latin-1")), CSV, "error"),
