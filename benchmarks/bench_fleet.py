@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -103,14 +104,14 @@ print(json.dumps({"seconds": t_ingest, "points": n, "listed": listed, "list_s": 
 """
 
 
-def _job(src: Path, mode: str, *extra: str) -> dict[str, object]:
+def _job(src: Path, mode: str, *extra: str) -> dict[str, Any]:
     dst = Path(tempfile.mkdtemp(prefix="proxydiag-bench-store-"))
     try:
         res = subprocess.run([sys.executable, "-c", JOB, str(src), str(dst), mode, *extra],
                              cwd=ROOT, capture_output=True, text=True, check=True)
     finally:
         shutil.rmtree(dst, ignore_errors=True)
-    result: dict[str, object] = json.loads(res.stdout.strip().splitlines()[-1])
+    result: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
     return result
 
 
@@ -129,18 +130,18 @@ def run(ctx: Context) -> list[Row]:
     fleet = _job(src, "fleet")
     what = "ingest + diagnose" if fleet["diagnose"] else "ingest only (diagnose not importable)"
     rows = [Row(f"fleet {n_runs} runs × {n_metrics} metrics × {n_steps:,} steps: {what}",
-                "proxydiag", [float(fleet["seconds"])], points=int(fleet["points"]),  # type: ignore[arg-type]
-                peak_mb=float(fleet["peak_mb"]),  # type: ignore[arg-type]
-                note=f"store {int(fleet['size']) / 1e6:,.0f} MB on disk")]  # type: ignore[call-overload]
+                "proxydiag", [float(fleet["seconds"])], points=int(fleet["points"]),
+                peak_mb=float(fleet["peak_mb"]),
+                note=f"store {int(fleet['size']) / 1e6:,.0f} MB on disk")]
     count = ctx.size(1000, 20)
     many = _job(src, "many", str(count))
-    rows.append(Row(f"{count:,} runs in one store: put each", "proxydiag", [float(many["seconds"])],  # type: ignore[arg-type]
-                    points=int(many["points"]), peak_mb=float(many["peak_mb"]),  # type: ignore[arg-type]
-                    note=f"runs() {float(many['list_s']):.2f} s, scan() of all {float(many['scan_s']):.2f} s, "  # type: ignore[arg-type]
-                    f"store {int(many['size']) / 1e6:,.1f} MB"))  # type: ignore[call-overload]
+    rows.append(Row(f"{count:,} runs in one store: put each", "proxydiag", [float(many["seconds"])],
+                    points=int(many["points"]), peak_mb=float(many["peak_mb"]),
+                    note=f"runs() {float(many['list_s']):.2f} s, scan() of all {float(many['scan_s']):.2f} s, "
+                    f"store {int(many['size']) / 1e6:,.1f} MB"))
     n_keys = ctx.size(10_000, 500)
     keys = _job(_keys_input(ctx, n_keys), "keys")
     rows.append(Row(f"{n_keys:,} distinct metric keys in one run: read + put", "proxydiag",
-                    [float(keys["seconds"])], points=int(keys["points"]),  # type: ignore[arg-type]
-                    peak_mb=float(keys["peak_mb"]), note=f"{keys['listed']} keys stored"))  # type: ignore[arg-type]
+                    [float(keys["seconds"])], points=int(keys["points"]),
+                    peak_mb=float(keys["peak_mb"]), note=f"{keys['listed']} keys stored"))
     return rows

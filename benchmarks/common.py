@@ -81,12 +81,19 @@ def peak_rss_mb(code: str) -> float:
     import subprocess
     import sys
 
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec, so a large parent
+    # (the benchmark driver) would hide the child's own peak
     prog = (
-        "import resource, json, proxydiag, polars, numpy\n"
+        "import json, proxydiag, polars, numpy\n"
         "from pathlib import Path\n"
-        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "def _hwm():\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith('VmHWM:'):\n"
+        "            return int(line.split()[1])\n"
+        "    return 0\n"
+        "base = _hwm()\n"
         f"{code}\n"
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "peak = _hwm()\n"
         "print(json.dumps({'base': base, 'peak': peak}))\n"
     )
     res = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True)

@@ -150,8 +150,13 @@ def log_result(kind: str, result: Mapping[str, Any], attrs: Mapping[str, Any], *
 
 
 def target_uri(attrs: Mapping[str, Any], explicit: str | None) -> str:
-    """Where to log: the explicit URI, else ``MLFLOW_TRACKING_URI``, else the run's own store."""
-    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI") or attrs.get("mlflow_tracking_uri")
+    """Where to log: the explicit URI, else the store the run was read from (an MLflow run is
+    updated where it lives), else ``MLFLOW_TRACKING_URI``.
+
+    >>> target_uri({"mlflow_tracking_uri": "sqlite:///m.db"}, None)
+    'sqlite:///m.db'
+    """
+    uri = explicit or attrs.get("mlflow_tracking_uri") or os.environ.get("MLFLOW_TRACKING_URI")
     if not uri:
         raise MlflowError("no MLflow tracking URI: pass --tracking-uri or set MLFLOW_TRACKING_URI")
     return str(uri)

@@ -86,7 +86,4 @@ class WriterLock:
             f"PID {info.get('pid')} on host {info.get('host')}" if info.get("pid")
             else "another process"
         )
-        return StoreLockedError(
-            f"store {self.root} is in use by {who}; retry or use another --store "
-            f"(waited {self.timeout_s:g} s)"
-        )
+        return StoreLockedError(f"store {self.root} is in use by {who}; retry or use another --store")

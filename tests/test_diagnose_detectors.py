@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from proxydiag.diagnose import divergence, drift, mismatch, nonfinite, scaler, spikes
-from proxydiag.diagnose._changepoint import cusum_onset, hinge_from_level, jump_ramp_fit, ramp_fit, step_fit
+from proxydiag.diagnose._changepoint import (
+    cusum_onset,
+    hinge_from_level,
+    jump_ramp_fit,
+    ramp_fit,
+    step_fit,
+)
 from proxydiag.diagnose._view import from_arrays
 from proxydiag.diagnose.config import DiagnoseConfig
 
@@ -203,14 +209,24 @@ def test_mismatch_gradual_climb_onset_is_where_it_starts_not_the_bound_crossing(
     assert "veRL Ascend guide" in events[0].evidence
 
 
-def test_mismatch_correlation_drop_and_level_only_warning() -> None:
+def test_mismatch_correlation_drop() -> None:
     rng = np.random.default_rng(9)
     t = np.arange(300)
     corr = 1.0 - 7e-4 * np.where(t < 150, 1.0, 30.0) * np.exp(_ar1(rng, 300, sigma=0.1))
     events = mismatch.detect(from_arrays({"mismatch_corr": (t, corr)}), CFG)
     assert [(e.kind, e.onset_step) for e in events] == [("mismatch_corr_drop", 150)]
-    high = 0.02 * np.exp(_ar1(rng, 300, sigma=0.05))  # above 0.01 from the start, no change
+
+
+def test_mismatch_beyond_its_bound_without_a_change() -> None:
+    rng = np.random.default_rng(12)
+    t = np.arange(300)
+    # an fp8 sampler: beyond 0.01 from the first step and all along (no change to see)
+    high = 0.02 * np.exp(_ar1(rng, 300, sigma=0.05))
     events = mismatch.detect(from_arrays({"mismatch_prob_diff": (t, high)}), CFG)
+    assert [(e.kind, e.onset_step, e.severity) for e in events] == [("mismatch_level", 0, "critical")]
+    # beyond it for a while in mid-run only, with no sustained change: a warning
+    bump = 0.006 * np.exp(_ar1(rng, 300, sigma=0.05)) * np.where((t > 100) & (t < 140), 2.2, 1.0)
+    events = mismatch.detect(from_arrays({"mismatch_prob_diff": (t, bump)}), CFG)
     assert [(e.kind, e.severity) for e in events] == [("mismatch_level", "warning")]
 
 

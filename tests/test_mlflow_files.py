@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 import random
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mlflow_fixtures import QUIET_ENV
 
 from proxydiag.errors import IngestError, IngestWarning
@@ -148,3 +151,42 @@ def test_not_a_file_store(tmp_path: Path) -> None:
     assert metric_files(tmp_path / "nothing") == []
     with pytest.raises(IngestError, match="not an MLflow file store"):
         mlflow_files.read(tmp_path, ReadContext())
+
+
+_points = st.lists(st.tuples(st.integers(0, 2**53), st.floats(allow_nan=True),
+                             st.integers(-2**40, 2**62)), min_size=1, max_size=50)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(points=_points)
+def test_property_every_logged_float_reads_back_exactly(tmp_path: Path, points: list[tuple[int, float, int]]) -> None:
+    path = tmp_path / "m"
+    path.write_text("".join(f"{ts} {v!r} {s}\n" for ts, v, s in points))
+    frame = read_metrics([("k", path)])
+    np.testing.assert_array_equal(frame["value"].to_numpy(), np.array([v for _, v, _ in points]))
+    assert frame["step"].to_list() == [s for _, _, s in points]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=200))
+def test_property_garbage_is_an_error_or_data_never_a_crash(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "m"
+    path.write_bytes(data)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", IngestWarning)
+            frame = read_metrics([("k", path)])
+    except IngestError as exc:
+        assert f"{path}:" in str(exc)
+        return
+    assert frame.height == data[: data.rfind(b"\n") + 1].count(b"\n")
+
+
+def test_a_run_without_points_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path, b"1000 0.5 0\n")
+    empty = tmp_path / "0" / "def"
+    (empty / "metrics").mkdir(parents=True)
+    (empty / "meta.yaml").write_text("run_id: def\nrun_name: e\nlifecycle_stage: active\n")
+    with pytest.warns(IngestWarning, match=r"0/def: MLflow run has no metric points; skipped"):
+        runs = mlflow_files.read(tmp_path / "0", ReadContext())
+    assert [r.attrs["mlflow_run_id"] for r in runs] == [run_dir.name]

@@ -114,3 +114,19 @@ def test_no_tracking_uri_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     with pytest.raises(MlflowError, match="set MLFLOW_TRACKING_URI"):
         mlflow_uri.read("runs:/0123", ReadContext())
+
+
+def test_cli_tracking_uri_reads_runs_uris_too(sql_store: tuple[str, list[str]],
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from proxydiag.cli import main
+
+    uri, ids = sql_store
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "")  # restored after the test
+    with pytest.raises(SystemExit) as exit_info:
+        main(["diagnose", f"runs:/{ids[0]}", "--tracking-uri", uri, "--format", "json"])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 0, captured.err
+    assert json.loads(captured.out.splitlines()[0])["run"] == f"full-{ids[0][:8]}"

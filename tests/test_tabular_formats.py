@@ -93,3 +93,16 @@ def test_trainer_state_damaged(tmp_path: Path) -> None:
     path.write_text('{"log_history": [{"step": 1, "loss": 2.0},\n')
     with pytest.raises(IngestError, match=r"trainer_state.json:2: invalid JSON"):
         read_run(path)
+
+
+def test_parquet_unsigned_step_overflow_and_decimal_values(tmp_path: Path) -> None:
+    import decimal
+
+    big = tmp_path / "u.parquet"
+    pl.DataFrame({"step": pl.Series([1, 2**63], dtype=pl.UInt64), "a": [1.0, 2.0]}).write_parquet(big)
+    with pytest.raises(IngestError, match=r"u.parquet@row 1: step 9223372036854775808 does not fit"):
+        read_run(big)
+    dec = tmp_path / "d.parquet"
+    pl.DataFrame({"step": [1, 2], "a": pl.Series([decimal.Decimal("1.5"), decimal.Decimal("2.25")],
+                                                 dtype=pl.Decimal(10, 2))}).write_parquet(dec)
+    assert read_run(dec).frame["value"].to_list() == [1.5, 2.25]

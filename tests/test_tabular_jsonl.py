@@ -127,3 +127,14 @@ def test_garbage_raises_only_ingest_error(tmp_path: Path, data: bytes, prefix: b
             read_run(path)
         except IngestError as exc:
             assert "\n" not in str(exc)
+
+
+def test_null_told_apart_from_absent_keys(tmp_path: Path) -> None:
+    path = tmp_path / "n.jsonl"
+    path.write_text('{"step":1,"data":{"a":null}}\n{"step":2,"data":{"b":1}}\n'
+                    '{"step":3,"data":{"a":2,"b":null}}\n')
+    assert same(rows(path), [(1, "a", NAN), (3, "a", 2.0), (2, "b", 1.0), (3, "b", NAN)])
+    assert read_run(path).attrs["null_as_nan"] == 2
+    twin = tmp_path / "twin.jsonl"  # the same leaf name under two parents: no guessing
+    twin.write_text('{"step": 1, "x": {"loss": null}}\n{"step": 2, "y": {"loss": null}}\n')
+    assert same(rows(twin), [(1, "x/loss", NAN), (2, "y/loss", NAN)])

@@ -10,6 +10,7 @@ exactly as protobuf decodes them. Inputs that once broke the reader live in
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from pathlib import Path
 
@@ -26,7 +27,10 @@ from proxydiag.ingest.tb_scalars import Scalars, read_buffer
 from tests._tb_files import tensor_value
 
 REGRESSIONS = Path(__file__).parent / "regressions" / "tensorboard"
-FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: PROXYDIAG_FUZZ_EXAMPLES=5000 runs a longer campaign (CI: 150 per target, a few seconds)
+EXAMPLES = int(os.environ.get("PROXYDIAG_FUZZ_EXAMPLES", "150"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+pytestmark = pytest.mark.timeout(max(120, EXAMPLES))  # a hang fails instead of waiting for the suite
 
 
 def _record(data: bytes) -> bytes:

@@ -61,6 +61,9 @@ def test_detection_and_truncated_log(wandb_dir: Path, tmp_path: Path) -> None:
     run_dir = next(p for p in wandb_dir.iterdir() if p.name.startswith("offline-run-") and not p.is_symlink())
     assert detect(run_dir) is wandb_offline
     assert not wandb_offline.can_read(wandb_dir / "latest-run")
+    link = tmp_path / "linked-wandb"  # a symlink above the run directory is fine
+    link.symlink_to(wandb_dir)
+    assert [r.name for r in read_runs(link)] == ["full-seed1"]
     log = next(run_dir.glob("run-*.wandb"))
     cut = tmp_path / "offline-run-cut"
     cut.mkdir()

@@ -34,9 +34,17 @@ AliasesOpt = Annotated[
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="TOML file overriding detector/test parameters")
 ]
+def _export_tracking_uri(value: str | None) -> str | None:
+    """``--tracking-uri`` also applies to reading ``runs:/`` sources, as MLFLOW_TRACKING_URI."""
+    if value:
+        os.environ["MLFLOW_TRACKING_URI"] = value
+    return value
+
+
 TrackingOpt = Annotated[
     str | None,
-    typer.Option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)"),
+    typer.Option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)",
+                 callback=_export_tracking_uri),
 ]
 FormatOpt = Annotated[
     str, typer.Option("--format", "-f", help="text | json | markdown")

@@ -87,7 +87,8 @@ def window_sum(steps: np.ndarray, counts: np.ndarray, *, window_steps: float) ->
     """
     csum = np.concatenate([[0.0], np.cumsum(counts)])
     lo = np.searchsorted(steps, steps - window_steps, side="right")
-    return csum[np.arange(1, steps.size + 1)] - csum[lo]
+    out: np.ndarray = csum[np.arange(1, steps.size + 1)] - csum[lo]
+    return out
 
 
 def runs_of(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -170,7 +170,7 @@ def _refine_hinge(
     t: np.ndarray, ys: np.ndarray, fit: ChangeFit, *, lo: int, end: int, sign: int, min_points: int
 ) -> ChangeFit:
     """Re-place a climb's hinge against the robust level before it, on the foot of the climb
-    (up to where it first stands 8 robust σ clear of that level), so that a climb that
+    (up to where it first stands 16 robust σ clear of that level), so that a climb that
     steepens later (a climb that tips into divergence) or levels off does not tilt it.
     Twice: the level moves with the hinge."""
     k = fit.index
@@ -180,7 +180,7 @@ def _refine_hinge(
         ref = ys[(lo + k) // 2 : k]
         level, spread = robust_level(ref)
         sigma = max(spread, noise_sigma(ref), 1e-12)
-        clear = np.flatnonzero(sign * (ys[k:end] - level) > 8.0 * sigma)
+        clear = np.flatnonzero(sign * (ys[k:end] - level) > 16.0 * sigma)
         foot = min(end, k + int(clear[0]) + max(min_points, 2)) if clear.size else end
         found = hinge_from_level(t[lo:foot], sign * (ys[lo:foot] - level), min_points=min_points)
         if found is None:

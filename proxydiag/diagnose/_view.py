@@ -31,7 +31,8 @@ class Series:
     @property
     def finite(self) -> np.ndarray:
         """Boolean mask of finite values."""
-        return np.isfinite(self.values)
+        mask: np.ndarray = np.isfinite(self.values)
+        return mask
 
     @property
     def interval(self) -> float:
@@ -42,7 +43,7 @@ class Series:
 
     def points(self, steps: float, *, minimum: int = 3) -> int:
         """How many logged points span ``steps`` steps."""
-        return max(int(round(steps / self.interval)), minimum)
+        return max(round(steps / self.interval), minimum)
 
 
 @dataclass(frozen=True)

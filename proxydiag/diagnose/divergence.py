@@ -92,7 +92,10 @@ def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:
     if change is None or not _large(change, rule, cfg):
         return None
     z = change.z
-    conf = float(min(0.99, 0.6 + 0.4 * (1.0 - c.z_min / max(z, c.z_min))))
+    strength = 1.0 - c.z_min / max(z, c.z_min)
+    # a symptom alone is weak evidence (KL grows and entropy falls in healthy RL runs too)
+    weight = (0.6, 0.4) if rule.severity == "critical" else (0.4, 0.2)
+    conf = float(min(0.99, weight[0] + weight[1] * strength))
     return Event(
         rule.kind, rule.metric, change.onset_step, None, rule.severity, conf,
         _evidence(s.name, change.onset_step, change, rule),

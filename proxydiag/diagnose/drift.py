@@ -77,7 +77,7 @@ def _drift(s: Series, direction: int, c: DriftConfig) -> Event | None:
 
 
 def _stall(s: Series, c: DriftConfig) -> list[Event]:
-    tau, p, change, spread = _trend(s, c)
+    _, p, change, spread = _trend(s, c)
     if p < 0.05 and abs(change) >= 0.25 * max(spread, 1e-12):
         return []
     return [Event(

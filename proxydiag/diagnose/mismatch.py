@@ -67,7 +67,8 @@ def _beyond_bound(metric: str, level: np.ndarray, c: MismatchConfig) -> tuple[np
 
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``mismatch_step`` / ``mismatch_climb`` / ``mismatch_corr_drop`` (critical) and
-    ``mismatch_level`` (warning: above a published bound without a change against the baseline).
+    ``mismatch_level`` (beyond a published bound without a change against the baseline:
+    critical when it is so from the start and stays so, else a warning).
 
     >>> from proxydiag.diagnose._view import from_arrays
     >>> rng = np.random.default_rng(0)
@@ -99,13 +100,29 @@ def _check(s: Series, c: MismatchConfig) -> Event | None:
         change, over = found
         return _event(s, steps, x, change, bound[1] if bound and over else None, c)
     if bound is not None and bound[0].any():
-        first = int(np.flatnonzero(bound[0])[0])
-        return Event(
-            "mismatch_level", s.name, int(steps[first]), None, "warning", 0.5,
-            f"{s.name} is beyond its published bound {bound[1]} from step {int(steps[first])} "
-            f"(level {level[first]:.4g}), without a change against its own early baseline",
-        )
+        return _level_event(s, steps, level, bound, c)
     return None
+
+
+def _level_event(
+    s: Series, steps: np.ndarray, level: np.ndarray, bound: tuple[np.ndarray, str],
+    c: MismatchConfig,
+) -> Event:
+    """Beyond the published bound without a change against the run's own baseline: a
+    precision fault from the start (e.g. an fp8 sampler: ≈0.012 vs bf16 ≈0.003) when the
+    baseline itself is beyond it and the level stays there (≥ 80% of the run); else a warning."""
+    beyond = bound[0]
+    first = int(np.flatnonzero(beyond)[0])
+    base_n = max(int(c.baseline_fraction * beyond.size), 3)
+    from_start = bool(beyond[:base_n].mean() > 0.5 and beyond.mean() >= 0.8)
+    return Event(
+        "mismatch_level", s.name, int(steps[first]), None,
+        "critical" if from_start else "warning", 0.7 if from_start else 0.5,
+        f"{s.name} is beyond its published bound {bound[1]} from step {int(steps[first])} "
+        f"(level {level[first]:.4g}) "
+        + (f"and stays there ({beyond.mean():.0%} of the run): disagreement from the start"
+           if from_start else "without a change against its own early baseline"),
+    )
 
 
 def _earliest_change(

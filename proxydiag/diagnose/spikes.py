@@ -49,7 +49,9 @@ def _spikes(s: Series, c: SpikeConfig) -> list[Event]:
     sig = rolling_mad(y, med, window_points=w)
     # compare each point with the window that ends just before it
     base, spread = np.r_[np.nan, med[:-1]], np.r_[np.nan, sig[:-1]]
-    floor = 1e-3 if logs else 1e-6 * max(float(np.median(np.abs(y))), 1e-12)
+    # on raw scale (values ≤ 0 present, e.g. a dead metric printing 0.000) the floor is
+    # relative to the series' own magnitude
+    floor = 1e-3 if logs else 1e-3 * max(float(np.max(np.abs(y))), 1e-12)
     z = (y - base) / np.maximum(spread, floor)
     jump = (y - base) >= (np.log(c.min_ratio) if logs else 0.0)
     hot = (z > c.z_threshold) & jump

@@ -19,13 +19,17 @@ from proxydiag.diagnose._view import RunView
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.events import Event
 
-OVERFLOW = frozenset({"skip_burst", "scale_collapse", "scale_min", "nonfinite", "nonfinite_counter"})
+#: ``loss_scale_minimum`` is the console reader's "minimum loss scale reached" message
+OVERFLOW = frozenset({
+    "skip_burst", "scale_collapse", "scale_min", "nonfinite", "nonfinite_counter",
+    "loss_scale_minimum",
+})
 DIVERGENCE = frozenset({"divergence"})
 SYMPTOMS = frozenset({
     "reward_collapse", "entropy_collapse", "entropy_explosion", "kl_blowup", "clip_blowup",
     "pg_loss_blowup",
 })
-MISMATCH = frozenset({"mismatch_step", "mismatch_climb", "mismatch_corr_drop"})
+MISMATCH = frozenset({"mismatch_step", "mismatch_climb", "mismatch_corr_drop", "mismatch_level"})
 
 HINTS: dict[str, tuple[str, ...]] = {
     "gradient_overflow": (
@@ -82,6 +86,10 @@ def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
         label, root = "gradient_overflow", overflow
     missing = _missing(rv)
     chain = _chain(events, root)
+    if not any(len(s) for s in rv.series.values()):
+        return Verdict(label, None, 0.0, None, chain, (), missing,
+                       "healthy by default (confidence 0.00): the run has none of the metrics "
+                       "the detectors read.")
     confidence = _confidence(label, root, events, missing)
     return Verdict(
         label, root.onset_step if root else None, confidence, root, chain, HINTS[label],
@@ -109,10 +117,12 @@ def _consensus(events: list[Event]) -> Event | None:
 
 
 def _symptom_cluster(events: list[Event], rv: RunView) -> Event | None:
-    """Without a grad-norm/loss divergence, two or more distinct RL symptoms that start close
-    together (within 10% of the run), one of them in reward or entropy, stand for one.
-    Symptoms in the first 10% of the run are warm-up (KL grows from 0, clipping follows the
-    learning-rate warm-up) and do not count."""
+    """In a run that logs neither grad norm nor loss (divergence shows in the gradient first,
+    OLMo 2), a reward collapse with at least one more RL symptom starting close to it (within
+    10% of the run) stands for a divergence. Entropy falling and KL rising alone are what
+    healthy RL runs do; symptoms in the first 10% of the run are warm-up."""
+    if any(rv.has(m) for m in ("grad_norm", "loss", "pg_loss")):
+        return None
     start = (rv.first_step or 0) + 0.1 * rv.span
     found = sorted(
         (e for e in events if e.kind in SYMPTOMS and e.onset_step is not None and _at(e) >= start),
@@ -120,8 +130,7 @@ def _symptom_cluster(events: list[Event], rv: RunView) -> Event | None:
     )
     for i, first in enumerate(found):
         near = {e.kind for e in found[i:] if _at(e) - _at(first) <= 0.1 * rv.span}
-        core = near & {"reward_collapse", "entropy_collapse", "entropy_explosion"}
-        if len(near) >= 2 and core:
+        if len(near) >= 2 and "reward_collapse" in near:
             return Event(
                 "divergence", first.metric, first.onset_step, None, "critical",
                 min(0.8, first.confidence),
@@ -159,6 +168,8 @@ def _confidence(label: str, root: Event | None, events: list[Event], missing: tu
     conf = 0.95 - 0.4 * worry
     if "mismatch_*" in missing:
         conf -= 0.1  # a precision fault could not have been seen
+    if "grad_norm" in missing:
+        conf -= 0.15  # overflow and divergence judged on fewer signals
     return float(max(conf, 0.3))
 
 

@@ -134,13 +134,25 @@ def _drop_cut_tail(path: Path, data: bytes) -> bytes:
 
 
 def _fast_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:
-    """Parse with polars after swapping non-standard tokens for sentinels; None if unsure.
+    """Parse with polars; None if unsure (then the exact record-by-record path runs).
 
-    Returns the frame (sentinels turned back into NaN/±inf) and the number of ``null`` values.
+    Returns the frame (NaN/±inf restored) and the number of ``null`` values read as NaN.
+    ``null`` alone (orjson's output) is told apart from an absent key line by line with
+    vectorised string search; NaN/Infinity tokens (Python's output) are swapped for sentinels.
     """
+    if b"NaN" not in data and b"Infinity" not in data:
+        try:
+            frame, leaves = _flatten(pl.read_ndjson(data, infer_schema_length=None))
+        except pl.exceptions.PolarsError:
+            return None
+        total = data.count(b"null")
+        if not total:
+            return frame, 0
+        nulls = _explicit_nulls(data, frame, leaves, total=total)
+        if nulls is not None:
+            return nulls, total
     counts: dict[bytes, int] = {}
-    if b"null" in data or b"NaN" in data or b"Infinity" in data:
-        data = _swap_tokens(data, counts)  # a sentinel already in the data shows in the counts
+    data = _swap_tokens(data, counts)  # a sentinel already in the data shows in the counts
     try:
         frame, _ = _flatten(pl.read_ndjson(data, infer_schema_length=None))
     except pl.exceptions.PolarsError:
@@ -156,6 +168,37 @@ def _fast_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:
     if any(counts.values()) and floats:
         frame = frame.with_columns([e.alias(c) for c, e in exprs.items()])
     return frame, counts.get(b"null", 0)
+
+
+def _explicit_nulls(
+    data: bytes, frame: pl.DataFrame, leaves: dict[str, str], *, total: int
+) -> pl.DataFrame | None:
+    """``frame`` with each explicit ``"key": null`` as NaN (absent keys stay null), or None
+    when the ``null`` tokens cannot all be attributed that way (spacing, strings, nesting)."""
+    try:
+        lines = pl.Series("line", data.decode("utf-8").split("\n"))
+    except UnicodeDecodeError:
+        return None
+    lines = lines.filter(lines.str.strip_chars() != "")
+    if lines.len() != frame.height:
+        return None
+    found, updates = 0, []
+    for col, dtype in frame.schema.items():
+        if not (dtype.is_numeric() or dtype == pl.Null) or not frame[col].null_count():
+            continue
+        rows = frame[col].is_null().arg_true()  # search only the lines where col is null
+        key = json.dumps(leaves.get(col, col), ensure_ascii=False)
+        sub = lines.gather(rows)
+        hit = sub.str.contains(f"{key}:null", literal=True) | sub.str.contains(
+            f"{key}: null", literal=True)
+        if not hit.any():
+            continue
+        rows = rows.filter(hit)
+        found += rows.len()
+        updates.append(frame[col].cast(pl.Float64).scatter(rows, float("nan")))
+    if found != total:
+        return None
+    return frame.with_columns(updates)
 
 
 def _swap_tokens(data: bytes, counts: dict[bytes, int]) -> bytes:
@@ -218,17 +261,19 @@ def _flatten_dict(record: dict[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-def _flatten(frame: pl.DataFrame) -> tuple[pl.DataFrame, bool]:
-    """Unnest struct columns (``data`` without prefix, others as ``parent/child``)."""
-    verl = "data" in frame.columns and isinstance(frame.schema["data"], pl.Struct)
+def _flatten(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, str]]:
+    """Unnest struct columns (``data`` without prefix, others as ``parent/child``); also
+    returns each column's key as written in the JSON (its leaf name)."""
+    leaves = {c: c for c in frame.columns}
     while True:
         structs = [c for c, t in frame.schema.items() if isinstance(t, pl.Struct)]
         if not structs:
-            return frame, verl
+            return frame, leaves
         for col in structs:
             dtype = frame.schema[col]
             fields = dtype.fields if isinstance(dtype, pl.Struct) else []
             prefix = "" if col == "data" else f"{col}/"
+            leaves.update({prefix + f.name: f.name for f in fields})
             frame = frame.with_columns(
                 [pl.col(col).struct.field(f.name).alias(prefix + f.name) for f in fields]
             ).drop(col)

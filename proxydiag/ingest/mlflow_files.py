@@ -27,7 +27,13 @@ import yaml
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.build import build_run
-from proxydiag.ingest.mlflow_meta import OWN_PREFIX, RUN_NAME_TAG, proxydiag_run_id, run_attrs
+from proxydiag.ingest.mlflow_meta import (
+    OWN_PREFIX,
+    RUN_NAME_TAG,
+    has_points,
+    proxydiag_run_id,
+    run_attrs,
+)
 from proxydiag.ingest.mlflow_metricfiles import metric_files, read_metrics
 from proxydiag.run import Run
 
@@ -75,9 +81,7 @@ def _read_run(run_dir: Path, ctx: ReadContext, *, experiment: str | None,
         return None
     files = [(k, p) for k, p in metric_files(run_dir / "metrics") if not k.startswith(OWN_PREFIX)]
     raw = read_metrics(files)
-    if raw.height == 0:
-        warnings.warn(IngestWarning(f"{run_dir}: MLflow run has no metric points; skipped"),
-                      stacklevel=3)
+    if not has_points(raw, where=str(run_dir)):
         return None
     params = _read_values(run_dir / "params")
     tags = _read_values(run_dir / "tags")

@@ -99,6 +99,14 @@ def run_attrs(
     return attrs
 
 
+def has_points(raw: pl.DataFrame, *, where: str) -> bool:
+    """False (with a warning) for a run that logged no metric points: it is skipped."""
+    if raw.height:
+        return True
+    warnings.warn(IngestWarning(f"{where}: MLflow run has no metric points; skipped"), stacklevel=3)
+    return False
+
+
 def proxydiag_run_id(name: str, mlflow_run_id: str) -> str:
     """A stable proxydiag run id: the same MLflow run gets the same id however it is read.
 

@@ -30,6 +30,7 @@ from proxydiag.ingest.mlflow_meta import (
     OWN_PREFIX,
     RUN_NAME_TAG,
     decode_values,
+    has_points,
     proxydiag_run_id,
     run_attrs,
 )
@@ -81,7 +82,8 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
             raise IngestError(f"{path}: not an MLflow store (no 'runs' and 'metrics' tables)")
         rows = _select_runs(con, run_ids=ctx.options.get("run_ids"),
                             experiment=ctx.options.get("experiment"), where=str(path))
-        return [_read_run(con, row, ctx, uri=uri, path=path) for row in rows]
+        runs = [_read_run(con, row, ctx, uri=uri, path=path) for row in rows]
+    return [run for run in runs if run is not None]
 
 
 @contextmanager
@@ -122,15 +124,18 @@ def _select_runs(con: sqlite3.Connection, *, run_ids: Sequence[str] | None,
 
 
 def _read_run(con: sqlite3.Connection, row: tuple[Any, ...], ctx: ReadContext, *,
-              uri: str, path: Path) -> Run:
+              uri: str, path: Path) -> Run | None:
     mlflow_id, run_name, experiment_id, experiment = row
+    raw = _metrics(con, mlflow_id)
+    if not has_points(raw, where=f"{path} run {mlflow_id}"):
+        return None
     params = dict(con.execute("SELECT key, value FROM params WHERE run_uuid = ?", (mlflow_id,)))
     tags = dict(con.execute("SELECT key, value FROM tags WHERE run_uuid = ?", (mlflow_id,)))
     name = tags.get(RUN_NAME_TAG) or run_name or mlflow_id
     attrs = run_attrs(mlflow_run_id=mlflow_id, experiment_id=str(experiment_id),
                       tracking_uri=uri, params=params, tags=tags, where=f"{path} run {mlflow_id}")
     attrs.update(run_id=proxydiag_run_id(name, mlflow_id), mlflow_experiment=experiment)
-    return build_run(_metrics(con, mlflow_id), name=name, source=f"{uri}#{mlflow_id}",
+    return build_run(raw, name=name, source=f"{uri}#{mlflow_id}",
                      fmt=NAME, aliases=ctx.aliases, attrs=attrs)
 
 

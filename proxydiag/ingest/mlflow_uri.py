@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlparse
 from proxydiag.errors import IngestError, MlflowError
 from proxydiag.ingest import ReadContext, mlflow_files, mlflow_rest, mlflow_sql
 from proxydiag.ingest.build import build_run
-from proxydiag.ingest.mlflow_meta import RUN_NAME_TAG, proxydiag_run_id, run_attrs
+from proxydiag.ingest.mlflow_meta import RUN_NAME_TAG, has_points, proxydiag_run_id, run_attrs
 from proxydiag.run import Run
 
 NAME = "mlflow_uri"
@@ -123,7 +123,8 @@ def _read_http(uri: str, run_ids: list[str], ctx: ReadContext) -> list[Run]:
         uri, bodies, page_size=int(ctx.options.get("page_size", mlflow_rest.PAGE_SIZE)),
         workers=int(ctx.options.get("workers", mlflow_rest.WORKERS)),
     )
-    return [_build(uri, body, raw, ctx) for body, raw in zip(bodies, raws, strict=True)]
+    return [_build(uri, body, raw, ctx) for body, raw in zip(bodies, raws, strict=True)
+            if has_points(raw, where=f"{mlflow_rest.redact(uri)} run {body['info']['run_id']}")]
 
 
 def _build(uri: str, body: dict[str, Any], raw: Any, ctx: ReadContext) -> Run:

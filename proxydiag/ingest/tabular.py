@@ -41,7 +41,6 @@ KEY_NAMES = ("key", "metric", "tag", "name")
 VALUE_NAMES = ("value", "val", "simple_value")
 #: spellings of a logged value that could not be represented (see module docstring)
 NULL_SPELLINGS = ("null", "none")
-INT64_MAX = 2**63 - 1
 
 Locate = Callable[[int], str]
 
@@ -128,10 +127,10 @@ def steps(column: pl.Series, *, locate: Locate) -> pl.Series:
     dtype = column.dtype
     if dtype == pl.Int64:
         out = column
-    elif dtype.is_integer():
-        too_big = column.cast(pl.Float64) > INT64_MAX
-        _fail_first(too_big, locate, lambda r: f"step {column[r]} does not fit in 64 bits")
-        out = column.cast(pl.Int64)
+    elif dtype.is_integer():  # UInt64, Int128 (a JSON step above 2**63)
+        out = column.cast(pl.Int64, strict=False)
+        _fail_first(out.is_null() & column.is_not_null(), locate,
+                    lambda r: f"step {column[r]} does not fit in 64 bits")
     else:
         text = column.cast(pl.Utf8).str.strip_chars()
         as_int = text.cast(pl.Int64, strict=False)
@@ -153,11 +152,7 @@ def steps(column: pl.Series, *, locate: Locate) -> pl.Series:
 def values(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series | None:
     """A metric column as Float64 (NaN/±inf spellings kept); None if it holds no number."""
     dtype = column.dtype
-    if dtype.is_float():
-        return column.cast(pl.Float64)
-    if dtype.is_integer():
-        return column.cast(pl.Float64)
-    if dtype == pl.Null:
+    if dtype.is_numeric() or dtype == pl.Null:
         return column.cast(pl.Float64)
     if dtype != pl.Utf8:
         notes.ignored_columns.append(column.name)

@@ -50,41 +50,11 @@ TABLES = _tables()
 
 
 @jit
-def crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -> np.int64:  # pragma: no cover
-    """CRC32C of ``buf[start:start + length]`` (``buf`` uint8, ``table`` = :data:`TABLES`)."""
-    crc = np.uint64(_U32)
-    i = start
-    end = start + length
-    while i + 8 <= end:
-        lo = crc ^ (
-            np.uint64(buf[i])
-            | (np.uint64(buf[i + 1]) << np.uint64(8))
-            | (np.uint64(buf[i + 2]) << np.uint64(16))
-            | (np.uint64(buf[i + 3]) << np.uint64(24))
-        )
-        crc = (
-            table[7, lo & np.uint64(0xFF)]
-            ^ table[6, (lo >> np.uint64(8)) & np.uint64(0xFF)]
-            ^ table[5, (lo >> np.uint64(16)) & np.uint64(0xFF)]
-            ^ table[4, (lo >> np.uint64(24)) & np.uint64(0xFF)]
-            ^ table[3, buf[i + 4]]
-            ^ table[2, buf[i + 5]]
-            ^ table[1, buf[i + 6]]
-            ^ table[0, buf[i + 7]]
-        )
-        i += 8
-    while i < end:
-        crc = table[0, (crc ^ np.uint64(buf[i])) & np.uint64(0xFF)] ^ (crc >> np.uint64(8))
-        i += 1
-    return np.int64(crc ^ np.uint64(_U32))
-
-
-@jit
 def masked_crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -> np.int64:  # pragma: no cover
     """The masked CRC32C TFRecord stores for ``buf[start:start + length]``.
 
-    Self-contained (the CRC loop is repeated from :func:`crc32c`): numba does not inline
-    calls between separately cached functions, and this runs twice per record.
+    CRC and mask in one function: numba does not inline calls between separately cached
+    functions, and this runs twice per record.
     """
     crc = np.uint64(_U32)
     i = start

@@ -18,10 +18,10 @@ import polars as pl
 
 from proxydiag.errors import IngestError
 from proxydiag.ingest import tb_proto
-from proxydiag.ingest.tb_decode import KIND, REC, TAG_LEN, TAG_OFF, Decoded, decode
+from proxydiag.ingest.tb_decode import Decoded, decode
 from proxydiag.ingest.tb_records import Framing, describe, frame
 from proxydiag.ingest.tb_tags import intern
-from proxydiag.ingest.tb_wire import PYTHON, SKIP
+from proxydiag.ingest.tb_wire import KIND, PYTHON, REC, SKIP, TAG_LEN, TAG_OFF
 
 _MAX_ISSUES = 20
 

@@ -13,6 +13,9 @@ from proxydiag.ingest.tb_crc import jit
 
 #: value kinds
 SKIP, SIMPLE, TENSOR_F32, TENSOR_F64, PYTHON = 0, 1, 2, 3, 4
+#: rows of the decoder's output (one column per value, so each field is contiguous); KIND
+#: holds ``kind | index << 3`` (index: the value's position in its Summary, for protobuf)
+REC, TAG_OFF, TAG_LEN, KIND = range(4)
 _DT_FLOAT, _DT_DOUBLE, _DT_STRING = 1, 2, 7
 
 

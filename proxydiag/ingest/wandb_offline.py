@@ -57,7 +57,8 @@ def can_read(source: str | Path) -> bool:
     if isinstance(source, str) and "://" in source:
         return False
     path = Path(source)
-    if path.absolute() != path.resolve():  # reached through latest-run: read once, by its real name
+    run_dir = path if path.is_dir() else path.parent
+    if run_dir.is_symlink():  # W&B's latest-run: the run is read once, by its real name
         return False
     return _log_file(path) is not None
 
