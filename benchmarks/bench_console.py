@@ -5,7 +5,8 @@ Inputs (generated, cached under ``benchmarks/.cache``):
 - a Megatron-LM log: 1,000,000 timestamped iteration lines (13 fields each);
 - a DeepSpeed(-Chat) log: 1,000,000 lines of ``step=N, skipped=K, lr=[...]`` + timer lines,
   with ``OVERFLOW!`` lines now and then;
-- a streaming log (mostly launcher noise, a DeepSpeed progress line every 10 lines) of
+- a streaming log (mostly launcher noise, as cluster logs are: a DeepSpeed ``step=`` and timer
+  line pair every 50 lines) of
   ``PROXYDIAG_BENCH_CONSOLE_MB`` MB (default 512; set 5120 for the 5 GB check), read in a
   fresh process to report peak RSS above the idle interpreter.
 
@@ -95,9 +96,14 @@ def _streaming(ctx: Context) -> Row:
     t0 = time.perf_counter()
     peak = peak_rss_mb(code)
     seconds = time.perf_counter() - t0
-    lines = sum(1 for _ in path.open("rb")) if mb <= 1024 else mb * 1024 * 1024 // 80
+    from proxydiag.ingest import ReadContext, console
+
+    run = console.read(path, ReadContext())[0]
+    frame_mb = run.frame.estimated_size() / 2**20
+    lines = int(run.attrs["console_lines"])
     return Row(f"console stream {mb} MB", "proxydiag", [seconds], lines, peak_mb=peak,
-               note="lines/s incl. process start; peak RSS above idle")
+               note=f"lines/s incl. process start; peak RSS above idle = {peak / frame_mb:.1f}x "
+                    f"the run's frame ({frame_mb:.0f} MB, {run.frame.height:,} points)")
 
 
 def _cpu_seconds(fn: Callable[[], object]) -> float:
@@ -143,14 +149,14 @@ def _write_deepspeed(cache: Path, n: int) -> Path:
 
 
 def _write_stream(cache: Path, mb: int) -> Path:
-    path, done = _cached(cache, f"stream_{mb}MB.log")
+    path, done = _cached(cache, f"stream_{mb}MB_1in50.log")
     if done:
         return path
     first = 1
     with path.open("w") as fh:
         while fh.tell() < mb * 1024 * 1024:
             fh.write("".join(
-                NOISE * 8 + DS_STEP.format(m=0, s=0, i=i, k=0, lr=1e-5)
+                NOISE * 48 + DS_STEP.format(m=0, s=0, i=i, k=0, lr=1e-5)
                 + DS_TIMER.format(m=0, s=0, i=i, c=171.0)
                 for i in range(first, first + 1000)
             ))

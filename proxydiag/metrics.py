@@ -52,7 +52,11 @@ class AliasTable:
         """Load the built-in table, then apply each user TOML file on top (later wins)."""
         data: dict[str, Any] = {}
         for path in (DEFAULT_ALIASES, *[Path(p) for p in paths if Path(p) != DEFAULT_ALIASES]):
-            data = _merge(data, _read_toml(Path(path)))
+            user = _read_toml(Path(path))
+            unknown = sorted(set(user) - {"metrics", "normalise"})
+            if unknown:  # a typo such as [metric.loss] would otherwise be ignored silently
+                raise ConfigError(f"{path}: unknown table [{unknown[0]}]; use [metrics.NAME] or [normalise]")
+            data = _merge(data, user)
         return cls.from_dict(data, origin=str(paths[-1]) if paths else str(DEFAULT_ALIASES))
 
     @classmethod

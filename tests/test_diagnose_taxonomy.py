@@ -158,3 +158,48 @@ def test_config_changes_the_outcome(tmp_path: Path) -> None:
     loose.write_text("[mismatch]\nprob_diff_bound = 0.005\n")
     d = diagnose(run, config=loose)
     assert (d.label, d.onset_step) == ("precision_fault", 250)
+
+
+def test_a_mismatch_beyond_its_bound_from_the_start_is_a_precision_fault() -> None:
+    s = _base(9)
+    s["mismatch_prob_diff"] *= 5.0  # ≈ 0.015 all along, as an fp8 sampler (veRL bound 0.01)
+    d = diagnose(_run(s))
+    assert (d.label, d.onset_step) == ("precision_fault", 1)
+    assert d.root_cause is not None and d.root_cause.kind == "mismatch_level"
+
+
+def test_mismatch_right_after_rl_symptoms_is_their_consequence() -> None:
+    """A grad norm too noisy to show the divergence; reward and entropy collapse at 300 and
+    the mismatch follows 12 steps later: the run diverged, the mismatch did not cause it."""
+    s = _base(10)
+    rng = np.random.default_rng(10)
+    s["grad_norm"] = 0.3 * np.exp(rng.normal(0.0, 1.5, N))
+    collapse = np.clip((T - 300) / 15.0, 0.0, 1.0)
+    s["reward"] = 0.5 - 0.45 * collapse + 0.01 * _noise(rng, 1.0)
+    s["entropy"] = 0.8 * np.exp(_noise(rng, 0.03)) * (1.0 - 0.9 * collapse)
+    s["mismatch_prob_diff"] *= 1.0 + 5.0 * np.clip((T - 312) / 10.0, 0.0, 1.0)
+    d = diagnose(_run(s))
+    assert d.label == "loss_divergence" and abs(d.onset_step - 300) <= 6  # type: ignore[operator]
+    assert any(e.kind == "mismatch_climb" or e.kind == "mismatch_step" for e in d.events)
+
+
+def test_onsets_move_with_the_step_axis() -> None:
+    """Shifting every step by 10^6 (a resumed run) shifts the onset by exactly that."""
+    s = _base(11)
+    s["grad_norm"] *= np.exp(np.where(T < 260, 0.0, 0.03 * (T - 260)))
+    base = diagnose(_run(s))
+    steps = np.arange(1, N + 1) + 1_000_000
+    frame = raw(np.tile(steps, len(s)), [k for k in s for _ in range(N)], np.concatenate(list(s.values())))
+    shifted = diagnose(build_run(frame, name="shifted", source="synthetic:shifted", fmt="test"))
+    assert base.label == shifted.label == "loss_divergence"
+    assert shifted.onset_step == base.onset_step + 1_000_000  # type: ignore[operator]
+
+
+def test_grad_norm_settling_higher_during_lr_warm_up_is_not_a_divergence() -> None:
+    s = _base(12)
+    s["lr"] = 1e-6 * np.minimum(1.0, T / 40.0)
+    s["grad_norm"] *= np.where(T < 25, 1.0, 4.0)  # a new level from step 25, inside warm-up
+    d = diagnose(_run(s))
+    assert d.label == "healthy"
+    shifted = next(e for e in d.events if e.kind == "divergence")
+    assert shifted.severity == "warning" and "during warm-up, before step 38" in shifted.evidence

@@ -11,7 +11,7 @@ measures nothing.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -66,15 +66,41 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     [('divergence', 'grad_norm', True)]
     """
     rv = view(run)
+    warm = warmup_end(rv)
     events = []
     for rule in _rules(cfg):
         s = rv.get(rule.metric)
         if s is None:
             continue
         event = _check(s, rule, cfg)
-        if event is not None:
-            events.append(event)
+        if event is None:
+            continue
+        if event.severity == "critical" and event.onset_step is not None and event.onset_step < warm:
+            # grad norms often settle at a new level while the learning rate warms up
+            event = replace(event, severity="warning", confidence=0.4,
+                            evidence=f"{event.evidence} (starts during warm-up, before step {warm})")
+        events.append(event)
     return events
+
+
+def warmup_end(rv: RunView) -> int:
+    """The step where the learning rate first reaches 95% of its peak when it warms up, else
+    5% into the run.
+
+    >>> from proxydiag.diagnose._view import from_arrays
+    >>> warmup_end(from_arrays({"lr": (range(100), np.minimum(1.0, np.arange(100) / 20.0))}))
+    19
+    """
+    first = rv.first_step or 0
+    fallback = int(first + 0.05 * rv.span)
+    lr = rv.get("lr")
+    if lr is None or not lr.finite.any():
+        return fallback
+    values = np.where(lr.finite, lr.values, -np.inf)
+    peak = float(values.max())
+    if not peak > 0 or values[lr.finite][0] >= 0.5 * peak:
+        return fallback
+    return int(lr.steps[int(np.argmax(values >= 0.95 * peak))])
 
 
 def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:

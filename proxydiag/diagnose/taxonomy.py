@@ -2,8 +2,9 @@
 
 Causal reading (REFERENCE-failures.md):
 
-- a rollout-vs-learner mismatch change that starts no later than a divergence (or an overflow)
-  is the root cause: ``precision_fault``, onset where the mismatch change starts;
+- a rollout-vs-learner mismatch change that starts before any divergence or overflow is the
+  root cause: ``precision_fault``, onset where the mismatch change starts (one that follows a
+  cluster of RL symptoms closely is their consequence);
 - finite grad-norm / loss growth that starts before any non-finite value or scaler collapse is
   a ``loss_divergence`` (the NaN is its end, not its cause), onset where the growth starts;
 - non-finite gradients, persistent skipping or a collapsed loss scale without growth before
@@ -13,6 +14,7 @@ Causal reading (REFERENCE-failures.md):
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from proxydiag.diagnose._view import RunView
@@ -29,6 +31,8 @@ SYMPTOMS = frozenset({
     "reward_collapse", "entropy_collapse", "entropy_explosion", "kl_blowup", "clip_blowup",
     "pg_loss_blowup",
 })
+#: symptoms that mark a policy breaking down (reward, entropy), not just moving
+SYMPTOM_CORE = frozenset({"reward_collapse", "entropy_collapse", "entropy_explosion"})
 MISMATCH = frozenset({"mismatch_step", "mismatch_climb", "mismatch_corr_drop", "mismatch_level"})
 
 HINTS: dict[str, tuple[str, ...]] = {
@@ -73,17 +77,10 @@ def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
     tol = max(cfg.taxonomy.order_tolerance_steps, int(rv.interval))
     crit = [e for e in events if e.severity == "critical" and e.onset_step is not None]
     mismatch = _consensus([e for e in crit if e.kind in MISMATCH])
-    diverge = _first(e for e in crit if e.kind in DIVERGENCE) or _symptom_cluster(events, rv)
+    diverge = _first(e for e in crit if e.kind in DIVERGENCE) or _symptoms_for_divergence(
+        events, rv, mismatch=mismatch, tol=tol)
     overflow = _first(e for e in crit if e.kind in OVERFLOW)
-    label, root = "healthy", None
-    if mismatch is not None and all(
-        other is None or _at(mismatch) < _at(other) - tol for other in (diverge, overflow)
-    ):
-        label, root = "precision_fault", mismatch
-    elif diverge is not None and (overflow is None or _at(diverge) <= _at(overflow) + tol):
-        label, root = "loss_divergence", diverge
-    elif overflow is not None:
-        label, root = "gradient_overflow", overflow
+    label, root = _decide(mismatch, diverge, overflow, tol=tol)
     missing = _missing(rv)
     chain = _chain(events, root)
     if not any(len(s) for s in rv.series.values()):
@@ -97,13 +94,45 @@ def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
     )
 
 
+def _decide(
+    mismatch: Event | None, diverge: Event | None, overflow: Event | None, *, tol: int
+) -> tuple[str, Event | None]:
+    """The causal order: a mismatch change that precedes everything else is the cause; growth
+    that starts no later than non-finite values or a scaler collapse is a divergence."""
+    if mismatch is not None and all(
+        other is None or _at(mismatch) < _at(other) - tol for other in (diverge, overflow)
+    ):
+        return "precision_fault", mismatch
+    if diverge is not None and (overflow is None or _at(diverge) <= _at(overflow) + tol):
+        return "loss_divergence", diverge
+    if overflow is not None:
+        return "gradient_overflow", overflow
+    return "healthy", None
+
+
+def _symptoms_for_divergence(
+    events: list[Event], rv: RunView, *, mismatch: Event | None, tol: int
+) -> Event | None:
+    """RL symptoms stand for the divergence when nothing logs the gradient, or when a mismatch
+    change follows them closely (a broken policy disagrees with its sampler too, and a grad
+    norm too noisy may not show the divergence itself)."""
+    gradient = any(rv.has(m) for m in ("grad_norm", "loss", "pg_loss"))
+    cluster = _symptom_cluster(events, rv, core=SYMPTOM_CORE if gradient else {"reward_collapse"})
+    if cluster is None:
+        return None
+    if not gradient:
+        return cluster
+    follows = mismatch is not None and 0 <= _at(mismatch) + tol - _at(cluster) <= 0.1 * rv.span + tol
+    return cluster if follows else None
+
+
 def _at(event: Event) -> int:
     assert event.onset_step is not None
     return event.onset_step
 
 
-def _first(events: object) -> Event | None:
-    found = sorted(events, key=lambda e: (_at(e), -e.confidence))  # type: ignore[call-overload]
+def _first(events: Iterable[Event]) -> Event | None:
+    found = sorted(events, key=lambda e: (_at(e), -e.confidence))
     return found[0] if found else None
 
 
@@ -116,13 +145,11 @@ def _consensus(events: list[Event]) -> Event | None:
     return found[(len(found) - 1) // 2] if found else None
 
 
-def _symptom_cluster(events: list[Event], rv: RunView) -> Event | None:
-    """In a run that logs neither grad norm nor loss (divergence shows in the gradient first,
-    OLMo 2), a reward collapse with at least one more RL symptom starting close to it (within
-    10% of the run) stands for a divergence. Entropy falling and KL rising alone are what
-    healthy RL runs do; symptoms in the first 10% of the run are warm-up."""
-    if any(rv.has(m) for m in ("grad_norm", "loss", "pg_loss")):
-        return None
+def _symptom_cluster(events: list[Event], rv: RunView, *, core: set[str] | frozenset[str]
+                     ) -> Event | None:
+    """Two or more distinct RL symptoms starting close together (within 10% of the run), one of
+    them in ``core``. Entropy falling and KL rising alone are what healthy RL runs do, and
+    symptoms in the first 10% of the run are warm-up."""
     start = (rv.first_step or 0) + 0.1 * rv.span
     found = sorted(
         (e for e in events if e.kind in SYMPTOMS and e.onset_step is not None and _at(e) >= start),
@@ -130,10 +157,10 @@ def _symptom_cluster(events: list[Event], rv: RunView) -> Event | None:
     )
     for i, first in enumerate(found):
         near = {e.kind for e in found[i:] if _at(e) - _at(first) <= 0.1 * rv.span}
-        if len(near) >= 2 and "reward_collapse" in near:
+        if len(near) >= 2 and near & core:
             return Event(
                 "divergence", first.metric, first.onset_step, None, "critical",
-                min(0.8, first.confidence),
+                min(0.8, first.confidence + 0.2),
                 f"{len(near)} RL symptoms start together ({', '.join(sorted(near))}) from step "
                 f"{first.onset_step}; {first.evidence}",
             )

@@ -84,7 +84,7 @@ def iter_lines(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.Dat
                 carry = _bounded(data, path, first_line, chunk_bytes)
                 continue
             carry = data[cut + 1 :]
-            frame = _frame(data[: cut + 1] if cut + 1 < len(data) else data, first_line)
+            frame = _frame(data, first_line, end=cut + 1)
             del data  # only the polars copy of the block stays alive while it is parsed
             first_line += frame.height
             yield frame
@@ -111,13 +111,18 @@ def _bounded(data: bytes, path: Path, line: int, chunk_bytes: int) -> bytes:
     return data[-chunk_bytes:]
 
 
-def _frame(data: bytes, first_line: int) -> pl.DataFrame:
-    """Lines of ``data`` (which ends with a newline) as a frame, newlines stripped."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        data = data.decode("utf-8", errors="replace").encode("utf-8")
-    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+def _frame(data: bytes, first_line: int, *, end: int) -> pl.DataFrame:
+    """The lines of ``data[:end]`` (which ends with a newline) as a frame, newlines stripped.
+
+    ``data`` is not sliced (a copy of the block): Arrow reads the lines in place."""
+    if not data.isascii():  # ASCII is UTF-8; checking it allocates nothing
+        body = data[:end]
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:
+            body = body.decode("utf-8", errors="replace").encode("utf-8")
+        data, end = body, len(body)
+    ends = np.flatnonzero(np.frombuffer(data, dtype=np.uint8, count=end) == 10)
     offsets = np.empty(len(ends) + 1, dtype=np.int64)
     offsets[0] = 0
     offsets[1:] = ends + 1

@@ -25,24 +25,29 @@ def resolve(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[Event]]:
     >>> out["value"].to_list(), events[0].kind, events[0].onset_step
     ([1.0, 20.0, 30.0, 40.0], 'restart', 2)
     """
-    frame = raw.with_row_index("_seq")
+    # windows over an integer code of the key: hashing strings per row costs 4x more
+    frame = raw.with_row_index("_seq").with_columns(
+        pl.col("key").cast(pl.Categorical).to_physical().alias("_k")
+    )
     frame = frame.with_columns(
-        (pl.col("step") < pl.col("step").cum_max().shift(1).over("key"))
+        (pl.col("step") < pl.col("step").cum_max().shift(1).over("_k"))
         .fill_null(False)
         .alias("_restart")
     )
     events: list[Event] = []
+    reordered = False
     if frame["_restart"].any():
         frame, events = _drop_orphans(frame)
+        reordered = True
     frame = frame.drop("_restart")
     # restarts resolved, steps never decrease per key: a duplicate follows its twin, so this
     # cheap check spares the (key, step) hash of is_duplicated() on clean runs
-    has_dup = frame.select((pl.col("step") == pl.col("step").shift(1).over("key")).any()).item()
+    has_dup = frame.select((pl.col("step") == pl.col("step").shift(1).over("_k")).any()).item()
     dup_mask = frame.select(pl.struct("key", "step").is_duplicated()).to_series() if has_dup else None
     if dup_mask is not None and dup_mask.any():
         n_dups = int(dup_mask.sum())
         keys = frame.filter(dup_mask)["key"].unique().head(5).to_list()
-        frame = frame.sort("_seq").unique(subset=["key", "step"], keep="last", maintain_order=True)
+        frame = frame.sort("_seq").unique(subset=["_k", "step"], keep="last", maintain_order=True)
         events.append(
             Event(
                 "duplicate_steps", None, None, None, "info", 1.0,
@@ -50,18 +55,19 @@ def resolve(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[Event]]:
                 f"engines, e.g. {', '.join(map(repr, keys))}); the last value of each was kept",
             )
         )
-    return frame.sort("_seq").drop("_seq"), events
+    # file order is kept: per key, steps now strictly increase along the frame
+    return (frame.sort("_seq") if reordered else frame).drop("_seq", "_k"), events
 
 
 def _drop_orphans(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[Event]]:
-    frame = frame.with_columns(pl.col("_restart").cast(pl.Int32).cum_sum().over("key").alias("_seg"))
+    frame = frame.with_columns(pl.col("_restart").cast(pl.Int32).cum_sum().over("_k").alias("_seg"))
     starts = (
-        frame.group_by("key", "_seg")
+        frame.group_by("_k", "_seg")
         .agg(pl.col("step").first().alias("_start"), pl.col("_seq").first().alias("_s0"))
-        .sort("key", "_seg", descending=[False, True])
-        .with_columns(pl.col("_start").cum_min().shift(1).over("key").alias("_cutoff"))
+        .sort("_k", "_seg", descending=[False, True])
+        .with_columns(pl.col("_start").cum_min().shift(1).over("_k").alias("_cutoff"))
     )
-    frame = frame.join(starts.select("key", "_seg", "_cutoff"), on=["key", "_seg"], how="left")
+    frame = frame.join(starts.select("_k", "_seg", "_cutoff"), on=["_k", "_seg"], how="left")
     kept = frame.filter(pl.col("_cutoff").is_null() | (pl.col("step") < pl.col("_cutoff")))
     dropped = frame.height - kept.height
     restarts = (
