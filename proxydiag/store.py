@@ -72,6 +72,8 @@ class RunStore:
     @contextlib.contextmanager
     def writing(self) -> Iterator[RunStore]:
         """Hold the writer lock (re-entrant); raises StoreLockedError after lock_timeout_s."""
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"{self.path}: is a file, not a store directory; use another --store")
         with self._lock:
             if self._lock.depth == 1:
                 self._prepare()
@@ -208,6 +210,8 @@ class RunStore:
 
     def _query(self, sql: str, schema: dict[str, pl.DataType], params: list[Any] | None = None,
                ) -> pl.DataFrame:
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"{self.path}: is a file, not a store directory; use another --store")
         if not self.db.exists():
             return pl.DataFrame(schema=schema)
         with catalog.session(self.db, read_only=True, timeout_s=self.read_timeout_s) as con:

@@ -155,3 +155,12 @@ def test_a_change_killed_after_the_rename_is_rolled_forward(tmp_path: Path) -> N
     assert store.runs().filter(pl.col("run") == rid)["n_points"].to_list() == [3]
     assert not (tmp_path / "s" / JOURNAL).exists()
     assert not list((tmp_path / "s" / "runs").glob(".*.tmp"))
+
+
+def test_a_file_where_the_store_should_be(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    store = RunStore(tmp_path / "afile")
+    with pytest.raises(StoreError, match="afile: is a file, not a store directory"):
+        store.runs()
+    with pytest.raises(StoreError, match="afile: is a file, not a store directory"):
+        store.put(make_run())

@@ -130,6 +130,8 @@ def discover(source: str | Path) -> list[tuple[ModuleType, str | Path]]:
             continue
         if child.name.endswith(".proxydiag.json"):
             continue
+        if child.is_symlink() and child.is_dir():
+            continue  # a linked folder (W&B's latest-run) would be read twice, or loop
         if child.is_dir():
             found.extend(discover(child))
         else:

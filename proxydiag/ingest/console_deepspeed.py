@@ -63,6 +63,7 @@ _LITERALS = ("OVERFLOW!", "overflow", "Overflow", "dynamic loss scale", "already
 
 
 def extract(chunk: Chunk) -> Extract:
+    """The records (and overflow rows) of this dialect's lines in one block."""
     text = pl.col("text")
     lines = chunk.lines.filter(any_of("step=", "steps: ", *_LITERALS))
     if lines.is_empty():

@@ -44,6 +44,7 @@ _NAN = "__proxydiag_nan__"
 
 
 def extract(chunk: Chunk) -> Extract:
+    """The records (and overflow rows) of this dialect's lines in one block."""
     text = pl.col("text")
     lines = chunk.lines.filter(text.str.contains("{'", literal=True)).with_columns(
         pl.when(text.str.contains("\r", literal=True))

@@ -61,6 +61,7 @@ _PERPLEXITY = r"Step at (\d+) with Perplexity: (\S+)"
 
 
 def extract(chunk: Chunk) -> Extract:
+    """The records (and overflow rows) of this dialect's lines in one block."""
     lines = chunk.lines.filter(
         any_of("|step: ", "E2E latency=", "Perplexity: ", "higher is better",
                "average reward score", "ppl: ", "Epoch ")

@@ -48,6 +48,7 @@ _OVERFLOW = r"(?:gradient overflow detected, ignoring gradient, setting loss sca
 
 
 def extract(chunk: Chunk) -> Extract:
+    """The records (and overflow rows) of this dialect's lines in one block."""
     lines = chunk.lines.filter(
         any_of("{\"epoch\"", "num_updates=", "overflow detected", "Minimum loss scale reached")
     )

@@ -53,6 +53,7 @@ def prepare(path: Path, state: dict[str, Any]) -> None:
 
 
 def extract(chunk: Chunk) -> Extract:
+    """The records (and overflow rows) of this dialect's lines in one block."""
     lines = chunk.lines.filter(pl.col("text").str.contains("iteration", literal=True))
     if lines.is_empty():
         return Extract(empty_records())

@@ -30,6 +30,7 @@ _LINE = r"iteration:\s*(\d+)\s*/\s*\d+\s*\|(.*)$"
 
 
 def extract(chunk: Chunk) -> Extract:
+    """The records (and overflow rows) of this dialect's lines in one block."""
     lines = chunk.lines.filter(pl.col("text").str.contains("iteration:", literal=True))
     if lines.is_empty():
         return Extract(empty_records())

@@ -37,6 +37,7 @@ _WARN = r"WARN: rank (\d+) grad_norm is not finite"
 
 
 def extract(chunk: Chunk) -> Extract:
+    """The records (and overflow rows) of this dialect's lines in one block."""
     lines = chunk.lines.filter(any_of("step:", "is not finite"))
     if lines.is_empty():
         return Extract(empty_records())
