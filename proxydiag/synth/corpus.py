@@ -17,7 +17,7 @@ from proxydiag.errors import ConfigError
 from proxydiag.synth.naming import FORMATS, NAMINGS
 from proxydiag.synth.plan import GROUP_CYCLE, PlannedRun, Planner, why
 from proxydiag.synth.scenario import PRECISIONS, VARIANT_CLASS
-from proxydiag.synth.simulate import simulate
+from proxydiag.synth.sim import simulate
 from proxydiag.synth.writers import write_run
 
 #: variants in a corpus unless asked otherwise (slow_drift only on request: a drift is

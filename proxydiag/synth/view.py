@@ -14,7 +14,7 @@ import polars as pl
 
 from proxydiag.frame import raw
 from proxydiag.synth.naming import NAMINGS
-from proxydiag.synth.simulate import SynthRun
+from proxydiag.synth.sim import SynthRun
 
 COUNTERS = frozenset({"skipped", "nonfinite"})
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from proxydiag.synth.simulate import SynthRun
+from proxydiag.synth.sim import SynthRun
 from proxydiag.synth.writers import deepspeed, megatron, mlflow_files, tabular, tensorboard
 
 Writer = Callable[..., Path]

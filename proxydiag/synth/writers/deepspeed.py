@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from proxydiag.synth.simulate import SynthRun
+from proxydiag.synth.sim import SynthRun
 
 MIN_SCALE = 1.0
 

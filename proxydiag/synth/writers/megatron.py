@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from proxydiag.synth.simulate import SynthRun
+from proxydiag.synth.sim import SynthRun
 from proxydiag.synth.view import interval_sum, logged_steps
 
 PREAMBLE = (

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from proxydiag.synth.simulate import SynthRun
+from proxydiag.synth.sim import SynthRun
 from proxydiag.synth.view import logged_rows
 
 EXPERIMENT_ID = "1"

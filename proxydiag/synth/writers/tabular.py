@@ -15,7 +15,7 @@ from pathlib import Path
 
 import polars as pl
 
-from proxydiag.synth.simulate import SynthRun
+from proxydiag.synth.sim import SynthRun
 from proxydiag.synth.view import logged_rows
 
 

@@ -16,7 +16,7 @@ import google_crc32c
 from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import Summary
 
-from proxydiag.synth.simulate import SynthRun
+from proxydiag.synth.sim import SynthRun
 from proxydiag.synth.view import logged_rows
 
 
