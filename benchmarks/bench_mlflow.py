@@ -25,14 +25,13 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks.common import Context, Row, alternate, peak_rss_mb
+from proxydiag.mlflow_server import wait_healthy
 
 QUIET = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
          "MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
@@ -232,12 +231,7 @@ def _start_server(db: Path, cwd: Path) -> tuple[subprocess.Popen[bytes], str]:
            "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     uri = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=1):
-                return proc, uri
-        except OSError:
-            time.sleep(0.3)
+    if wait_healthy(uri, timeout_s=120.0, proc=proc):
+        return proc, uri
     proc.terminate()
     raise RuntimeError("mlflow server did not start within 120 s")

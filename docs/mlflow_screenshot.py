@@ -18,9 +18,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import replace
 from pathlib import Path
+
+from proxydiag.mlflow_server import wait_healthy
 
 os.environ.update(MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="true")
 
@@ -39,12 +40,8 @@ def start_server(root: Path) -> tuple[subprocess.Popen[bytes], str]:
          "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
         cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     uri = f"http://127.0.0.1:{port}"
-    for _ in range(400):
-        try:
-            with urllib.request.urlopen(f"{uri}/health", timeout=1):
-                return proc, uri
-        except OSError:
-            time.sleep(0.3)
+    if wait_healthy(uri, timeout_s=120.0, proc=proc):
+        return proc, uri
     proc.terminate()
     raise SystemExit("mlflow server did not start")
 

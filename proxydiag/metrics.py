@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from proxydiag.config import read_toml
 from proxydiag.errors import ConfigError
 
 Counter = Literal["per_step", "per_interval", "cumulative"]
@@ -52,7 +52,7 @@ class AliasTable:
         """Load the built-in table, then apply each user TOML file on top (later wins)."""
         data: dict[str, Any] = {}
         for path in (DEFAULT_ALIASES, *[Path(p) for p in paths if Path(p) != DEFAULT_ALIASES]):
-            user = _read_toml(Path(path))
+            user = read_toml(path, kind="alias file", option="--aliases")
             unknown = sorted(set(user) - {"metrics", "normalise"})
             if unknown:  # a typo such as [metric.loss] would otherwise be ignored silently
                 raise ConfigError(f"{path}: unknown table [{unknown[0]}]; use [metrics.NAME] or [normalise]")
@@ -133,16 +133,6 @@ class AliasTable:
                 found = f"raw:{key}" if key in winners or key in self.specs else key
             out[key] = found
         return out
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"{path}: alias file not found") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML ({exc})") from exc
 
 
 def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from proxydiag.errors import IngestError
-from proxydiag.ingest import read_runs
+from proxydiag.ingest import read_run, read_runs
 from proxydiag.run import Run
 
 
@@ -16,11 +16,28 @@ def load(source: str, *, store: Path | None = None, **read_options: Any) -> list
     A path or URI is read with :func:`proxydiag.read_runs`; otherwise ``source`` is looked up
     as a run id (or unique name) in ``store``.
     """
-    looks_like_uri = "://" in source or source.startswith("runs:/")
-    if looks_like_uri or Path(source).exists():
+    if _readable(source):
         return read_runs(source, **read_options)
+    return [_stored(source, store=store)]
+
+
+def load_one(source: str, *, store: Path | None = None, **read_options: Any) -> Run:
+    """The one run named by ``source``; a source holding several fails before reading them."""
+    if _readable(source):
+        return read_run(source, **read_options)
+    return _stored(source, store=store)
+
+
+def _readable(source: str) -> bool:
+    looks_like_uri = "://" in source or source.startswith("runs:/")
+    return looks_like_uri or Path(source).exists()
+
+
+def _stored(source: str, *, store: Path | None) -> Run:
     if store is not None and (store / "catalog.duckdb").exists():
         from proxydiag.store import RunStore
 
-        return [RunStore(store).get(source)]
+        return RunStore(store).get(source)
+    if store is None:
+        raise IngestError(f"{source}: no such file, directory, or MLflow URI")
     raise IngestError(f"{source}: no such file, directory, MLflow URI, or run in store {store}")

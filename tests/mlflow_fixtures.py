@@ -12,13 +12,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from proxydiag.mlflow_server import wait_healthy
 
 START_TIMEOUT_S = 90.0
 
@@ -44,14 +44,6 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _answers(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1.0) as resp:
-            return bool(resp.status == 200)
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="session")
 def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
     """A running MLflow tracking server; the session stops it."""
@@ -71,12 +63,9 @@ def mlflow_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowSe
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while not _answers(f"{server.uri}/health"):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = (root / "server.log").read_text(errors="replace")[-500:]
-                pytest.skip(f"mlflow server did not start (rc={proc.poll()}): {tail}")
-            time.sleep(0.25)
+        if not wait_healthy(server.uri, timeout_s=START_TIMEOUT_S, proc=proc):
+            tail = (root / "server.log").read_text(errors="replace")[-500:]
+            pytest.skip(f"mlflow server did not start (rc={proc.poll()}): {tail}")
         yield server
     finally:
         _stop(proc)

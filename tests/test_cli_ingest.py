@@ -102,3 +102,21 @@ def test_hostile_names_are_shown_literally(tmp_path: Path, capsys: pytest.Captur
     shown = capsys.readouterr().out
     for key in ("[/b] close", "<img src=x onerror=alert(1)>", "$(id)", "run red_run_x-", "([red]run[x])"):
         assert key in shown
+
+
+def test_runs_table_shows_whole_numbers_as_integers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """experts_kept is stored as a float: 64 must not read as 64.0, 0.25 stays 0.25."""
+    for name, kept in (("full", 64), ("proxy", 0.25)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / f"{name}.csv").write_text("step,loss\n1,0.5\n2,0.25\n")
+        (folder / "proxydiag.json").write_text(f'{{"experts_kept": {kept}}}')
+    store = str(tmp_path / "store")
+    assert cli("ingest", str(tmp_path / "full"), str(tmp_path / "proxy"), "--store", store) == 0
+    capsys.readouterr()
+    assert cli("runs", "--store", store) == 0
+    rows = {line.split("│")[2].strip(): [c.strip() for c in line.split("│")[5:8]]
+            for line in capsys.readouterr().out.splitlines() if line.count("│") > 5}
+    assert rows["full"] == ["64", "csv", "2"] and rows["proxy"] == ["0.25", "csv", "2"]

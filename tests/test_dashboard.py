@@ -90,3 +90,21 @@ def test_dashboard_cli_from_a_real_store(tmp_path: Path, monkeypatch: Any) -> No
     with pytest.raises(SystemExit) as exc:
         main(["dashboard", "--store", str(tmp_path / "none"), "-o", str(tmp_path / "d2")])
     assert exc.value.code == 2
+
+
+def test_report_and_dashboard_share_one_page_shell() -> None:
+    """One template (``page.html``): the same head and scripts, a different subtitle."""
+    from _report_data import scenario
+
+    from proxydiag.report.api import report
+
+    dash = dashboard_html(fleet_with())
+    page = report(fmt="html", **scenario(n_steps=200))  # type: ignore[arg-type]
+    assert "<h1>Fleet <small>proxydiag fleet dashboard</small></h1>" in dash
+    assert "<small>proxydiag report</small></h1>" in page
+    for html in (dash, page):
+        assert html.startswith('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">')
+        shown = html.split("<body>")[1].split("<script")[0]
+        assert html.count("plotly.js v") == 1 and "$" not in shown
+    assert dash.split("<title>")[0] == page.split("<title>")[0]
+    assert dash.split("</title>")[1].split("<h1>")[0] == page.split("</title>")[1].split("<h1>")[0]

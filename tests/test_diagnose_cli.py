@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import numpy as np
@@ -108,3 +109,30 @@ def test_store_keeps_the_diagnoses(runs: tuple[Path, Path], tmp_path: Path,
     assert code == 0
     rows = RunStore(store).diagnoses()
     assert rows.height == 1 and rows["label"].to_list() == ["loss_divergence"]
+
+
+def test_log_to_mlflow_stores_the_diagnosis_once_and_first(
+        runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The MLflow sink stores the result itself: the CLI must not store it a second time, and a
+    tracking server that is down loses nothing (the row waits, unsynced, for ``mlflow sync``)."""
+    from proxydiag.store import RunStore
+
+    stored: list[str] = []
+    put = RunStore.put_diagnosis
+
+    def counting(self: RunStore, d: Any) -> Any:
+        stored.append(d.run)
+        return put(self, d)
+
+    monkeypatch.setattr(RunStore, "put_diagnosis", counting)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    # --tracking-uri exports MLFLOW_TRACKING_URI; monkeypatch restores it afterwards
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    store = tmp_path / "store"
+    code, _, err = _run_cli(["diagnose", str(runs[1]), "--store", str(store), "--log-to-mlflow",
+                             "--tracking-uri", "http://127.0.0.1:9", "-f", "json"], capsys)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert len(stored) == 1 and stored[0].startswith("diverged-")
+    rows = RunStore(store).diagnoses()
+    assert rows["label"].to_list() == ["loss_divergence"] and rows["mlflow_synced"].to_list() == [False]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -91,6 +93,32 @@ def test_nonfinite_end_of_run_is_critical() -> None:
     loss = np.r_[np.full(100, 2.0), [np.nan, np.nan, np.nan]]
     events = nonfinite.detect(from_arrays({"loss": (range(103), loss)}), CFG)
     assert _kinds(events) == [("nonfinite", "loss", 100, "critical")]
+
+
+def test_nonfinite_from_the_first_step_without_fp16_has_its_onset_there() -> None:
+    """No fp16 precision, no loss scale: a leading NaN burst is no scaler calibration."""
+    steps = np.arange(1, 401)
+    grad = np.r_[np.full(20, np.nan), np.ones(380)]
+    never_ends = nonfinite.detect(from_arrays({"grad_norm": (steps, np.full(400, np.nan))}), CFG)
+    assert _kinds(never_ends) == [("nonfinite", "grad_norm", 1, "critical")]
+    ends = nonfinite.detect(from_arrays({"grad_norm": (steps, grad)}), CFG)
+    assert _kinds(ends) == [("nonfinite", "grad_norm", 1, "critical")]
+
+
+def test_nonfinite_fp16_calibration_only_when_the_burst_ends_early() -> None:
+    steps = np.arange(1, 401)
+    scale = (steps, np.full(400, 1024.0))  # a loss scale is logged: fp16
+    calibrating = np.r_[np.full(8, np.nan), np.ones(392)]
+    ev = nonfinite.detect(from_arrays({"grad_norm": (steps, calibrating), "loss_scale": scale}), CFG)
+    assert _kinds(ev) == [("nonfinite", "grad_norm", 1, "info")]
+    never_ends = from_arrays({"grad_norm": (steps, np.full(400, np.nan)), "loss_scale": scale})
+    assert _kinds(nonfinite.detect(never_ends, CFG)) == [("nonfinite", "grad_norm", 1, "critical")]
+    too_long = np.r_[np.full(200, np.nan), np.ones(200)]  # longer than calibration_steps (150)
+    ev = nonfinite.detect(from_arrays({"grad_norm": (steps, too_long), "loss_scale": scale}), CFG)
+    assert _kinds(ev) == [("nonfinite", "grad_norm", 1, "critical")]
+    # the precision attribute alone marks an fp16 run
+    attr_only = dataclasses.replace(from_arrays({"grad_norm": (steps, calibrating)}), precision="fp16")
+    assert _kinds(nonfinite.detect(attr_only, CFG)) == [("nonfinite", "grad_norm", 1, "info")]
 
 
 # --- scaler -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import pytest
 from _fidelity_runs import curves, diag, make_run
 from scipy.stats import ks_2samp, spearmanr
 
+from proxydiag.align.grid import build_grid
 from proxydiag.errors import ConfigError
 from proxydiag.fidelity import events, faults
 from proxydiag.fidelity.api import compare
@@ -167,3 +168,15 @@ def test_opposite_directions_are_excused_when_seeds_disagree_too() -> None:
     up = [make_run("up", curves(800, seed=0)), make_run("down", curves(800, seed=1, reward_dir=-1.0))]
     trend = _compare(up, make_run("p", curves(800, seed=2, reward_dir=-1.0))).metrics["reward"].tests["trend"]
     assert trend.details["opposite_direction"] is False
+
+
+def test_a_nonfinite_skip_count_is_an_overflow_event() -> None:
+    """A NaN (or inf) in the skipped counter is a signal, not zero."""
+    skipped = np.zeros(500)
+    skipped[300], skipped[400] = np.nan, np.inf
+    full = make_run("f", {**curves(500, seed=0), "skipped": skipped})
+    quiet = make_run("p", {**curves(500, seed=1), "skipped": np.zeros(500)})
+    grid = build_grid([full], quiet, config=CFG)
+    found = events.run_events(grid, 0, None, window=CFG.event_window_progress)
+    assert found["overflow:skipped"] == pytest.approx([300 / 499, 400 / 499], abs=0.005)
+    assert "overflow:skipped" not in events.run_events(grid, 1, None, window=CFG.event_window_progress)

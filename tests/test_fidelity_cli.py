@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import numpy as np
@@ -100,3 +101,29 @@ def test_markdown_escapes_user_strings() -> None:
     proxy = make_run("p", {key: curves(200, seed=1)["reward"]})
     text = markdown(compare([full], proxy, full_diagnoses=[diag(full)], proxy_diagnosis=diag(proxy)))
     assert "&lt;img src=x onerror=alert(1)&gt;\\|x" in text and "<img" not in text
+
+
+def test_log_to_mlflow_stores_the_comparison_once_and_first(
+        runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from proxydiag.store import RunStore
+
+    stored: list[str] = []
+    put = RunStore.put_comparison
+
+    def counting(self: RunStore, c: Any) -> Any:
+        stored.append(c.proxy_run)
+        return put(self, c)
+
+    monkeypatch.setattr(RunStore, "put_comparison", counting)
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    # --tracking-uri exports MLFLOW_TRACKING_URI; monkeypatch restores it afterwards
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    store = tmp_path / "store"
+    code, _, err = run_cli(["compare", "--full", str(runs / "full.csv"), "--proxy", str(runs / "seed.csv"),
+                            "--store", str(store), "--log-to-mlflow", "--tracking-uri",
+                            "http://127.0.0.1:9", "-f", "json"], capsys)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    assert len(stored) == 1 and stored[0].startswith("seed-")
+    rows = RunStore(store).comparisons()
+    assert rows["verdict"].to_list() == ["faithful"] and rows["mlflow_synced"].to_list() == [False]

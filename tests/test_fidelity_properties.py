@@ -62,3 +62,42 @@ def test_swapping_two_seeds_keeps_the_verdict(seed: int) -> None:
     a = make_run("a", curves(300, seed=seed))
     b = make_run("b", curves(300, seed=seed + 1))
     assert _healthy([a], b).verdict == _healthy([b], a).verdict == "faithful"
+
+
+METRICS = ("reward", "entropy", "grad_norm", "kl", "pg_loss")
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 10_000), all_nan=st.sets(st.sampled_from(METRICS)),
+       sprinkled=st.floats(0.0, 0.2))
+def test_identical_runs_score_one_whatever_their_nonfinite_values(
+        seed: int, all_nan: set[str], sprinkled: float) -> None:
+    """NaN/inf are data: identical runs score 1 and are faithful (diagnosed for real). A metric
+    with no finite point is undecidable, left out and named; with every metric undecidable the
+    identical symptoms (non-finite bursts) decide."""
+    rng = np.random.default_rng(seed)
+    data = curves(200, seed=seed)
+    for name, values in data.items():
+        hit = rng.random(values.size) < sprinkled
+        values[hit] = rng.choice([np.nan, np.inf, -np.inf], size=int(hit.sum()))
+        if name in all_nan:
+            values[:] = np.nan
+    run = make_run("r", data)
+    c = compare([run], run, config=CFG)
+    assert (c.fidelity, c.verdict) == (1.0, "faithful"), c.reasons
+    assert set(c.metrics) == set(METRICS) - all_nan
+    if all_nan:
+        listed = ", ".join(sorted(all_nan))
+        assert f"undecidable, left out: {listed} (no finite point in any run)" in c.reasons
+
+
+def test_identical_all_nan_runs_are_faithful_and_say_why() -> None:
+    """The reported case: two identical all-NaN runs were "partial 0.50"."""
+    run = make_run("r", {"loss": np.full(100, np.nan), "reward": np.full(100, np.nan)})
+    c = compare([run], run, config=CFG)
+    assert (c.fidelity, c.verdict, c.metrics) == (1.0, "faithful", {})
+    assert c.reasons == (
+        "no curve could be compared; the symptoms co-occur (events score 1.00) and the fault "
+        "comparison agrees",
+        "undecidable, left out: loss, reward (no finite point in any run)",
+    )

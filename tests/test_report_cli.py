@@ -129,3 +129,36 @@ def test_fail_on_rejects_unknown_classes(capsys: pytest.CaptureFixture[str]) -> 
     assert _run_cli(["report", "x", "--fail-on", "loss_divergance"]) == 2
     assert "--fail-on 'loss_divergance': unknown class loss_divergance; use one or more of " \
         "healthy, gradient_overflow" in capsys.readouterr().err
+
+
+def test_fail_on_line_goes_to_stderr_when_the_document_is_on_stdout(
+    tmp_path: Path, fake_analyses: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    full = _write(make_run("f", seed=0, n_steps=200, onset=120), tmp_path / "f", role="full")
+    proxy = _write(make_run("p", seed=1, n_steps=200, onset=125), tmp_path / "p", role="proxy")
+    argv = ["report", "--full", full, "--proxy", proxy, "-f", "markdown", "-o", "-",
+            "--fail-on", "partial"]
+    assert _run_cli(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("### proxydiag report\n") and "--fail-on" not in captured.out
+    assert captured.err == "--fail-on matched: metrics: partial\n"
+
+
+def test_proxy_folder_of_several_runs_fails_before_reading_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from proxydiag.ingest import csv
+
+    group = tmp_path / "group"
+    for name in ("f0", "p1", "p2"):
+        _write(make_run(name, seed=1, n_steps=50), group / name)
+
+    def read(source: Any, ctx: Any) -> Any:
+        raise AssertionError(f"read {source}")
+
+    monkeypatch.setattr(csv, "read", read)
+    assert _run_cli(["report", "--full", str(group / "f0"), "--proxy", str(group),
+                     "-o", str(tmp_path / "r.html")]) == 2
+    assert capsys.readouterr().err == (
+        f"error: {group}: holds 3 runs (f0/metrics.csv, p1/metrics.csv, p2/metrics.csv); "
+        "name one of them (read_runs() reads them all)\n")

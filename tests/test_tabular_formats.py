@@ -106,3 +106,36 @@ def test_parquet_unsigned_step_overflow_and_decimal_values(tmp_path: Path) -> No
     pl.DataFrame({"step": [1, 2], "a": pl.Series([decimal.Decimal("1.5"), decimal.Decimal("2.25")],
                                                  dtype=pl.Decimal(10, 2))}).write_parquet(dec)
     assert read_run(dec).frame["value"].to_list() == [1.5, 2.25]
+
+
+def test_a_missing_step_column_reads_the_same_in_csv_jsonl_and_parquet(tmp_path: Path) -> None:
+    """One rule, one message: the tabular readers share ``tabular.step_column``."""
+    (tmp_path / "m.csv").write_text("epoch,loss\n1,0.5\n")
+    (tmp_path / "m.jsonl").write_text('{"epoch": 1, "loss": 0.5}\n')
+    pl.DataFrame({"epoch": [1], "loss": [0.5]}).write_parquet(tmp_path / "m.parquet")
+    hint = ("no step column (expected one of step, _step, global_step, trainer/global_step, "
+            "train/global_step, iteration, ...); rename or add it")
+    got = {}
+    for name in ("m.csv", "m.jsonl", "m.parquet"):
+        with pytest.raises(IngestError) as info:
+            read_run(tmp_path / name)
+        got[name] = str(info.value)
+    assert got == {"m.csv": f"{tmp_path / 'm.csv'}:1: {hint}",
+                   "m.jsonl": f"{tmp_path / 'm.jsonl'}:1: {hint}",
+                   "m.parquet": f"{tmp_path / 'm.parquet'}: {hint}"}
+
+
+def test_sniffing_csv_and_jsonl_by_suffix_or_content(tmp_path: Path) -> None:
+    from proxydiag.ingest import csv, jsonl
+
+    files = {
+        "a.log": b"step,loss\n1,0.5\n", "b.log": b"\xef\xbb\xbfglobal_step\tloss\n1\t0.5\n",
+        "c.log": b'{"step": 1, "loss": 0.5}\n', "d.log": b'{"loss": 0.5}\n',
+        "e.csv": b"anything", "f.ndjson": b"anything", "g.log": b"loss,step\n0.5,1\n",
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "dir.csv").mkdir()
+    names = [*files, "dir.csv", "missing.csv"]
+    assert [n for n in names if csv.can_read(tmp_path / n)] == ["a.log", "b.log", "e.csv"]
+    assert [n for n in names if jsonl.can_read(tmp_path / n)] == ["c.log", "f.ndjson"]

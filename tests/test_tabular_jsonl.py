@@ -74,7 +74,7 @@ def test_cut_last_line_warns_and_keeps_the_intact_lines(tmp_path: Path) -> None:
         ('{"step": 1, "loss": 1.5}\n{"step": 2, "loss": 2.5\n{"step": 3}\n', ":2: not valid JSON"),
         ('{"step": 1, "loss": "1.5"}\n{"step": 2, "loss": "abc"}\n', ":2: 'abc' is not a number in column loss"),
         ('{"step": 99999999999999999999, "loss": 1.5}\n', ":1: step 99999999999999999999 does not fit"),
-        ('{"loss": 1.5}\n', ":1: records have no step field"),
+        ('{"loss": 1.5}\n', ":1: no step column"),
         ('{"step": 1, "loss": 1}\n{"loss": 2}\n', ":2: no step in column step"),
         ("", ": empty file"),
     ],

@@ -29,6 +29,8 @@ from proxydiag.run import Run
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
 
+#: skip reason of a metric no run has a finite point of: its comparison is undecidable
+NO_FINITE = "undecidable: no finite point in any run"
 #: alignment name -> module with ``axis(run)`` and ``RANGE`` ("overlap" | "progress")
 ALIGNERS: dict[str, ModuleType] = {"step": step, "tokens": tokens, "progress": progress}
 
@@ -84,6 +86,11 @@ class Grid:
     spans: tuple[tuple[float, float], ...]  # each run's first/last position on the axis
     metrics: dict[str, MetricGrid] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def undecidable(self) -> list[str]:
+        """Skipped metrics without a finite point in any run (all NaN/inf: nothing to compare)."""
+        return [m for m, why in self.skipped.items() if why.startswith(NO_FINITE)]
 
     def position(self, progress: float) -> float:
         """The axis position of a relative progress (inverse of :meth:`progress`)."""
@@ -194,6 +201,9 @@ def _metric_grid(metric: str, series: list[tuple[Floats, Floats]], x_range: tupl
     lo, hi = x_range
     counts = [int(np.count_nonzero(np.isfinite(v) & (x >= lo) & (x <= hi))) for x, v in series]
     buckets = min(config.buckets, min(counts))
+    if max(counts) == 0:
+        n_bad = sum(int(np.count_nonzero(~np.isfinite(v) & (x >= lo) & (x <= hi))) for x, v in series)
+        return f"{NO_FINITE} in the compared range ({n_bad} non-finite points)"
     if buckets < config.min_points:
         return (f"too few finite points in the compared range ({min(counts)} < "
                 f"{config.min_points}) in at least one run")

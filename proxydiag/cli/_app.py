@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from proxydiag.errors import ConfigError
+
 app = typer.Typer(
     name="proxydiag",
     help="Failure taxonomy and proxy fidelity for RL post-training runs.",
@@ -49,6 +51,13 @@ TrackingOpt = Annotated[
 FormatOpt = Annotated[
     str, typer.Option("--format", "-f", help="text | json | markdown")
 ]
+
+
+def output_dir(path: Path) -> Path:
+    """``path`` given to ``-o DIR``; a file there is a one-line error, not "File exists"."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{path}: is a file; -o needs a directory (created when missing)")
+    return path
 
 
 @app.callback()

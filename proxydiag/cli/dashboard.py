@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import DEFAULT_STORE, StoreOpt, app, out
+from proxydiag.cli._app import DEFAULT_STORE, StoreOpt, app, out, output_dir
 from proxydiag.errors import StoreError
 
 
@@ -26,4 +26,4 @@ def dashboard(
     if not store.is_dir():
         raise StoreError(f"{store}: no store here; ingest runs first (proxydiag ingest ... "
                          "--store DIR) or pass --store DIR")
-    out.print(str(write_dashboard(store, output, analyse=analyse)), markup=False)
+    out.print(str(write_dashboard(store, output_dir(output), analyse=analyse)), markup=False)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, TrackingOpt, app, out
+from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, TrackingOpt, app, err, out
 from proxydiag.errors import AnalysisError
 from proxydiag.report.content import ReportContent
 from proxydiag.report.jobs import Job, comparison_jobs, group_runs
@@ -23,6 +23,13 @@ def _load(sources: list[str], *, store: Path, aliases: Path | None) -> list[Run]
     return runs
 
 
+def _load_one(source: str, *, store: Path, aliases: Path | None) -> Run:
+    """One run; a folder of several fails before any of them is read."""
+    from proxydiag.sources import load_one
+
+    return load_one(source, store=store, **({"aliases": aliases} if aliases else {}))
+
+
 def _jobs(sources: list[str], full: list[str], proxy: str | None, group: str | None, *,
           store: Path, output: Path, aliases: Path | None) -> list[Job]:
     modes = sum([bool(sources), bool(full or proxy), group is not None])
@@ -36,10 +43,7 @@ def _jobs(sources: list[str], full: list[str], proxy: str | None, group: str | N
         return [Job(output, runs=tuple(_load(sources, store=store, aliases=aliases)))]
     if not full or proxy is None:
         raise AnalysisError("a comparison report needs --full SOURCE and --proxy SOURCE")
-    proxies = _load([proxy], store=store, aliases=aliases)
-    if len(proxies) != 1:
-        names = ", ".join(r.name for r in proxies)
-        raise AnalysisError(f"{proxy}: --proxy must name one run, found {len(proxies)}: {names}")
+    proxies = [_load_one(proxy, store=store, aliases=aliases)]
     return comparison_jobs(output, full=_load(full, store=store, aliases=aliases),
                            proxies=proxies)
 
@@ -122,5 +126,7 @@ def report(
         if c is not None and c.verdict in gate:
             matched.append(f"{content.proxy.name if content.proxy else 'proxy'}: {c.verdict}")
     if matched:
-        out.print(f"--fail-on matched: {'; '.join(matched)}", markup=False)
+        # with -o - stdout carries the document (a PR comment, say): the gate line stays out of it
+        console = err if str(output) == "-" else out
+        console.print(f"--fail-on matched: {'; '.join(matched)}", markup=False)
         raise typer.Exit(1)

@@ -51,8 +51,20 @@ def runs_list(
         table.add_column(column, justify="right" if frame.schema[column].is_numeric() else "left",
                          no_wrap=column == "run")
     for row in frame.select(shown).iter_rows():
-        table.add_row(*[cell(f"{v:,}" if isinstance(v, int) else v) for v in row])
+        table.add_row(*[cell(_number(v)) for v in row])
     show(table)
+
+
+def _number(value: object) -> object:
+    """Integers with thousands separators; a whole float (``experts_kept`` is stored as a
+    float, so 64 reads back as 64.0) as an integer.
+
+    >>> _number(64.0), _number(0.25), _number(12345), _number(float("nan")), _number("r1")
+    ('64', 0.25, '12,345', nan, 'r1')
+    """
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{value:,}" if isinstance(value, int) else value
 
 
 @runs_app.command("show")

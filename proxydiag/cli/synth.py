@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import app, out
+from proxydiag.cli._app import app, out, output_dir
 from proxydiag.errors import ConfigError
 from proxydiag.synth.scenario import SCENARIOS
 
@@ -39,6 +39,7 @@ def synth(
     """Generate GRPO/PPO runs of an MoE policy, full and proxy, with injected faults."""
     from proxydiag.synth import write_corpus, write_sample_runs
 
+    output_dir(output)
     if scenario == "corpus":
         labels = write_corpus(output, n_groups=groups, seed=seed, formats=fmt or None,
                               namings=naming or None, steps=steps)

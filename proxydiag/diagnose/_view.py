@@ -54,6 +54,8 @@ class RunView:
     first_step: int | None
     last_step: int | None
     mapping: dict[str, str] = field(default_factory=dict)
+    #: the run's ``precision`` attribute (``fp16``, ``bf16`` ...), lower-case; None when unknown
+    precision: str | None = None
 
     def get(self, metric: str) -> Series | None:
         """The metric's series, or None when absent or empty."""
@@ -96,7 +98,7 @@ def view(run: Run | RunView) -> RunView:
         return run
     frame = run.frame
     if frame.height == 0:
-        return RunView({}, None, None, dict(run.mapping))
+        return RunView({}, None, None, dict(run.mapping), _precision(run))
     wanted = frame.filter(
         pl.col("metric").is_in(USED) | pl.col("metric").str.starts_with("mismatch")
     ).select("metric", "step", "value")
@@ -109,7 +111,12 @@ def view(run: Run | RunView) -> RunView:
             values = part["value"].to_numpy().astype(np.float64, copy=False)
             series[name] = Series(name, steps, values)
     bounds = frame.select(pl.col("step").min().alias("lo"), pl.col("step").max().alias("hi")).row(0)
-    return RunView(series, int(bounds[0]), int(bounds[1]), dict(run.mapping))
+    return RunView(series, int(bounds[0]), int(bounds[1]), dict(run.mapping), _precision(run))
+
+
+def _precision(run: Run) -> str | None:
+    value = run.attrs.get("precision")
+    return str(value).strip().lower() if value is not None else None
 
 
 def from_arrays(

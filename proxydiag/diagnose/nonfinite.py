@@ -12,7 +12,7 @@ import numpy as np
 from proxydiag.diagnose._stats import cluster_start, window_sum
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
-from proxydiag.diagnose.scaler import calibration_end
+from proxydiag.diagnose.scaler import leading_burst_end
 from proxydiag.events import Event, Severity
 from proxydiag.run import Run
 
@@ -21,7 +21,8 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``nonfinite`` (per metric) and ``nonfinite_counter``.
 
     Critical when non-finite values persist (more than ``scaler.max_skip_fraction`` of a
-    window's logged points; an fp16 run's leading calibration burst excluded) or the run ends
+    window's logged points; an fp16 run's leading calibration burst excluded, see
+    :func:`_calibration_end`) or the run ends
     non-finite (its last ``min_count`` points); isolated ones are a warning (a skipped step),
     a calibration burst is info.
 
@@ -32,13 +33,18 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """
     rv = view(run)
     scaled = _dynamic_scaler(rv)
+    fp16 = rv.precision in FP16 or rv.has("loss_scale")
     events = [e for m in cfg.nonfinite.metrics if (s := rv.get(m)) is not None
               for e in _values(s, min_count=cfg.nonfinite.min_count, scaler=cfg.scaler,
-                               scaler_owned=scaled and m == "grad_norm")]
+                               fp16=fp16, scaler_owned=scaled and m == "grad_norm")]
     counter = rv.get("nonfinite")
     if counter is not None:
         events.extend(_counter(counter))
     return events
+
+
+#: ``precision`` attributes of runs whose loss scaler calibrates (overflows in the first steps)
+FP16 = ("fp16", "float16", "half")
 
 
 def _dynamic_scaler(rv: RunView) -> bool:
@@ -51,7 +57,8 @@ def _dynamic_scaler(rv: RunView) -> bool:
 
 
 def _values(
-    s: Series, *, min_count: int, scaler: ScalerConfig, scaler_owned: bool = False
+    s: Series, *, min_count: int, scaler: ScalerConfig, fp16: bool = False,
+    scaler_owned: bool = False,
 ) -> list[Event]:
     bad = ~s.finite
     n_bad = int(bad.sum())
@@ -61,7 +68,7 @@ def _values(
     first = int(idx[0])
     tail = bad[-min_count:]
     terminal = bool(tail.size >= min_count and tail.all())
-    calib_end = calibration_end(Series(s.name, s.steps, bad.astype(np.float64)), scaler)
+    calib_end = _calibration_end(s, bad, scaler) if fp16 else None
     burst = _burst(s, bad, scaler, calib_end=calib_end)
     critical = (burst is not None or terminal) and not scaler_owned
     onset = burst if burst is not None else (int(s.steps[first]) if not terminal else
@@ -87,6 +94,22 @@ def _values(
         "nonfinite", s.name, onset if critical else int(s.steps[first]), int(s.steps[idx[-1]]),
         severity, 0.95 if critical else 0.5, evidence,
     )]
+
+
+def _calibration_end(s: Series, bad: np.ndarray, c: ScalerConfig) -> int | None:
+    """Last step of an fp16 scaler's calibration: the leading burst of non-finite points when it
+    ends within ``calibration_steps`` of the first step. A burst that lasts longer or never ends
+    is no calibration (a run NaN from its first step has its onset there).
+
+    >>> bad = np.r_[np.ones(8), np.zeros(92)].astype(bool)
+    >>> s = Series("grad_norm", np.arange(100), np.where(bad, np.nan, 1.0))
+    >>> _calibration_end(s, bad, ScalerConfig()), _calibration_end(s, np.ones(100, bool), ScalerConfig())
+    (7, None)
+    """
+    end = leading_burst_end(Series(s.name, s.steps, bad.astype(np.float64)), c)
+    if end is None or end >= int(s.steps[-1]) or end - int(s.steps[0]) > c.calibration_steps:
+        return None
+    return end
 
 
 def _burst(s: Series, bad: np.ndarray, c: ScalerConfig, *, calib_end: int | None) -> int | None:

@@ -68,18 +68,29 @@ def _skip_counts(rv: RunView) -> Series | None:
 
 
 def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
-    """Last step of the leading burst of overflows, or None when the run does not start with one."""
+    """Last step of the leading burst of overflows (at most ``calibration_steps`` after the first
+    step), or None when the run does not start with one."""
+    end = leading_burst_end(counts, c)
+    return None if end is None else min(end, int(counts.steps[0]) + c.calibration_steps)
+
+
+def leading_burst_end(counts: Series, c: ScalerConfig) -> int | None:
+    """Last step of the burst of positive counts the run starts with (hits closer together than
+    ``calibration_gap_steps`` belong to it), or None when the run does not start with one.
+
+    >>> leading_burst_end(Series("skipped", np.arange(50), np.r_[np.ones(5), np.zeros(45)]),
+    ...                   ScalerConfig())
+    4
+    """
     hit = np.flatnonzero(counts.values > 0)
     if hit.size == 0:
         return None
     gap = max(c.calibration_gap_steps, 2 * counts.interval)
-    start = int(counts.steps[0])
-    if counts.steps[hit[0]] - start > gap:
+    if counts.steps[hit[0]] - int(counts.steps[0]) > gap:
         return None
     steps = counts.steps[hit]
     breaks = np.flatnonzero(np.diff(steps) > gap)
-    end = int(steps[breaks[0]]) if breaks.size else int(steps[-1])
-    return min(end, start + c.calibration_steps)
+    return int(steps[breaks[0]]) if breaks.size else int(steps[-1])
 
 
 def _persistent(counts: Series, c: ScalerConfig, *, calib_end: int | None) -> list[Event]:

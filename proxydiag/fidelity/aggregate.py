@@ -22,9 +22,12 @@ step time, counters, lr) weighted 0. Verdict rules (the issue's):
    dynamics < ``partial_below`` (0.8) → ``partial``;
 4. otherwise ``faithful``.
 
-``fidelity`` = dynamics, times ``unfaithful_factor`` (0.3) when unfaithful. When no curve could
-be compared (too few aligned points), dynamics is 0.5 ("unknown"), which makes a proxy at best
-partial: its dynamics were not confirmed.
+``fidelity`` = dynamics, times ``unfaithful_factor`` (0.3) when unfaithful. A metric without a
+finite point in any run is undecidable: it is left out (and named in the reasons). When no curve
+could be compared, the verdict rests on what is decidable: the events score (co-occurrence of
+non-finite bursts, overflows and diagnosed symptoms) stands in for dynamics when either run has
+events — identical all-NaN runs score 1; without any event dynamics is 0.5 ("unknown"), which
+makes a proxy at best partial: its dynamics were not confirmed.
 """
 
 from __future__ import annotations
@@ -112,7 +115,9 @@ def overall(metrics: Mapping[str, MetricFidelity], faults: FaultComparison,
             config: FidelityConfig, events: TestResult | None = None
             ) -> tuple[float, Verdict, tuple[str, ...]]:
     """``(fidelity, verdict, reasons)`` by the rules in the module docstring."""
-    dyn = dynamics(metrics, config)
+    by_events = not metrics and events is not None and has_events(events)
+    dyn = events.score if by_events and events is not None else dynamics(metrics, config)
+    score_name = "events score" if by_events else "dynamics score"
     reasons: list[str] = []
     order_differs = bool(events is not None and events.details.get("order_differs"))
     if order_differs and events is not None:
@@ -135,9 +140,17 @@ def overall(metrics: Mapping[str, MetricFidelity], faults: FaultComparison,
         reasons.append("dynamics outside the seed-to-seed range: " + "; ".join(
             f"{m} {metrics[m].verdict} ({metrics[m].score:.2f})" for m in off))
     if dyn < config.partial_below:
-        reasons.append(f"dynamics score {dyn:.2f} < {config.partial_below}")
+        reasons.append(f"{score_name} {dyn:.2f} < {config.partial_below}")
     if unfaithful:
         return dyn * config.unfaithful_factor, "unfaithful", tuple(reasons)
     if dynamics_off or order_differs or dyn < config.partial_below:
         return dyn, "partial", tuple(reasons)
-    return dyn, "faithful", tuple(reasons) or (f"dynamics within the seed-to-seed range (score {dyn:.2f})",)
+    agree = (f"no curve could be compared; the symptoms co-occur ({score_name} {dyn:.2f}) and the "
+             "fault comparison agrees" if by_events
+             else f"dynamics within the seed-to-seed range (score {dyn:.2f})")
+    return dyn, "faithful", tuple(reasons) or (agree,)
+
+
+def has_events(events: TestResult) -> bool:
+    """True when the full run or the proxy has a symptom event (so co-occurrence is decidable)."""
+    return bool(events.details.get("full") or events.details.get("proxy"))

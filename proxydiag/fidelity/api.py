@@ -71,8 +71,13 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
             float(fault.proxy["onset_step"]), float(fault.full["onset_progress"])))
     per_metric = _score_metrics(curves, fulls, proxy, config=cfg, seed=seed)
     fidelity, verdict, reasons = aggregate.overall(per_metric, fault, cfg, ev)
-    if not per_metric:
-        reasons = (*reasons, f"no curve could be compared ({_skips(curves.skipped)})")
+    undecidable = curves.undecidable
+    if undecidable:
+        reasons = (*reasons, f"undecidable, left out: {', '.join(undecidable)} (no finite point in "
+                             "any run)")
+    other = {m: why for m, why in curves.skipped.items() if m not in undecidable}
+    if not per_metric and (other or not undecidable):
+        reasons = (*reasons, f"no curve could be compared ({_skips(other)})")
     return Comparison(
         fidelity=float(np.clip(fidelity, 0.0, 1.0)), verdict=verdict, align=align,
         metrics=per_metric, faults=fault, full_runs=tuple(r.id for r in fulls), proxy_run=proxy.id,

@@ -2,8 +2,8 @@
 
 Events come from full data, never from the resampled curves: non-finite points of every metric
 (each burst is one event), steps where the optimizer skipped (``skipped`` > 0, i.e. overflows,
-taken from the bucket maxima, which keep every non-zero count), and the warning/critical events of
-the runs' diagnoses (spikes, scaler collapse, mismatch jumps and climbs, divergence). Positions
+taken from the bucket maxima, which keep every non-zero count; a non-finite count is one too),
+and the warning/critical events of the runs' diagnoses (spikes, scaler collapse, mismatch jumps and climbs, divergence). Positions
 are in relative progress (:meth:`proxydiag.align.grid.Grid.progress`); events of one kind closer
 than the tolerance window are one event.
 
@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import kendalltau
 
-from proxydiag.align.grid import Grid
+from proxydiag.align.grid import Floats, Grid, MetricGrid
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.result import TestResult
@@ -45,14 +45,22 @@ def run_events(grid: Grid, row: int, diagnosis: Diagnosis | None, *, window: flo
         if mg.nonfinite_x[r].size:
             found[f"nonfinite:{name}"] = list((mg.nonfinite_x[r] - first) / span)
         if name == "skipped":
-            hi = mg.envelope[r].reshape(-1, 2).max(axis=1)
-            found["overflow:skipped"] = list((mg.centres[np.nan_to_num(hi) > 0] - first) / span)
+            found["overflow:skipped"] = list((_overflows(mg, r) - first) / span)
     if diagnosis is not None:
         for ev in diagnosis.events:
             if ev.severity != "info" and ev.onset_step is not None:
                 key = f"{ev.kind}:{ev.metric or 'run'}"
                 found.setdefault(key, []).append(grid.progress(row, ev.onset_step))
     return {k: merge(sorted(v), window=window) for k, v in found.items() if v}
+
+
+def _overflows(mg: MetricGrid, r: int) -> Floats:
+    """Axis positions of the skipped steps of row ``r``: buckets whose largest count is > 0, and
+    every non-finite count (a NaN/inf counter is a signal, never "no overflow"; buckets without a
+    finite count are NaN in the envelope, so they come from ``nonfinite_x``)."""
+    hi = mg.envelope[r].reshape(-1, 2).max(axis=1)
+    counted = mg.centres[np.isfinite(hi) & (hi > 0)]
+    return np.sort(np.r_[counted, mg.nonfinite_x[r]])
 
 
 def merge(onsets: Sequence[float], *, window: float) -> list[float]:

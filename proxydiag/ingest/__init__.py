@@ -79,27 +79,56 @@ def read_runs(
 
     ``aliases`` is an :class:`AliasTable` or the path of a user TOML file of aliases.
     """
+    return _read(source, discover(source), aliases=aliases, options=options)
+
+
+def read_run(
+    source: str | Path, *, aliases: AliasTable | str | Path | None = None, **options: Any
+) -> Run:
+    """Read exactly one run; an error lists the runs when the source holds several.
+
+    Several run files or folders under ``source`` fail before any is read (a folder of full
+    runs can take long to read only to be refused).
+    """
+    found = discover(source)
+    if len(found) > 1:
+        raise _several(source, [_found_name(source, src) for _, src in found])
+    runs = _read(source, found, aliases=aliases, options=options)
+    if len(runs) > 1:
+        raise _several(source, [r.name for r in runs])
+    return runs[0]
+
+
+def _read(
+    source: str | Path, found: list[tuple[ModuleType, str | Path]], *,
+    aliases: AliasTable | str | Path | None, options: dict[str, Any],
+) -> list[Run]:
     if isinstance(aliases, str | Path):
         aliases = AliasTable.load(aliases)
     ctx = ReadContext(aliases or AliasTable.default(), dict(options))
     runs: list[Run] = []
-    for reader, src in discover(source):
+    for reader, src in found:
         runs.extend(reader.read(src, ctx))
     if not runs:
         raise IngestError(f"{source}: no runs found")
     return runs
 
 
-def read_run(source: str | Path, **kwargs: Any) -> Run:
-    """Read exactly one run; an error lists the runs when the source holds several."""
-    runs = read_runs(source, **kwargs)
-    if len(runs) > 1:
-        names = ", ".join(r.name for r in runs[:10])
-        more = f" and {len(runs) - 10} more" if len(runs) > 10 else ""
-        raise IngestError(
-            f"{source}: holds {len(runs)} runs ({names}{more}); use read_runs() or name one"
-        )
-    return runs[0]
+def _several(source: str | Path, names: list[str]) -> IngestError:
+    shown = ", ".join(names[:10])
+    more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+    return IngestError(
+        f"{source}: holds {len(names)} runs ({shown}{more}); name one of them "
+        "(read_runs() reads them all)"
+    )
+
+
+def _found_name(source: str | Path, src: str | Path) -> str:
+    """A discovered run's path relative to ``source`` (what to append to name it)."""
+    try:
+        return Path(src).relative_to(source).as_posix()
+    except ValueError:
+        return str(src)
 
 
 def discover(source: str | Path) -> list[tuple[ModuleType, str | Path]]:

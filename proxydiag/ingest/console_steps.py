@@ -79,17 +79,18 @@ def split_engines(records: pl.DataFrame, *, counter_key: str = "ds_skipped") -> 
     (['ds_skipped', 'ds_skipped@engine1', 'ds_skipped', 'ds_skipped@engine1'], 2)
     """
     lines = records.filter(pl.col("key") == counter_key).select("line", "step").sort("line")
-    if lines.height < 2:
-        return records, 1
     new_group = (
         (pl.col("step") != pl.col("step").shift(1))
         | ((pl.col("line") - pl.col("line").shift(1)) > ENGINE_GAP_LINES)
     ).fill_null(True)
-    lines = lines.with_columns(new_group.cast(pl.Int64).cum_sum().alias("_g"))
-    lines = lines.with_columns(pl.int_range(pl.len()).over("_g").alias("_engine"))
-    n_engines = int(lines["_engine"].max() or 0) + 1  # type: ignore[arg-type]
-    if n_engines == 1:
+    lines = lines.with_columns(new_group.alias("_new"))
+    if lines["_new"].all():  # one engine: the usual case, no grouping needed
         return records, 1
+    # k-th line of a group = its index minus the index where the group starts (no group_by)
+    index = pl.int_range(pl.len(), dtype=pl.Int64)
+    start = pl.when(pl.col("_new")).then(index).forward_fill()
+    lines = lines.with_columns((index - start).alias("_engine"))
+    n_engines = int(lines["_engine"].max() or 0) + 1  # type: ignore[arg-type]
     tagged = lines.filter(pl.col("_engine") > 0).select("line", "_engine")
     out = records.join(tagged, on="line", how="left", maintain_order="left")
     key = pl.when(pl.col("_engine").is_not_null()).then(

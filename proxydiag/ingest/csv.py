@@ -49,15 +49,11 @@ def can_read(source: str | Path) -> bool:
     path = Path(source)
     if path.is_dir():
         return csv_monitor.is_monitor_dir(path)
-    if not path.is_file():
-        return False
-    if path.suffix.lower() in SUFFIXES:
-        return True
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(_PEEK_BYTES)
-    except OSError:
-        return False
+    return tabular.sniff(path, suffixes=SUFFIXES, peek_bytes=_PEEK_BYTES, looks_right=_step_header)
+
+
+def _step_header(head: bytes) -> bool:
+    """The first line is a comma- or tab-separated header that starts with a step column."""
     first = head.split(b"\n", 1)[0].removeprefix(b"\xef\xbb\xbf").decode("utf-8", "replace")
     for sep in (",", "\t"):
         cells = [c.strip().strip('"') for c in first.split(sep)]
@@ -100,12 +96,7 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
             stacklevel=2,
         )
     layout = tabular.long_layout(names)
-    step = layout[0] if layout else tabular.find_column(names, tabular.STEP_NAMES)
-    if step is None:
-        raise IngestError(
-            f"{path}:1: no step column (expected one of {', '.join(tabular.STEP_NAMES[:6])}, ...);"
-            " rename the step column"
-        )
+    step = layout[0] if layout else tabular.step_column(names, where=f"{path}:1")
     # an untouched file is read by polars from its path (its own mmap, no copy)
     source: Path | bytes = path if data is mapped else bytes(data)
     frame = _parse(path, source, sep, names, step=step, key=layout[1] if layout else None)

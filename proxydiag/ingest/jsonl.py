@@ -44,16 +44,11 @@ _SENTINELS = {
 
 def can_read(source: str | Path) -> bool:
     """A ``.jsonl``/``.ndjson`` file, or a file whose first line is a JSON object with a step."""
-    path = Path(source)
-    if not path.is_file():
-        return False
-    if path.suffix.lower() in SUFFIXES:
-        return True
-    try:
-        with path.open("rb") as fh:
-            first = fh.readline(1 << 16).strip()
-    except OSError:
-        return False
+    return tabular.sniff(source, suffixes=SUFFIXES, peek_bytes=1 << 16, looks_right=_step_record)
+
+
+def _step_record(head: bytes) -> bool:
+    first = head.split(b"\n", 1)[0].strip()
     if not first.startswith(b"{") or not first.endswith(b"}"):
         return False
     try:
@@ -91,12 +86,7 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes, bool]:
     frame, notes.null_as_nan = fast if fast is not None else (_exact_frame(path, data), 0)
     verl = _is_verl(data)
     frame, _ = _flatten(frame)
-    step = tabular.find_column(frame.columns, tabular.STEP_NAMES)
-    if step is None:
-        raise IngestError(
-            f"{path}:1: records have no step field (one of {', '.join(tabular.STEP_NAMES[:6])},"
-            " ...); add one"
-        )
+    step = tabular.step_column(frame.columns, where=f"{path}:1")
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
     raw = tabular.wide_to_raw(frame, step=step, wall=wall, locate=_locator(path, data), notes=notes)
     return tabular.nonempty(raw, path), notes, verl

@@ -61,12 +61,7 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
     if layout:
         raw = tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes)
         return tabular.nonempty(raw, path), notes
-    step = tabular.find_column(frame.columns, tabular.STEP_NAMES)
-    if step is None:
-        raise IngestError(
-            f"{path}: no step column (expected one of {', '.join(tabular.STEP_NAMES[:6])}, ...);"
-            " rename the step column"
-        )
+    step = tabular.step_column(frame.columns, where=str(path))
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
     raw = tabular.wide_to_raw(frame, step=step, wall=wall, locate=locate, notes=notes)
     return tabular.nonempty(raw, path), notes

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -81,6 +82,45 @@ def find_column(columns: Sequence[str], names: Sequence[str]) -> str | None:
         if name in lowered:
             return lowered[name]
     return None
+
+
+def step_column(columns: Sequence[str], *, where: str) -> str:
+    """The step column of ``columns``, or an IngestError at ``where`` (``file:line``).
+
+    >>> step_column(["loss", "global_step"], where="m.csv:1")
+    'global_step'
+    >>> step_column(["loss"], where="m.csv:1")
+    Traceback (most recent call last):
+    proxydiag.errors.IngestError: m.csv:1: no step column (expected one of step, ...); rename...
+    """
+    step = find_column(columns, STEP_NAMES)
+    if step is None:
+        raise IngestError(f"{where}: no step column (expected one of "
+                          f"{', '.join(STEP_NAMES[:6])}, ...); rename or add it")
+    return step
+
+
+def sniff(
+    source: str | Path, *, suffixes: Sequence[str], peek_bytes: int,
+    looks_right: Callable[[bytes], bool],
+) -> bool:
+    """A tabular reader's ``can_read``: a file named with one of ``suffixes``, or one whose
+    first ``peek_bytes`` bytes pass ``looks_right`` (an unreadable file is not ours).
+
+    >>> sniff("no/such/file.csv", suffixes=(".csv",), peek_bytes=64, looks_right=bool)
+    False
+    """
+    path = Path(source)
+    if not path.is_file():
+        return False
+    if path.suffix.lower() in suffixes:
+        return True
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(peek_bytes)
+    except OSError:
+        return False
+    return looks_right(head)
 
 
 def long_layout(columns: Sequence[str]) -> tuple[str, str, str, str | None] | None:

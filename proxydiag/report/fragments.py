@@ -6,7 +6,7 @@ HTML from a run.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.events import Event
@@ -23,11 +23,34 @@ from proxydiag.report.text import (
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
 MAX_EVIDENCE = 12
+EVIDENCE_HEAD = ("severity", "event", "metric", "onset", "end", "conf.", "evidence")
+TESTS_HEAD = ("test", "statistic", "score", "CI", "seed-to-seed", "meaning")
+FIDELITY_HEAD = ("metric", "score", "95% CI", "seed-to-seed", "verdict", "why")
 
 
 def badge(word: str) -> str:
     """A coloured pill for a label or verdict (class ``b-<word>``)."""
     return f'<span class="badge b-{esc(word)}">{esc(word)}</span>'
+
+
+def grid_table(
+    head: Sequence[str], rows: Iterable[Sequence[str]], *, numeric: Collection[str] = ()
+) -> str:
+    """A ``<table class=grid>``: ``head`` is plain text (escaped here), each row's cells are
+    HTML the caller escaped; columns named in ``numeric`` are right-aligned numbers.
+
+    >>> html = grid_table(["run", "points"], [[esc("<b>"), "3"]], numeric={"points"})
+    >>> print(html.replace("<tbody>", "\\n<tbody>"))
+    <table class=grid><thead><tr><th>run</th><th>points</th></tr></thead>
+    <tbody><tr><td>&lt;b&gt;</td><td class=num>3</td></tr></tbody></table>
+    """
+    opens = ["<td class=num>" if h in numeric else "<td>" for h in head]
+    body = "".join(
+        "<tr>" + "".join(f"{o}{c}</td>" for o, c in zip(opens, row, strict=True)) + "</tr>"
+        for row in rows
+    )
+    titles = "".join(f"<th>{esc(h)}</th>" for h in head)
+    return f"<table class=grid><thead><tr>{titles}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def top_events(d: Diagnosis, *, limit: int = MAX_EVIDENCE) -> list[Event]:
@@ -51,22 +74,17 @@ def verdict_line(c: Comparison, *, proxy: str | None = None, full: str | None = 
 
 def evidence_block(name: str, d: Diagnosis) -> str:
     """Evidence chain, missing metrics and "what to check next" for one run."""
-    rows = "".join(
-        f"<tr><td>{badge(e.severity)}</td><td>{esc(e.kind)}</td><td>{esc(e.metric or '—')}</td>"
-        f"<td class=num>{step_text(e.onset_step)}</td><td class=num>{step_text(e.end_step)}</td>"
-        f"<td class=num>{e.confidence:.2f}</td><td>{esc(e.evidence)}</td></tr>"
-        for e in top_events(d)
-    )
     more = len(d.events) - min(len(d.events), MAX_EVIDENCE)
     parts = [f"<h3>{esc(name)} {badge(d.label)}</h3>"]
     if d.summary:
         parts.append(f"<p>{esc(d.summary)}</p>")
-    if rows:
-        parts.append(
-            "<table class=grid><thead><tr><th>severity</th><th>event</th><th>metric</th>"
-            "<th>onset</th><th>end</th><th>conf.</th><th>evidence</th></tr></thead>"
-            f"<tbody>{rows}</tbody></table>"
-        )
+    if d.events:
+        rows = [
+            [badge(e.severity), esc(e.kind), esc(e.metric or "—"), step_text(e.onset_step),
+             step_text(e.end_step), f"{e.confidence:.2f}", esc(e.evidence)]
+            for e in top_events(d)
+        ]
+        parts.append(grid_table(EVIDENCE_HEAD, rows, numeric={"onset", "end", "conf."}))
         if more > 0:
             parts.append(f"<p class=muted>… and {more} more events (see the JSON output).</p>")
     else:
@@ -81,34 +99,27 @@ def evidence_block(name: str, d: Diagnosis) -> str:
 
 
 def _tests_detail(m: MetricFidelity) -> str:
-    rows = "".join(
-        f"<tr><td>{esc(name)}</td><td class=num>{esc(num(t.value))}</td>"
-        f"<td class=num>{esc(num(t.score))}</td><td class=num>{esc(ci_text(t.ci))}</td>"
-        f"<td class=num>{esc(num(t.seed_baseline))}</td><td>{esc(t.explanation)}</td></tr>"
-        for name, t in m.tests.items()
-    )
-    if not rows:
+    if not m.tests:
         return ""
-    return (
-        "<details><summary>tests</summary><table class=grid><thead><tr><th>test</th>"
-        "<th>statistic</th><th>score</th><th>CI</th><th>seed-to-seed</th><th>meaning</th>"
-        f"</tr></thead><tbody>{rows}</tbody></table></details>"
-    )
+    rows = [
+        [esc(name), esc(num(t.value)), esc(num(t.score)), esc(ci_text(t.ci)),
+         esc(num(t.seed_baseline)), esc(t.explanation)]
+        for name, t in m.tests.items()
+    ]
+    table = grid_table(TESTS_HEAD, rows, numeric=TESTS_HEAD[1:5])
+    return f"<details><summary>tests</summary>{table}</details>"
 
 
 def fidelity_table(c: Comparison) -> str:
     """Per-metric scores with confidence intervals, seed baselines and verdicts."""
-    rows = "".join(
-        f"<tr><td>{esc(name)}</td><td class=num>{esc(num(m.score))}</td>"
-        f"<td class=num>{esc(ci_text(m.ci))}</td><td class=num>{esc(num(m.seed_baseline))}</td>"
-        f"<td>{badge(m.verdict)}</td><td>{esc(m.explanation)}{_tests_detail(m)}</td></tr>"
+    if not c.metrics:
+        return "<p class=muted>No metrics.</p>"
+    rows = [
+        [esc(name), esc(num(m.score)), esc(ci_text(m.ci)), esc(num(m.seed_baseline)),
+         badge(m.verdict), f"{esc(m.explanation)}{_tests_detail(m)}"]
         for name, m in c.metrics.items()
-    )
-    head = (
-        "<table class=grid><thead><tr><th>metric</th><th>score</th><th>95% CI</th>"
-        "<th>seed-to-seed</th><th>verdict</th><th>why</th></tr></thead>"
-    )
-    return f"{head}<tbody>{rows}</tbody></table>" if rows else "<p class=muted>No metrics.</p>"
+    ]
+    return grid_table(FIDELITY_HEAD, rows, numeric=FIDELITY_HEAD[1:4])
 
 
 def comparison_block(c: Comparison) -> str:

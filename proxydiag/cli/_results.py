@@ -1,0 +1,111 @@
+"""What ``diagnose`` and ``compare`` share: their result options, and keeping a result.
+
+A result is kept in the store first (nothing is lost if MLflow is down), then logged to MLflow.
+With ``--log-to-mlflow`` the MLflow sink does both (it stores, logs, then marks the result
+synced), so the result is stored exactly once either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from proxydiag.cli._app import err
+from proxydiag.errors import ProxydiagError
+
+if TYPE_CHECKING:
+    from proxydiag.diagnose.result import Diagnosis
+    from proxydiag.fidelity.result import Comparison
+    from proxydiag.run import Run
+    from proxydiag.store import RunStore
+
+FORMATS = ("text", "json", "markdown")
+
+ResultStoreOpt = Annotated[
+    Path | None, typer.Option("--store", help="store: resolve run ids, keep the results")
+]
+LogToMlflowOpt = Annotated[
+    bool, typer.Option("--log-to-mlflow", help="log each result to its run's MLflow run")
+]
+MlflowExperimentOpt = Annotated[
+    str | None, typer.Option("--mlflow-experiment", help="experiment for runs not from MLflow")
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Destination:
+    """Where results go: the store directory and/or MLflow."""
+
+    store: Path | None = None
+    mlflow: bool = False
+    experiment: str | None = None
+    tracking_uri: str | None = None
+
+
+def check_format(fmt: str) -> None:
+    """Reject an unknown ``--format`` (exit 2)."""
+    if fmt not in FORMATS:
+        raise typer.BadParameter(f"--format {fmt!r}: use text, json or markdown")
+
+
+def load(source: str, store: Path | None, aliases: Path | None = None) -> list[Run]:
+    """The runs of a CLI SOURCE (path, URI, or run id in ``store``)."""
+    from proxydiag.sources import load as load_source
+
+    options = {"aliases": aliases} if aliases is not None else {}
+    return load_source(source, store=store, **options)
+
+
+def keep_diagnosis(d: Diagnosis, run: Run, *, to: Destination) -> None:
+    """Store ``d`` and/or log it to ``run``'s MLflow run."""
+    def log(run_store: RunStore | None) -> str:
+        from proxydiag.mlflow_sink import log_diagnosis
+
+        html = _report_html(lambda report: report(runs=[run], diagnoses=[d], fmt="html"))
+        return log_diagnosis(d, run, report_html=html, tracking_uri=to.tracking_uri,
+                             experiment=to.experiment, store=run_store)
+
+    _keep(lambda s: s.put_diagnosis(d), log, to=to)
+
+
+def keep_comparison(c: Comparison, fulls: list[Run], proxy: Run, *, to: Destination) -> None:
+    """Store ``c`` and/or log it to the proxy's MLflow run."""
+    def log(run_store: RunStore | None) -> str:
+        from proxydiag.mlflow_sink import log_comparison
+
+        html = _report_html(lambda report: report(full=fulls, proxy=proxy, comparison=c, fmt="html"))
+        return log_comparison(c, proxy, fulls, report_html=html, tracking_uri=to.tracking_uri,
+                              experiment=to.experiment, store=run_store)
+
+    _keep(lambda s: s.put_comparison(c), log, to=to)
+
+
+def _keep(put: Callable[[RunStore], object], log: Callable[[RunStore | None], str], *,
+          to: Destination) -> None:
+    run_store = None
+    if to.store is not None:
+        from proxydiag.store import RunStore
+
+        run_store = RunStore(to.store)
+    if not to.mlflow:
+        if run_store is not None:
+            put(run_store)
+        return
+    mlflow_id = log(run_store)  # the sink stores first, then logs, then marks synced
+    err.print(f"logged to MLflow run {mlflow_id}", markup=False)
+
+
+def _report_html(make: Callable[[Callable[..., str]], str]) -> str | None:
+    """The HTML report for the MLflow artifact (None without the report module or on failure)."""
+    try:
+        from proxydiag.report.api import report
+    except ImportError:
+        return None
+    try:
+        return str(make(report))
+    except ProxydiagError:
+        return None
