@@ -33,7 +33,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """
     rv = view(run)
     scaled = _dynamic_scaler(rv)
-    fp16 = rv.precision in FP16 or rv.has("loss_scale")
+    fp16 = rv.has("loss_scale") or (rv.precision or "").startswith(FP16)
     events = [e for m in cfg.nonfinite.metrics if (s := rv.get(m)) is not None
               for e in _values(s, min_count=cfg.nonfinite.min_count, scaler=cfg.scaler,
                                fp16=fp16, scaler_owned=scaled and m == "grad_norm")]
@@ -43,8 +43,9 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     return events
 
 
-#: ``precision`` attributes of runs whose loss scaler calibrates (overflows in the first steps)
-FP16 = ("fp16", "float16", "half")
+#: ``precision`` attributes (prefixes) of runs whose loss scaler calibrates, i.e. overflows in
+#: the first steps: ``fp16``, ``float16``, ``half``, Lightning's ``16-mixed``
+FP16 = ("fp16", "float16", "half", "16")
 
 
 def _dynamic_scaler(rv: RunView) -> bool:
