@@ -1,6 +1,6 @@
 """Restarts and interleaving, by the rules of ARCHITECTURE.md (vectorised over the raw frame).
 
-Per key, a step lower than one already seen earlier in the file starts a new *segment*;
+Per key, a step lower than the key's previous step in the file starts a new *segment*;
 the later segment wins from its first step on (as TensorBoard's purge_orphaned_data does)
 and a ``restart`` event is recorded. Several records of one (key, step) that survive are
 interleaved ranks or engines: the last one is kept and the conflict recorded.
@@ -30,7 +30,9 @@ def resolve(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[Event]]:
         pl.col("key").cast(pl.Categorical).to_physical().alias("_k")
     )
     frame = frame.with_columns(
-        (pl.col("step") < pl.col("step").cum_max().shift(1).over("_k"))
+        # a drop below the key's previous step: one restart per drop, not one per row that
+        # stays below an earlier maximum (tr8-104B: 3 restarts, not 13)
+        (pl.col("step") < pl.col("step").shift(1).over("_k"))
         .fill_null(False)
         .alias("_restart")
     )
