@@ -118,12 +118,42 @@ def _symptoms_for_divergence(
     norm too noisy may not show the divergence itself)."""
     gradient = any(rv.has(m) for m in ("grad_norm", "loss", "pg_loss"))
     cluster = _symptom_cluster(events, rv, core=SYMPTOM_CORE if gradient else {"reward_collapse"})
-    if cluster is None:
-        return None
     if not gradient:
         return cluster
-    follows = mismatch is not None and 0 <= _at(mismatch) + tol - _at(cluster) <= 0.1 * rv.span + tol
-    return cluster if follows else None
+    follows = cluster is not None and mismatch is not None and (
+        0 <= _at(mismatch) + tol - _at(cluster) <= 0.1 * rv.span + tol)
+    return cluster if follows else _corroborated(events, rv, tol=tol)
+
+
+def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None:
+    """A reward collapse with an entropy collapse (or explosion) is a divergence when the
+    gradient agrees: a grad norm (or loss) that moved to another level and did not come back,
+    around the same time. Seen in the lab's real GRPO runs with a too-high learning rate: the
+    grad norm turns erratic rather than growing smoothly while reward and entropy collapse."""
+    start = (rv.first_step or 0) + 0.1 * rv.span
+    near = 0.2 * rv.span + tol
+    for reward in sorted((e for e in events if e.kind == "reward_collapse"
+                          and e.onset_step is not None and _at(e) >= start), key=_at):
+        entropy = [e for e in events if e.kind in ("entropy_collapse", "entropy_explosion")
+                   and e.onset_step is not None and abs(_at(e) - _at(reward)) <= near]
+        grad = [e for e in events if e.kind in ("level_shift", "spike")
+                and e.metric in ("grad_norm", "loss")
+                and e.onset_step is not None and -near / 2 <= _at(e) - _at(reward) <= near]
+        # a lasting shift, or a gradient gone erratic (repeated spikes): either way unstable
+        shifts = [e for e in grad if e.kind == "level_shift"] or (grad if len(grad) >= 2 else [])
+        if entropy and shifts:
+            # entropy falling is what healthy RL does: the reward collapse or the gradient's
+            # shift, whichever comes first, sets the onset
+            first = min([reward, *shifts], key=_at)
+            return Event(
+                "divergence", first.metric, first.onset_step, None, "critical",
+                min(0.8, reward.confidence),
+                f"reward collapses (step {reward.onset_step}) with {entropy[0].kind.replace('_', ' ')} "
+                f"and an unstable {shifts[0].metric} ({shifts[0].kind.replace('_', ' ')} at step "
+                f"{shifts[0].onset_step}); "
+                f"{reward.evidence}",
+            )
+    return None
 
 
 def _at(event: Event) -> int:
