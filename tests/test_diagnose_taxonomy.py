@@ -203,3 +203,24 @@ def test_grad_norm_settling_higher_during_lr_warm_up_is_not_a_divergence() -> No
     assert d.label == "healthy"
     shifted = next(e for e in d.events if e.kind == "divergence")
     assert shifted.severity == "warning" and "during warm-up, before step 38" in shifted.evidence
+
+
+def test_policy_collapse_with_an_erratic_gradient_is_a_divergence() -> None:
+    # the lab's real lr-blowup runs: reward and entropy collapse while the grad norm turns
+    # erratic (spikes and drops by decades) instead of growing smoothly
+    rng = np.random.default_rng(7)
+    s = _base(7)
+    s["reward"] = np.where(T < 250, 0.7, 0.1) + 0.02 * _noise(rng, 1.0)
+    s["entropy"] = np.where(T < 250, 0.6, 0.03) * np.exp(_noise(rng, 0.05))
+    erratic = np.exp(rng.normal(0.0, 2.5, N))
+    s["grad_norm"] = np.where(T < 250, s["grad_norm"], 0.3 * erratic)
+    d = diagnose(_run(s))
+    assert d.label == "loss_divergence"
+    assert d.onset_step is not None and abs(d.onset_step - 250) <= 10
+
+
+def test_entropy_decline_with_reward_rising_stays_healthy() -> None:
+    s = _base(8)
+    s["reward"] = 0.2 + 0.6 * (T / N) + 0.02 * _noise(np.random.default_rng(8), 1.0)
+    s["entropy"] = 1.0 * np.exp(-3.0 * T / N) * np.exp(_noise(np.random.default_rng(9), 0.03))
+    assert diagnose(_run(s)).label == "healthy"
