@@ -19,7 +19,7 @@ from proxydiag.ingest.console_records import (
     empty_records,
     finish,
     pairs,
-    steps,
+    step_lines,
     with_wall_time,
 )
 
@@ -34,15 +34,7 @@ def extract(chunk: Chunk) -> Extract:
     lines = chunk.lines.filter(pl.col("text").str.contains("iteration:", literal=True))
     if lines.is_empty():
         return Extract(empty_records())
-    lines = with_wall_time(lines)
-    hits = lines.select(
-        "line", pl.col("text").str.extract_groups(_LINE).alias("m"),
-        "wall_time",
-    ).unnest("m").filter(pl.col("1").is_not_null())
-    hits = hits.select(
-        "line", "wall_time", steps(pl.col("1")).alias("step"),
-        pl.col("2").str.strip_chars_end(" |").alias("rest"),
-    ).filter(pl.col("step").is_not_null())
+    hits = step_lines(with_wall_time(lines), _LINE).with_columns(pl.col("rest").str.strip_chars_end(" |"))
     if hits.is_empty():
         return Extract(empty_records())
     fields = pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))

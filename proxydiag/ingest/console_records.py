@@ -116,6 +116,20 @@ _REGEX_WALL = (
 )
 
 
+def step_lines(lines: pl.DataFrame, pattern: str) -> pl.DataFrame:
+    """``line, wall_time, step, rest`` of the lines (with their ``wall_time``) that match
+    ``pattern`` (group 1: the step, group 2: the rest of the line); lines whose step does not
+    fit in Int64 are dropped."""
+    hits = (
+        lines.select("line", pl.col("text").str.extract_groups(pattern).alias("m"), "wall_time")
+        .unnest("m")
+        .filter(pl.col("1").is_not_null())
+    )
+    return hits.select(
+        "line", "wall_time", steps(pl.col("1")).alias("step"), pl.col("2").alias("rest")
+    ).filter(pl.col("step").is_not_null())
+
+
 def with_wall_time(frame: pl.DataFrame, *, column: str = "text") -> pl.DataFrame:
     """Add ``wall_time``: seconds since the epoch from a leading timestamp (as UTC), else null.
 

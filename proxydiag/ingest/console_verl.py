@@ -25,7 +25,7 @@ from proxydiag.ingest.console_records import (
     empty_records,
     finish,
     pairs,
-    steps,
+    step_lines,
     with_wall_time,
 )
 
@@ -42,12 +42,7 @@ def extract(chunk: Chunk) -> Extract:
     if lines.is_empty():
         return Extract(empty_records())
     lines = with_wall_time(lines)
-    hits = lines.select(
-        "line", pl.col("text").str.extract_groups(_LINE).alias("m"),
-        "wall_time",
-    ).unnest("m").filter(pl.col("1").is_not_null())
-    hits = hits.select("line", "wall_time", steps(pl.col("1")).alias("step"), pl.col("2").alias("rest"))
-    hits = hits.filter(pl.col("step").is_not_null())
+    hits = step_lines(lines, _LINE)
     records = empty_records()
     if not hits.is_empty():
         fields = pairs(hits, column="rest", sep=" - ", kv=":", keep=("line", "step", "wall_time"))
