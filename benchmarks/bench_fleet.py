@@ -53,7 +53,7 @@ def fleet_inputs(ctx: Context, *, n_runs: int, n_metrics: int, n_steps: int) -> 
 
 
 JOB = """
-import json, resource, sys, time
+import json, sys, time
 from pathlib import Path
 import polars as pl
 import proxydiag
@@ -64,7 +64,13 @@ try:
 except ImportError:
     diagnose = None
 src, dst, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def hwm_kb():
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork+exec from the (large) driver
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+base = hwm_kb()
 store = RunStore(dst)
 ctx = ReadContext()
 t0 = time.perf_counter()
@@ -97,7 +103,7 @@ if mode == "keys":
     run = read_run(src)
     store.put(run)
     n, listed, t_ingest = run.frame.height, run.frame["key"].n_unique(), time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = hwm_kb()
 print(json.dumps({"seconds": t_ingest, "points": n, "listed": listed, "list_s": t_list,
                   "scan_s": t_scan, "scanned": scanned, "peak_mb": (peak - base) / 1024,
                   "diagnose": diagnose is not None, "size": store.size_bytes()}))
