@@ -17,6 +17,10 @@ from proxydiag.ingest import read_run, read_runs
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run
 
+# bind the subpackage names now, so that the functions below keep these names after any
+# later import of their modules (importing proxydiag.report.api would rebind proxydiag.report)
+import proxydiag.report as _report_package  # noqa: F401  isort: skip
+
 if TYPE_CHECKING:
     from proxydiag.store import RunStore
 
