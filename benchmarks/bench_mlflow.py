@@ -228,7 +228,9 @@ def _start_server(db: Path, cwd: Path) -> tuple[subprocess.Popen[bytes], str]:
         port = sock.getsockname()[1]
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}",
            "--serve-artifacts", "--artifacts-destination", str(cwd / "artifacts"),
-           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+           # the server's default worker count (4), as users run it; the sequential baseline
+           # cannot use more than one, concurrent requests can
+           "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     uri = f"http://127.0.0.1:{port}"
     if wait_healthy(uri, timeout_s=120.0, proc=proc):
