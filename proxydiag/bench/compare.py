@@ -25,11 +25,12 @@ faithful and, if not, ``why``. Each run is read and diagnosed once. Scores:
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proxydiag.errors import IngestError
+from proxydiag.errors import IngestError, IngestWarning, ProxydiagError
 
 #: verdicts accepted for each ``why`` (see the module docstring)
 EXPECTED: dict[str, frozenset[str]] = {
@@ -134,8 +135,14 @@ def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str
 
     results = []
     for name, pair in labels.get("pairs", {}).items():
-        fulls = [load(r) for r in pair["full"]]
-        proxy, proxy_diag = load(pair["proxy"])
+        if pair.get("faithful") is None:
+            continue  # no ground truth (the lab's proxies: reproduction is what it measures)
+        try:
+            fulls = [load(r) for r in pair["full"]]
+            proxy, proxy_diag = load(pair["proxy"])
+        except ProxydiagError as exc:
+            warnings.warn(IngestWarning(f"pair {name}: not scored ({exc})"), stacklevel=2)
+            continue
         c = compare([f for f, _ in fulls], proxy, align=align, config=config,
                     full_diagnoses=[d for _, d in fulls], proxy_diagnosis=proxy_diag)
         results.append(PairResult(

@@ -9,6 +9,7 @@ max(5 steps, the log interval, 2% of the run).
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,10 @@ import numpy as np
 
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
 from proxydiag.diagnose.result import LABELS
-from proxydiag.errors import ConfigError
+from proxydiag.errors import ConfigError, IngestWarning, ProxydiagError
+
+#: the prediction recorded for a run that could not be read (counts as a miss)
+UNREADABLE = "unreadable"
 
 
 @dataclass(frozen=True)
@@ -88,9 +92,16 @@ def score(corpus: str | Path, *, config: DiagnoseConfig | str | Path | None = No
     entries = _entries(labels_path)
     scores = []
     for run_id, entry in sorted(entries.items()):
-        run = read_run(labels_path.parent / str(entry["path"]))
-        d = diagnose(run, config=cfg)
         interval = int(entry.get("log_interval") or 1)
+        try:
+            run = read_run(labels_path.parent / str(entry["path"]))
+        except ProxydiagError as exc:
+            # one unreadable run is a miss, not the end of the evaluation
+            warnings.warn(IngestWarning(f"{run_id}: not scored as read ({exc})"), stacklevel=2)
+            scores.append(RunScore(run_id, str(entry["label"]), UNREADABLE,
+                                   _int(entry.get("onset_step")), None, float(interval), interval))
+            continue
+        d = diagnose(run, config=cfg)
         span = (d.last_step or 0) - (d.first_step or 0) + interval
         scores.append(RunScore(
             run_id, str(entry["label"]), d.label, _int(entry.get("onset_step")), d.onset_step,

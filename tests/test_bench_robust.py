@@ -1,0 +1,46 @@
+"""A corpus with an unreadable run is still scored: that run is a miss, with a warning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from proxydiag.bench.compare import evaluate
+from proxydiag.bench.diagnose import UNREADABLE, score
+from proxydiag.errors import IngestWarning
+from proxydiag.synth import write_corpus
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    labels = write_corpus(tmp_path_factory.mktemp("c") / "c", n_groups=1, seed=3, steps=200)
+    data = json.loads(labels.read_text())
+    broken = sorted(n for n, r in data["runs"].items() if r["role"] == "proxy")[0]
+    data["runs"][broken]["path"] = "missing/dir"
+    labels.write_text(json.dumps(data))
+    return labels.parent, broken
+
+
+def test_bench_diagnose_scores_an_unreadable_run_as_a_miss(damaged: tuple[Path, str]) -> None:
+    corpus, broken = damaged
+    with pytest.warns(IngestWarning, match="missing/dir"):
+        result = score(corpus)
+    row = next(r for r in result.runs if r.run == broken)
+    assert row.predicted == UNREADABLE and not row.onset_hit
+    assert len(result.runs) == 6
+
+
+def test_bench_compare_skips_pairs_it_cannot_read_and_pairs_without_truth(
+    damaged: tuple[Path, str],
+) -> None:
+    corpus, broken = damaged
+    data = json.loads((corpus / "labels.json").read_text())
+    readable = [n for n, p in data["pairs"].items() if broken not in (*p["full"], p["proxy"])]
+    unknown = readable[0]
+    data["pairs"][unknown]["faithful"] = None
+    (corpus / "labels.json").write_text(json.dumps(data))
+    with pytest.warns(IngestWarning, match="not scored"):
+        results = evaluate(corpus, truth=True)
+    assert {r.pair for r in results} == set(readable) - {unknown}
