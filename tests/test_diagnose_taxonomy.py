@@ -224,3 +224,16 @@ def test_entropy_decline_with_reward_rising_stays_healthy() -> None:
     s["reward"] = 0.2 + 0.6 * (T / N) + 0.02 * _noise(np.random.default_rng(8), 1.0)
     s["entropy"] = 1.0 * np.exp(-3.0 * T / N) * np.exp(_noise(np.random.default_rng(9), 0.03))
     assert diagnose(_run(s)).label == "healthy"
+
+
+def test_reward_and_entropy_collapsing_together_is_a_divergence() -> None:
+    # the lab's lr-blowup seed 2: the policy turns deterministic, so GRPO's advantages vanish
+    # and the grad norm falls by decades instead of growing
+    rng = np.random.default_rng(11)
+    s = _base(11)
+    s["reward"] = np.where(T < 300, 0.7, 0.12) + 0.02 * _noise(rng, 1.0)
+    s["entropy"] = np.where(T < 300, 0.5, 1e-3) * np.exp(_noise(rng, 0.05))
+    s["grad_norm"] = np.where(T < 300, s["grad_norm"], 1e-5 * s["grad_norm"])
+    d = diagnose(_run(s))
+    assert d.label == "loss_divergence"
+    assert d.onset_step is not None and abs(d.onset_step - 300) <= 10

@@ -141,6 +141,12 @@ def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None
                 and e.onset_step is not None and -near / 2 <= _at(e) - _at(reward) <= near]
         # a lasting shift, or a gradient gone erratic (repeated spikes): either way unstable
         shifts = [e for e in grad if e.kind == "level_shift"] or (grad if len(grad) >= 2 else [])
+        # reward and entropy collapsing together within 10% of the run is a policy collapse
+        # on its own: healthy RL trades entropy for reward, it does not lose both
+        together = [e for e in entropy if e.kind == "entropy_collapse"
+                    and abs(_at(e) - _at(reward)) <= 0.1 * rv.span]
+        if together and not shifts:
+            shifts = together
         if entropy and shifts:
             # entropy falling is what healthy RL does: the reward collapse or the gradient's
             # shift, whichever comes first, sets the onset
