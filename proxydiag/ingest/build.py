@@ -81,8 +81,18 @@ def _group_by_metric(frame: pl.DataFrame) -> pl.DataFrame:
     ranks = frame["metric"].replace_strict(
         {name: i for i, name in enumerate(names)}, return_dtype=pl.UInt32
     )
-    order = np.argsort(ranks.to_numpy(), kind="stable")
-    return frame[pl.Series(order)]
+    codes = ranks.to_numpy()
+    starts = np.flatnonzero(np.diff(codes)) + 1
+    if len(starts) + 1 == len(names):
+        # each metric is one contiguous block (a wide table unpivoted column by column):
+        # reorder the blocks as zero-copy slices instead of gathering every row
+        bounds = np.concatenate(([0], starts, [len(codes)]))
+        blocks = sorted(range(len(names)), key=lambda i: codes[bounds[i]])
+        return pl.concat(
+            [frame.slice(int(bounds[i]), int(bounds[i + 1] - bounds[i])) for i in blocks],
+            rechunk=False,
+        )
+    return frame[pl.Series(np.argsort(codes, kind="stable"))]
 
 
 def _normalise_counters(frame: pl.DataFrame, table: AliasTable) -> pl.DataFrame:
