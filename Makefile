@@ -35,9 +35,8 @@ bench: $(STAMP)
 bench-smoke: $(STAMP)
 	$(BIN)/python -m benchmarks.run --smoke
 
-# the lab needs torch (CPU build, from this machine's local file where present)
-lab-suite:
-	$(MAKE) EXTRAS=dev,lab install
+# the lab needs torch (in the default EXTRAS; CPU build from this machine's local file)
+lab-suite: $(STAMP)
 	$(BIN)/proxydiag lab suite -o lab_runs
 
 # refresh the pins from the current venv (run after changing dependencies)

@@ -103,7 +103,7 @@ def compare_all(runs: list[Run], diagnoses: dict[str, Diagnosis], store: RunStor
         if not fulls:
             continue
         for proxy in proxies:
-            c = compare(fulls, proxy, full_diagnoses=[diagnoses[f.id] for f in fulls if f.id in diagnoses] or None,
+            c = compare(fulls, proxy, full_diagnoses=[diagnoses.get(f.id) for f in fulls],
                         proxy_diagnosis=diagnoses.get(proxy.id))
             store.put_comparison(c)
             out.append(c)

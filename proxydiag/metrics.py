@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -45,7 +46,8 @@ class AliasTable:
 
     @classmethod
     def default(cls) -> AliasTable:
-        return _DEFAULT if _DEFAULT is not None else cls.load(DEFAULT_ALIASES)
+        """The built-in table (read once, on first use)."""
+        return _default_table()
 
     @classmethod
     def load(cls, *paths: str | Path) -> AliasTable:
@@ -145,10 +147,9 @@ def _merge(base: dict[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-_DEFAULT: AliasTable | None = None
-_DEFAULT = AliasTable.load()
-
-CANONICAL: tuple[str, ...] = tuple(_DEFAULT.specs)
+@functools.cache
+def _default_table() -> AliasTable:
+    return AliasTable.load()
 
 
 def is_mismatch(metric: str) -> bool:

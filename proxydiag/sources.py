@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from proxydiag.errors import IngestError
-from proxydiag.ingest import read_run, read_runs
+from proxydiag.ingest import is_uri, read_run, read_runs
 from proxydiag.run import Run
 
 
@@ -29,7 +29,7 @@ def load_one(source: str, *, store: Path | None = None, **read_options: Any) -> 
 
 
 def _readable(source: str) -> bool:
-    looks_like_uri = "://" in source or source.startswith("runs:/")
+    looks_like_uri = is_uri(source)
     return looks_like_uri or Path(source).exists()
 
 

@@ -116,9 +116,11 @@ def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str
     scores the comparison alone (a misdiagnosis otherwise counts against it).
     """
     from proxydiag.fidelity.api import compare
+    from proxydiag.fidelity.config import load_config
     from proxydiag.fidelity.faults import diagnose_runs
     from proxydiag.ingest import read_run
 
+    cfg = load_config(config) if config is not None else None  # once, not per pair
     labels_path = Path(corpus) / "labels.json"
     if not labels_path.is_file():
         raise IngestError(f"{labels_path}: no labels.json; point bench compare at a generator corpus")
@@ -143,7 +145,7 @@ def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str
         except ProxydiagError as exc:
             warnings.warn(IngestWarning(f"pair {name}: not scored ({exc})"), stacklevel=2)
             continue
-        c = compare([f for f, _ in fulls], proxy, align=align, config=config,
+        c = compare([f for f, _ in fulls], proxy, align=align, config=cfg,
                     full_diagnoses=[d for _, d in fulls], proxy_diagnosis=proxy_diag)
         results.append(PairResult(
             name, pair.get("why", ""), bool(pair["faithful"]),

@@ -19,7 +19,7 @@ from rich.table import Table
 from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, app, err
 from proxydiag.cli.show import cell, show
 from proxydiag.errors import ProxydiagError, StoreLockedError
-from proxydiag.ingest import ReadContext, discover
+from proxydiag.ingest import ReadContext, discover, is_uri
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run
 
@@ -119,7 +119,7 @@ def ingest(
 
 def _absolute(source: str) -> str:
     """Paths are made absolute so that a run's id does not depend on the working directory."""
-    if "://" in source or source.startswith("runs:/"):
+    if is_uri(source):
         return source
     return str(Path(source).absolute())
 

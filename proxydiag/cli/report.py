@@ -119,7 +119,7 @@ def report(
             job.output.write_text(text, encoding="utf-8")
             out.print(str(job.output), markup=False)
         if log_to_mlflow:
-            html = render(content, fmt="html")
+            html = text if fmt == "html" else render(content, fmt="html")
             _log_to_mlflow(content, html, tracking_uri=tracking_uri, experiment=mlflow_experiment)
         matched += [f"{name}: {d.label}" for name, d in content.named_diagnoses() if d.label in gate]
         c = content.comparison

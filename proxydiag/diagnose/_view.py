@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import polars as pl
@@ -28,13 +29,13 @@ class Series:
     def __len__(self) -> int:
         return int(self.steps.size)
 
-    @property
+    @cached_property
     def finite(self) -> np.ndarray:
         """Boolean mask of finite values."""
         mask: np.ndarray = np.isfinite(self.values)
         return mask
 
-    @property
+    @cached_property
     def interval(self) -> float:
         """Median spacing of the logged steps (the log interval), at least 1."""
         if self.steps.size < 2:

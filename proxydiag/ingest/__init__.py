@@ -64,6 +64,16 @@ def readers() -> list[ModuleType]:
     return out
 
 
+def is_uri(source: str | Path) -> bool:
+    """True for an MLflow run URI or a store URI (``runs:/...``, ``sqlite:///...``, ``http://``).
+
+    >>> is_uri("runs:/abc"), is_uri("sqlite:///m.db"), is_uri("logs/run1")
+    (True, True, False)
+    """
+    text = str(source)
+    return "://" in text or text.startswith("runs:/")
+
+
 def detect(source: str | Path) -> ModuleType | None:
     """The reader for ``source``, or None."""
     for reader in readers():
@@ -133,7 +143,7 @@ def _found_name(source: str | Path, src: str | Path) -> str:
 
 def discover(source: str | Path) -> list[tuple[ModuleType, str | Path]]:
     """Pair each run-bearing file or directory under ``source`` with its reader."""
-    if (isinstance(source, str) and "://" in source) or str(source).startswith("runs:/"):
+    if is_uri(source):
         reader = detect(source)
         if reader is None:
             raise UnknownFormatError(f"{source}: no reader for this URI")

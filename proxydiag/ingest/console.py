@@ -82,7 +82,6 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     run = build_run(
         parsed.raw, name=path.stem, source=path, fmt=NAME, aliases=ctx.aliases,
         attrs=parsed.attrs, events=parsed.events, sidecar=sidecar_for(path),
-        monotonic=_increasing(parsed.raw),
     )
     return [run]
 
@@ -125,12 +124,6 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS)
     anchor_lines = _dominant(got.anchors)
     return _assemble(recs, ovf, anchor_lines, list(got.found), got.state, got.n_lines)
 
-
-def _increasing(raw: pl.DataFrame) -> bool:
-    """True when every key's steps strictly increase in file order (no restart, no
-    duplicate): the usual log, for which build_run's restart rules have nothing to do."""
-    rises = pl.col("step").diff().over("key").fill_null(1) > 0
-    return bool(raw.is_empty() or raw.select(rises.all()).item())
 
 
 def _dominant(parts: dict[str, list[pl.DataFrame]]) -> pl.DataFrame:

@@ -26,7 +26,7 @@ from pathlib import Path
 import polars as pl
 
 from proxydiag.errors import IngestError, IngestWarning, where
-from proxydiag.frame import RAW_SCHEMA
+from proxydiag.frame import empty_raw
 
 _CSV_SCHEMA = {"timestamp": pl.Int64(), "value": pl.Float64(), "step": pl.Int64()}
 
@@ -60,7 +60,7 @@ def read_metrics(files: list[tuple[str, Path]]) -> pl.DataFrame:
             "step", pl.lit(key, dtype=pl.Utf8).alias("key"), "value",
             (pl.col("timestamp").cast(pl.Float64) / 1000.0).alias("wall_time"),
         ))
-    return pl.concat(parts) if parts else pl.DataFrame(schema=RAW_SCHEMA)
+    return pl.concat(parts) if parts else empty_raw()
 
 
 def _complete_lines(path: Path) -> bytes:

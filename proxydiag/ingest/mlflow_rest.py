@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from proxydiag.errors import MlflowError
-from proxydiag.frame import RAW_SCHEMA
+from proxydiag.frame import empty_raw
 from proxydiag.ingest.mlflow_meta import OWN_PREFIX, decode_values
 
 #: points per page: MLflow's own GET_METRIC_HISTORY_MAX_RESULTS
@@ -111,7 +111,7 @@ def histories(tracking_uri: str, runs: Sequence[dict[str, Any]], *,
     frames: dict[str, list[pl.DataFrame]] = {run["info"]["run_id"]: [] for run in runs}
     for (run_id, _), part in zip(tasks, parts, strict=True):
         frames[run_id].append(part)
-    empty = pl.DataFrame(schema=RAW_SCHEMA)
+    empty = empty_raw()
     return [pl.concat(frames[r["info"]["run_id"]]) if frames[r["info"]["run_id"]] else empty
             for r in runs]
 

@@ -48,13 +48,12 @@ class MoE(nn.Module):
         gates = F.softmax(self.router(flat), dim=-1)
         top_w, top_i = gates.topk(k, dim=-1)
         top_w = top_w / top_w.sum(dim=-1, keepdim=True)
-        out = torch.zeros_like(flat)
-        for slot in range(k):
-            idx = top_i[:, slot]
-            h = torch.einsum("nd,nde->ne", flat, self.w_in[idx])
-            h = F.gelu(h)
-            out = out + top_w[:, slot : slot + 1] * torch.einsum("ne,ned->nd", h, self.w_out[idx])
-        return out.reshape(b, t, d)
+        # every expert on every token, then pick the top-k: with 8 tiny experts this is ~8x
+        # cheaper than gathering a weight copy per token and slot
+        h = F.gelu(torch.einsum("nd,xde->nxe", flat, self.w_in))
+        y = torch.einsum("nxe,xed->nxd", h, self.w_out)
+        picked = y.gather(1, top_i[:, :, None].expand(-1, -1, d))
+        return (picked * top_w[:, :, None]).sum(1).reshape(b, t, d)
 
 
 class Block(nn.Module):

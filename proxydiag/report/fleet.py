@@ -7,6 +7,7 @@ computed in memory (``analyse=True``); the store itself is never written.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -82,11 +83,13 @@ def _analyse_missing(store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame,
     diagnose: Callable[..., Any] | None = optional_analysis("proxydiag.diagnose.api", "diagnose")
     compare: Callable[..., Any] | None = optional_analysis("proxydiag.fidelity.api", "compare")
     have = set(diag["run"].to_list())
+    get = functools.cache(store.get)  # a full run serves every proxy of its group
+    made: dict[str, Any] = {}  # diagnoses made here, handed to compare (not made again)
     new_diag = []
     if diagnose is not None:
         for run_id in runs["run"].to_list():
             if run_id not in have:
-                d = diagnose(store.get(run_id))
+                d = made[run_id] = diagnose(get(run_id))
                 new_diag.append((run_id, d.label, d.onset_step, d.confidence))
     diag = pl.concat([diag, pl.DataFrame(new_diag, schema=diag.schema, orient="row")])
     have_c = set(comps["proxy_run"].to_list())
@@ -97,8 +100,9 @@ def _analyse_missing(store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame,
             fulls = runs.filter((pl.col("group") == group) & (pl.col("role") == "full"))
             if proxy_id in have_c or fulls.height == 0:
                 continue
-            full_runs = [store.get(r) for r in fulls.sort("seed", nulls_last=True)["run"]]
-            c = compare(full_runs, store.get(proxy_id))
+            full_runs = [get(r) for r in fulls.sort("seed", nulls_last=True)["run"]]
+            c = compare(full_runs, get(proxy_id), full_diagnoses=[made.get(r.id) for r in full_runs],
+                        proxy_diagnosis=made.get(proxy_id))
             new_comp.append(_comparison_row(proxy_id, c.fidelity, c.verdict, c.to_dict()))
     comps = pl.concat([comps, pl.DataFrame(new_comp, schema=PROXY_SCHEMA, orient="row")])
     return diag, comps

@@ -11,11 +11,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from proxydiag.synth.scenario import SCENARIOS, VARIANT_CLASS, FaultSpec, Scenario, Truth, named
+from proxydiag.synth.sim import SynthRun, simulate
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    from proxydiag.synth.sim import SynthRun, simulate
 
 __all__ = [
     "SCENARIOS",
@@ -44,12 +43,3 @@ def write_sample_runs(out_dir: str | Path) -> Path:
 
     return _write(out_dir)
 
-
-def __getattr__(name: str) -> Any:
-    # the simulator pulls in scipy.signal (~0.6 s): import it only when it is used, so the
-    # CLI, which imports the scenario list for --help, starts fast
-    if name in ("SynthRun", "simulate"):
-        import importlib
-
-        return getattr(importlib.import_module("proxydiag.synth.sim"), name)
-    raise AttributeError(name)

@@ -8,7 +8,6 @@ steps and a grad-norm series has occasional large excursions. An AR(1) process
 from __future__ import annotations
 
 import numpy as np
-from scipy.signal import lfilter
 
 
 def ar1_t(
@@ -43,4 +42,6 @@ def ar1_t(
     innovations = unit * scale * np.sqrt(1.0 - phi * phi)
     # start in the stationary distribution rather than at zero
     innovations[0] = unit[0] * scale
+    from scipy.signal import lfilter  # 0.6 s to import: only when a run is simulated
+
     return np.asarray(lfilter([1.0], [1.0, -phi], innovations), dtype=np.float64)
