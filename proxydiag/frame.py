@@ -12,8 +12,10 @@ wall_time  Float64 seconds since the epoch, null where the source has none
 ========== ======= ==========================================================
 
 A value that was never logged is *no row*; only a logged NaN is NaN.
-Readers produce a *raw* frame (``step, key, value, wall_time`` in file order);
-:func:`proxydiag.ingest.build.build_run` turns it into the canonical frame.
+Readers produce a *raw* frame (``step, key, value, wall_time`` in file order; ``key`` is
+``Utf8``, or an ``Enum`` when the reader numbers its keys, see
+:func:`proxydiag.ingest.keys.enum_keys`); :func:`proxydiag.ingest.build.build_run` turns it
+into the canonical frame.
 """
 
 from __future__ import annotations
@@ -57,10 +59,11 @@ def raw(steps: Any, keys: Any, values: Any, wall_times: Any = None) -> pl.DataFr
     >>> raw([1, 2], ["loss", "loss"], [0.5, float("nan")]).height
     2
     """
+    coded = isinstance(keys, pl.Series) and isinstance(keys.dtype, pl.Enum)
     frame = pl.DataFrame(
         {
             "step": pl.Series("step", steps, dtype=pl.Int64),
-            "key": pl.Series("key", keys, dtype=pl.Utf8),
+            "key": keys.alias("key") if coded else pl.Series("key", keys, dtype=pl.Utf8),
             "value": pl.Series("value", values, dtype=pl.Float64),
         }
     )
@@ -73,13 +76,17 @@ def raw(steps: Any, keys: Any, values: Any, wall_times: Any = None) -> pl.DataFr
 
 
 def coerce_raw(frame: pl.DataFrame) -> pl.DataFrame:
-    """Cast a reader's frame to :data:`RAW_SCHEMA` (adds a null wall_time if missing)."""
+    """Cast a reader's frame to :data:`RAW_SCHEMA` (adds a null wall_time if missing; an
+    ``Enum`` key column stays one)."""
     if "wall_time" not in frame.columns:
         frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias("wall_time"))
     missing = [c for c in RAW_SCHEMA if c not in frame.columns]
     if missing:
         raise FrameError(f"raw frame lacks columns {missing}")
-    return frame.select([pl.col(c).cast(t) for c, t in RAW_SCHEMA.items()])
+    return frame.select(
+        pl.col(c) if c == "key" and isinstance(frame.schema[c], pl.Enum) else pl.col(c).cast(t)
+        for c, t in RAW_SCHEMA.items()
+    )
 
 
 def validate(frame: pl.DataFrame) -> pl.DataFrame:
