@@ -12,12 +12,13 @@ import math
 
 import numpy as np
 import polars as pl
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from proxydiag.frame import SCHEMA, coerce_raw
-from proxydiag.ingest import keys, segments
+from proxydiag.ingest import build, keys, segments
 from proxydiag.ingest.build import _normalise_counters, build_run
 from proxydiag.metrics import AliasTable
 
@@ -61,14 +62,19 @@ def raw_frames(draw: st.DrawFn) -> pl.DataFrame:
                           "wall_time": walls}, schema_overrides={"wall_time": pl.Float64})
     if draw(st.booleans()):
         codes = keys.of(frame["key"])
-        frame = frame.with_columns(keys.enum_keys(codes.codes, codes.names))
+        frame = frame.with_columns(keys.enum_keys(codes.per_row(), codes.names))
     return frame
 
 
-@settings(max_examples=300, deadline=None)
-@given(raw_frames())
-def test_build_run_equals_reference(raw: pl.DataFrame) -> None:
+@pytest.mark.parametrize("max_slices", [build._MAX_SLICES, 0], ids=["runs as slices", "row sort"])
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # set once per test
+@given(raw=raw_frames())
+def test_build_run_equals_reference(
+    raw: pl.DataFrame, max_slices: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     table = AliasTable.default()
+    monkeypatch.setattr(build, "_MAX_SLICES", max_slices)
     run = build_run(raw, name="r", source="r", fmt="t", attrs={"run_id": "r"})
     expected = reference(raw, table)
     assert run.frame.schema == pl.Schema(SCHEMA)
@@ -103,10 +109,10 @@ def test_a_restart_is_found_without_the_readers_help() -> None:
 def test_text_keys_in_runs_and_enum_keys_give_the_same_codes() -> None:
     text = pl.Series(["b", "b", "a", "a", "b"])
     coded = keys.of(text)
-    assert [coded.names[c] for c in coded.codes] == text.to_list()
-    enum = keys.enum_keys(coded.codes, coded.names)
+    assert [coded.names[c] for c in coded.per_row()] == text.to_list()
+    enum = keys.enum_keys(coded.per_row(), coded.names)
     again = keys.of(enum)
-    assert [again.names[c] for c in again.codes] == text.to_list()
+    assert [again.names[c] for c in again.per_row()] == text.to_list()
     interleaved = pl.Series(["a", "b", "c"] * 5)
     coded = keys.of(interleaved)
-    assert [coded.names[c] for c in coded.codes] == interleaved.to_list()
+    assert [coded.names[c] for c in coded.per_row()] == interleaved.to_list()

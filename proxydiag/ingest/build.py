@@ -19,6 +19,8 @@ from proxydiag.metrics import AliasTable
 from proxydiag.run import Run, run_id
 
 SIDECAR = "proxydiag.json"
+#: up to this many runs of one key are reordered as slices; more are sorted row by row
+_MAX_SLICES = 4096
 _SIDECAR_FIELDS = (
     "role", "group", "seed", "experts_kept", "experts_total", "cost_per_step", "precision",
     "step_kind", "notes", "name", "log_interval", "params", "tags",
@@ -76,38 +78,59 @@ def build_run(
 
 @dataclass(frozen=True)
 class _Grouped:
-    """The rows of a raw frame grouped by metric name: ``rows`` (step, value, wall_time) in
-    that order, ``ranks`` the metric's position in ``metrics`` (sorted names) per row."""
+    """The rows of a raw frame grouped by metric name, in runs of one key.
+
+    ``rows`` (step, value, wall_time) hold run after run; run ``i`` has ``lengths[i]`` rows of
+    the metric ``metrics[ranks[i]]`` (``metrics`` sorted). ``sliced``: each run is one chunk
+    of ``rows`` (reordered slices), else ``rows`` is one chunk.
+    """
 
     rows: pl.DataFrame
     ranks: np.ndarray
+    lengths: np.ndarray
     metrics: list[str]
     keys: list[str]
+    sliced: bool
 
     def steps_not_increasing(self) -> bool:
         """Some key's steps drop or repeat along its rows (a restart, a duplicate)."""
         steps = self.rows["step"].to_numpy()
-        same_key = self.ranks[1:] == self.ranks[:-1]
-        return bool(np.any(same_key & (steps[1:] <= steps[:-1])))
+        later = np.flatnonzero(steps[1:] <= steps[:-1]) + 1
+        if not len(later):
+            return False
+        new_metric = np.concatenate(([True], self.ranks[1:] != self.ranks[:-1]))
+        metric_starts = np.cumsum(np.concatenate(([0], self.lengths[:-1])))[new_metric]
+        return not np.isin(later, metric_starts).all()
 
     def frame(self, rid: str) -> pl.DataFrame:
-        """The canonical frame, string columns built by one gather each."""
+        """The canonical frame; string columns are repeats chunked as the rows are, or a gather."""
         return self.rows.select(
             pl.lit(rid, dtype=pl.Utf8).alias("run"),
             "step",
-            pl.Series("metric", self.metrics, dtype=pl.Utf8).gather(self.ranks),
-            pl.Series("key", self.keys, dtype=pl.Utf8).gather(self.ranks),
+            self._strings("metric", self.metrics),
+            self._strings("key", self.keys),
             "value",
             "wall_time",
         )
+
+    def _strings(self, column: str, names: list[str]) -> pl.Series:
+        if self.sliced:
+            return pl.concat(
+                [pl.repeat(names[r], int(n), dtype=pl.Utf8, eager=True)
+                 for r, n in zip(self.ranks, self.lengths, strict=True)],
+                rechunk=False,
+            ).alias(column)
+        per_row = np.repeat(self.ranks, self.lengths)
+        return pl.Series(column, names, dtype=pl.Utf8).gather(per_row)
 
 
 def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str]) -> _Grouped:
     """Rows sorted by metric name, file order kept within each (a stable sort on the metric's
     rank: integers, not strings).
 
-    A frame already in one block per key (a wide table unpivoted column by column) is
-    reordered by zero-copy slices instead of a gather of every row.
+    Rows in long runs of one key (a wide table unpivoted column by column, a console log
+    parsed block by block) are reordered as zero-copy slices, one per run, instead of a
+    gather of every row.
     """
     by_name = sorted(range(len(metric_of)), key=metric_of.__getitem__)
     rank = np.empty(len(by_name), dtype=np.uint16 if len(by_name) <= 1 << 16 else np.uint32)
@@ -115,20 +138,20 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
     metrics = [metric_of[c] for c in by_name]
     key_names = [coded.names[c] for c in by_name]
     rows = frame.select("step", "value", "wall_time")
-    codes = coded.codes
-    starts = np.flatnonzero(codes[1:] != codes[:-1]) + 1
-    if len(starts) + 1 == len(by_name):
-        bounds = np.concatenate(([0], starts, [len(codes)]))
-        blocks = sorted(range(len(by_name)), key=lambda b: rank[codes[bounds[b]]])
+    run_ranks = rank[coded.run_codes]
+    lengths = coded.lengths
+    if len(coded.starts) <= _MAX_SLICES:
+        order = np.argsort(run_ranks, kind="stable")
         rows = pl.concat(
-            [rows.slice(int(bounds[b]), int(bounds[b + 1] - bounds[b])) for b in blocks],
-            rechunk=False,
+            [rows.slice(int(coded.starts[r]), int(lengths[r])) for r in order], rechunk=False
         )
-        ranks = np.repeat(rank[codes[bounds[blocks]]], np.diff(bounds)[blocks])
-        return _Grouped(rows, ranks, metrics, key_names)
-    per_row = rank[codes]
+        return _Grouped(rows, run_ranks[order], lengths[order], metrics, key_names, sliced=True)
+    per_row = np.repeat(run_ranks, lengths)
     order = np.argsort(per_row, kind="stable")
-    return _Grouped(rows[pl.Series(order)], per_row[order], metrics, key_names)
+    counts = np.bincount(per_row, minlength=len(metrics))
+    present = np.flatnonzero(counts)
+    return _Grouped(rows[pl.Series(order)], present, counts[present], metrics, key_names,
+                    sliced=False)
 
 
 def _normalise_counters(frame: pl.DataFrame, table: AliasTable) -> pl.DataFrame:

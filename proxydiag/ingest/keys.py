@@ -1,11 +1,13 @@
-"""A raw frame's keys as small integer codes: what :func:`~proxydiag.ingest.build.build_run`
-groups, sorts and maps on, instead of hashing a string per row.
+"""A raw frame's keys as small integer codes, in runs: what
+:func:`~proxydiag.ingest.build.build_run` groups, sorts and maps on instead of hashing a
+string per row.
 
-A reader that already numbers its keys (TensorBoard's tag table) hands them over as a polars
-``Enum`` column (:func:`enum_keys`), and the codes are free. A ``Utf8`` column is read in runs of
-equal keys: a wide table unpivoted column by column, or a log that prints one metric per line
-block, has a few runs per key and costs one comparison per row; only a column where keys
-change on most rows is hashed.
+Rows come in *runs* of one key: a wide table unpivoted column by column is one run per key,
+a console log parsed block by block a few runs per key and block, a TensorBoard file one
+run per point (its keys interleave). A ``Utf8`` column costs one comparison per row to cut
+into runs; only a column whose key changes on most rows is hashed. A reader that already
+numbers its keys (TensorBoard's tag table) hands them over as a polars ``Enum`` column
+(:func:`enum_keys`) and the codes are free.
 """
 
 from __future__ import annotations
@@ -24,10 +26,20 @@ _ROWS_PER_RUN = 4
 
 @dataclass(frozen=True)
 class Codes:
-    """``names[codes[i]]`` is row ``i``'s key."""
+    """Rows ``starts[i]`` up to ``starts[i + 1]`` (or ``n``) have key ``names[run_codes[i]]``."""
 
-    codes: np.ndarray
     names: list[str]
+    starts: np.ndarray
+    run_codes: np.ndarray
+    n: int
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(np.append(self.starts, self.n))
+
+    def per_row(self) -> np.ndarray:
+        """The code of every row."""
+        return np.repeat(self.run_codes, self.lengths)
 
 
 def enum_keys(ids: np.ndarray, names: Sequence[str]) -> pl.Series:
@@ -42,27 +54,33 @@ def enum_keys(ids: np.ndarray, names: Sequence[str]) -> pl.Series:
 
 
 def of(keys: pl.Series) -> Codes:
-    """The codes of a ``key`` column (``Utf8`` or ``Enum``); names in order of first appearance
-    for text, in category order for an ``Enum``.
+    """The runs and codes of a ``key`` column (``Utf8`` or ``Enum``); names in order of first
+    appearance for text, in category order for an ``Enum``.
 
     >>> c = of(pl.Series(["b", "b", "a", "b"]))
-    >>> c.codes.tolist(), c.names
-    ([0, 0, 1, 0], ['b', 'a'])
+    >>> c.names, c.starts.tolist(), c.run_codes.tolist(), c.per_row().tolist()
+    (['b', 'a'], [0, 2, 3], [0, 1, 0], [0, 0, 1, 0])
     """
     if keys.null_count():
         raise FrameError("the raw frame has rows without a key")
+    n = keys.len()
     if isinstance(keys.dtype, pl.Enum):
-        return Codes(keys.to_physical().to_numpy(), keys.dtype.categories.to_list())
-    if keys.len() == 0:
-        return Codes(np.zeros(0, dtype=np.uint32), [])
+        codes = keys.to_physical().to_numpy()
+        return _runs(codes, keys.dtype.categories.to_list())
+    if n == 0:
+        return Codes([], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint32), 0)
     starts = (keys != keys.shift(1)).fill_null(True).arg_true().to_numpy()
-    if len(starts) * _ROWS_PER_RUN <= keys.len():
+    if len(starts) * _ROWS_PER_RUN <= n:
         index: dict[str, int] = {}
         run_codes = np.fromiter(
             (index.setdefault(k, len(index)) for k in keys.gather(starts).to_list()),
             dtype=np.uint32, count=len(starts),
         )
-        lengths = np.diff(np.append(starts, keys.len()))
-        return Codes(np.repeat(run_codes, lengths), list(index))
+        return Codes(list(index), starts, run_codes, n)
     names = keys.unique(maintain_order=True)
-    return Codes(keys.cast(pl.Enum(names)).to_physical().to_numpy(), names.to_list())
+    return _runs(keys.cast(pl.Enum(names)).to_physical().to_numpy(), names.to_list())
+
+
+def _runs(codes: np.ndarray, names: list[str]) -> Codes:
+    starts = np.flatnonzero(np.diff(codes, prepend=codes[:1] + 1)) if len(codes) else codes
+    return Codes(names, starts.astype(np.int64), codes[starts], len(codes))
