@@ -157,7 +157,10 @@ def _assemble(
         own, engines = split_engines(own)
         counters = own.filter(pl.col("key").str.starts_with("ds_skipped"))
     resolved = resolve(ovf, anchor_lines, counters)
-    raw = pl.concat([own, loose.sort("line", maintain_order=True), resolved.records])
+    # the small parts as one chunk each and empty ones left out: the columns of ``raw`` stay
+    # chunked alike, so selecting from it copies nothing (misaligned chunks force a rechunk)
+    small = [loose.sort("line", maintain_order=True), resolved.records]
+    raw = pl.concat([own, *(part.rechunk() for part in small if part.height)])
     attrs: dict[str, Any] = {"console_dialects": found, "console_lines": n_lines}
     attrs.update({k: v for k, v in resolved.attrs.items() if v is not None})
     attrs.update(state.get("attrs", {}))
