@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import torch
@@ -14,7 +16,7 @@ from proxydiag.lab.task import PROMPT_LEN, pretrain_batch
 def pretrain(cfg: ModelConfig, *, seed: int, steps: int = 400, batch: int = 64, noise: float = 0.35,
              cache_dir: Path | None = None) -> MoEPolicy:
     """A policy pre-trained for ``steps`` steps (loaded from ``cache_dir`` when present)."""
-    path = cache_dir / f"pretrained-s{seed}-n{steps}-e{cfg.n_experts}.pt" if cache_dir else None
+    path = cache_dir / f"pretrained-{_cache_key(cfg, seed, steps, batch, noise)}.pt" if cache_dir else None
     torch.manual_seed(seed)
     model = MoEPolicy(cfg)
     if path is not None and path.exists():
@@ -35,3 +37,14 @@ def pretrain(cfg: ModelConfig, *, seed: int, steps: int = 400, batch: int = 64, 
         torch.save(model.state_dict(), tmp)
         tmp.replace(path)
     return model
+
+
+def _cache_key(cfg: ModelConfig, seed: int, steps: int, batch: int, noise: float) -> str:
+    """Every input of the pre-training in the name (two widths never share a checkpoint).
+
+    >>> _cache_key(ModelConfig(), 0, 400, 64, 0.35) == _cache_key(ModelConfig(d_model=32), 0, 400, 64, 0.35)
+    False
+    """
+    inputs = {"model": cfg.to_dict(), "seed": seed, "steps": steps, "batch": batch, "noise": noise}
+    digest = hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()[:12]
+    return f"s{seed}-n{steps}-e{cfg.n_experts}-{digest}"
