@@ -127,3 +127,25 @@ def test_log_to_mlflow_stores_the_comparison_once_and_first(
     assert len(stored) == 1 and stored[0].startswith("seed-")
     rows = RunStore(store).comparisons()
     assert rows["verdict"].to_list() == ["faithful"] and rows["mlflow_synced"].to_list() == [False]
+
+
+def test_log_to_mlflow_diagnoses_each_run_once(
+        runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The comparison and the report logged beside it share one diagnosis per run."""
+    from proxydiag.diagnose import api as diagnose_api
+
+    diagnosed: list[str] = []
+    real = diagnose_api.diagnose
+
+    def counting(run: Any, **kwargs: Any) -> Any:
+        diagnosed.append(run.name)
+        return real(run, **kwargs)
+
+    monkeypatch.setattr(diagnose_api, "diagnose", counting)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    code, _, err = run_cli(["compare", "--full", str(runs / "full.csv"), "--proxy", str(runs / "seed.csv"),
+                            "--log-to-mlflow", "--tracking-uri", uri, "-f", "json"], capsys)
+    assert code == 0, err
+    assert sorted(diagnosed) == ["full", "seed"]

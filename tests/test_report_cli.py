@@ -125,6 +125,27 @@ def test_group_from_store_writes_one_report_per_proxy_inside_the_folder(
     assert "no runs in group 'nope'; groups: g1" in capsys.readouterr().err
 
 
+def test_group_diagnoses_each_run_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from proxydiag.store import RunStore
+
+    store = RunStore(tmp_path / "store")
+    store.put(make_run("full", seed=0, n_steps=200, onset=120))
+    for name in ("p1", "p2", "p3"):
+        store.put(make_run(name, seed=1, n_steps=200, onset=125, role="proxy"))
+    diagnosed: list[str] = []
+
+    def diagnose(run: Run, **_: Any) -> Any:
+        diagnosed.append(run.name)
+        return make_diagnosis(run, onset=int(run.last_step * 0.6))
+
+    found = {"diagnose": diagnose, "compare": lambda full, proxy, **_: make_comparison(full, proxy)}
+    monkeypatch.setattr(api, "optional_analysis", lambda module, name: found[name])
+    argv = ["report", "--store", str(tmp_path / "store"), "--group", "g1",
+            "-o", str(tmp_path / "out" / "report.html")]
+    assert _run_cli(argv) == 0
+    assert sorted(diagnosed) == ["full", "p1", "p2", "p3"]  # the full run once, not per proxy
+
+
 def test_fail_on_rejects_unknown_classes(capsys: pytest.CaptureFixture[str]) -> None:
     assert _run_cli(["report", "x", "--fail-on", "loss_divergance"]) == 2
     assert "--fail-on 'loss_divergance': unknown class loss_divergance; use one or more of " \

@@ -7,7 +7,7 @@ synced), so the result is stored exactly once either way.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -72,12 +72,15 @@ def keep_diagnosis(d: Diagnosis, run: Run, *, to: Destination) -> None:
     _keep(lambda s: s.put_diagnosis(d), log, to=to)
 
 
-def keep_comparison(c: Comparison, fulls: list[Run], proxy: Run, *, to: Destination) -> None:
-    """Store ``c`` and/or log it to the proxy's MLflow run."""
+def keep_comparison(c: Comparison, fulls: list[Run], proxy: Run, *, to: Destination,
+                    diagnoses: Sequence[Diagnosis] | None = None) -> None:
+    """Store ``c`` and/or log it to the proxy's MLflow run (with its report, which shows
+    ``diagnoses`` when given instead of diagnosing the runs again)."""
     def log(run_store: RunStore | None) -> str:
         from proxydiag.mlflow_sink import log_comparison
 
-        html = _report_html(lambda report: report(full=fulls, proxy=proxy, comparison=c, fmt="html"))
+        html = _report_html(lambda report: report(
+            full=fulls, proxy=proxy, comparison=c, diagnoses=diagnoses, fmt="html"))
         return log_comparison(c, proxy, fulls, report_html=html, tracking_uri=to.tracking_uri,
                               experiment=to.experiment, store=run_store)
 

@@ -37,6 +37,7 @@ def compare(
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """Score how faithfully a proxy reproduced the full run's dynamics and fault."""
+    from proxydiag.diagnose.api import diagnose
     from proxydiag.fidelity.api import compare as run_compare
     from proxydiag.fidelity.config import FidelityConfig, load_config
     from proxydiag.fidelity.render import markdown, text
@@ -49,12 +50,15 @@ def compare(
     if len(proxies) != 1:
         raise AnalysisError(f"{proxy}: holds {len(proxies)} runs; pass exactly one proxy run")
     cfg = load_config(config) if config is not None else FidelityConfig()
-    result = run_compare(fulls, proxies[0], align=align, config=cfg)
+    # diagnosed once here: the comparison and the report logged to MLflow both use them
+    diagnoses = [diagnose(run) for run in [*fulls, proxies[0]]]
+    result = run_compare(fulls, proxies[0], align=align, config=cfg,
+                         full_diagnoses=diagnoses[:-1], proxy_diagnosis=diagnoses[-1])
     if fmt == "json":
         out.print(json.dumps(result.to_dict()), markup=False, soft_wrap=True)
     else:
         out.print(markdown(result, cfg) if fmt == "markdown" else text(result, cfg), markup=False)
-    keep_comparison(result, fulls, proxies[0], to=Destination(
+    keep_comparison(result, fulls, proxies[0], diagnoses=diagnoses, to=Destination(
         store=store, mlflow=log_to_mlflow, experiment=mlflow_experiment, tracking_uri=tracking_uri))
     if fail_on is not None and result.verdict in FAIL_ON[fail_on]:
         raise typer.Exit(1)

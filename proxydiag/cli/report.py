@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, TrackingOpt, app, err, out
+from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
 from proxydiag.report.content import ReportContent
 from proxydiag.report.jobs import Job, comparison_jobs, group_runs
@@ -108,9 +109,13 @@ def report(
         raise AnalysisError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     gate = _gate(fail_on)
     matched: list[str] = []
+    known: dict[str, Diagnosis] = {}  # a group's full runs are diagnosed once, not per proxy
     for job in _jobs(list(sources or []), list(full or []), proxy, group, store=store,
                      output=output, aliases=aliases):
-        content = resolve(runs=job.runs, full=job.full, proxy=job.proxy, align=align)
+        ids = {r.id for r in job.every}
+        content = resolve(runs=job.runs, full=job.full, proxy=job.proxy, align=align,
+                          diagnoses={rid: d for rid, d in known.items() if rid in ids})
+        known.update(content.diagnoses)
         text = render(content, fmt=fmt)
         if str(job.output) == "-":  # e.g. Markdown straight into a PR comment
             out.print(text, markup=False, end="")

@@ -25,6 +25,11 @@ class Job:
     proxy: Run | None = None
     runs: tuple[Run, ...] = ()
 
+    @property
+    def every(self) -> tuple[Run, ...]:
+        """All the report's runs."""
+        return (*self.full, *((self.proxy,) if self.proxy else ()), *self.runs)
+
 
 def output_for(output: Path, *, name: str | None) -> Path:
     """``output`` itself, or ``<stem>-<slug(name)><suffix>`` beside it for one of many reports.
