@@ -143,6 +143,7 @@ def test_log_to_mlflow_diagnoses_each_run_once(
         return real(run, **kwargs)
 
     monkeypatch.setattr(diagnose_api, "diagnose", counting)
+    monkeypatch.chdir(tmp_path)  # the sqlite store puts artifacts under ./mlruns
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     code, _, err = run_cli(["compare", "--full", str(runs / "full.csv"), "--proxy", str(runs / "seed.csv"),
