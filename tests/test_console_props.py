@@ -53,6 +53,9 @@ REGRESSIONS = [
     b"{'loss': 1e999, 'x': 10**400}\n",  # ints beyond float range
     b"Grad overflow on iteration 0\n" * 3,  # overflow rows and no progress line at all
     b"ppl: 1.0\naverage reward score: 2\n",  # attached lines with nothing to attach to
+    # an overflow line whose iteration is beyond Int64 was an anchor without a step
+    b" iteration 20/ 1000 | lm loss: 1.2E+01 | loss scale: 32768.0 |\n"
+    b"Grad overflow on iteration9999999999999999999999999\n",
 ]
 
 

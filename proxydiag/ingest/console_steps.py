@@ -41,9 +41,11 @@ def attach(frame: pl.DataFrame, anchor_lines: pl.DataFrame) -> pl.DataFrame:
     """
     if frame.is_empty():
         return frame
-    if anchor_lines.is_empty():
+    # a progress line whose step did not parse (a number beyond 64 bits) anchors nothing
+    anc = anchor_lines.filter(pl.col("step").is_not_null())
+    if anc.is_empty():
         return frame.with_columns(pl.col("step").fill_null(0))
-    anc = anchor_lines.select("line", pl.col("step").alias("_s")).sort("line")
+    anc = anc.select("line", pl.col("step").alias("_s")).sort("line")
     last = int(anc["_s"][-1])
     out = frame.with_row_index("_i").sort("line")
     fwd = out.join_asof(anc, on="line", strategy="forward")["_s"]
