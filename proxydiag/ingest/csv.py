@@ -1,8 +1,15 @@
 """CSV/TSV metric tables, wide (step + one column per metric) or long (step, key, value).
 
-The fast path is one typed ``polars.read_csv``; only when it refuses the file does a second,
-all-text read find the first bad cell (vectorised) so that the error names ``file:line`` and
+The fast path is one typed ``polars.read_csv`` of the rows below the header (which the csv
+module reads) that takes quotes literally, so that a file with a quote in its body fails it (a
+number with a quote does not parse). Only when it refuses the file does a second, all-text read
+(quotes honoured) find the first bad cell (vectorised) so that the error names ``file:line`` and
 the column. The value spellings are those of :mod:`proxydiag.ingest.tabular`.
+
+The number of fields of every row is checked exactly (the csv module; a cheap count first when
+the body has no quote) only when polars could have hidden a wrong one: polars refuses a row
+with too many fields, except a last line without newline, and reads a row with too few, or a
+blank line, with a null in the last column. A clean file is never scanned from Python.
 
 Damage and oddities, and what happens:
 
@@ -21,11 +28,10 @@ from __future__ import annotations
 
 import csv as _csv
 import io
-import mmap
-import os
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -38,8 +44,6 @@ from proxydiag.run import Run
 NAME = "csv"
 SUFFIXES = (".csv", ".tsv")
 _PEEK_BYTES = 8192
-#: the file's content: memory-mapped, or bytes after a cut last line was dropped
-Buffer = bytes | mmap.mmap
 _NON_SPACE = re.compile(rb"\S")
 
 
@@ -78,28 +82,30 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
 
 def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
     """Read one CSV/TSV file into a raw frame (``step, key, value, wall_time``)."""
-    data = _map(path)
-    if _blank(data, 0):
+    mapped = tabular.map_file(path)
+    if _blank(mapped, 0):
         raise IngestError(f"{path}: empty file; nothing to ingest")
-    sep = _separator(path, data)
-    header, body_at = _header(path, data, sep)
-    mapped = data
-    data = _drop_cut_tail(path, data, sep, len(header))
+    sep = _separator(path, mapped)
+    header, body_at = _header(path, mapped, sep)
+    data = _drop_cut_tail(path, mapped, sep, len(header))
     if _blank(data, body_at):
         raise IngestError(f"{path}: a header and no data rows; nothing to ingest")
-    _check_fields(path, data, body_at, sep, len(header))
     notes = tabular.Notes()
     names = tabular.dedupe_names(header, notes)
+    layout = tabular.long_layout(names)
+    # an untouched file is read by polars from its path (its own mmap, no copy)
+    source: Path | bytes = path if data is mapped else bytes(data)
+    frame = _typed(source, sep, names, layout)
+    if frame is None or _maybe_ragged(frame, data):
+        _check_fields(path, data, body_at, sep, len(header))
     for new, old in notes.renamed_columns.items():
         warnings.warn(
             IngestWarning(f"{path}:1: column {old!r} appears twice; the later one is read as {new!r}"),
             stacklevel=2,
         )
-    layout = tabular.long_layout(names)
     step = layout[0] if layout else tabular.step_column(names, where=f"{path}:1")
-    # an untouched file is read by polars from its path (its own mmap, no copy)
-    source: Path | bytes = path if data is mapped else bytes(data)
-    frame = _parse(path, source, sep, names, step=step, key=layout[1] if layout else None)
+    if frame is None:
+        frame = _text(path, source, sep, names)
 
     def line_of(row: int) -> str:
         return f"{path}:{_line_of_row(data, body_at, sep, row)}"
@@ -113,30 +119,19 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
     return tabular.nonempty(raw, path), notes
 
 
-def _map(path: Path) -> Buffer:
-    """The file's bytes, memory-mapped (no copy; an empty file is ``b""``)."""
-    try:
-        with path.open("rb") as fh:
-            if os.fstat(fh.fileno()).st_size == 0:
-                return b""
-            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except OSError as exc:
-        raise IngestError(f"{path}: cannot read ({exc.strerror})") from exc
-
-
-def _separator(path: Path, data: Buffer) -> str:
+def _separator(path: Path, data: tabular.Buffer) -> str:
     if path.suffix.lower() == ".tsv":
         return "\t"
     first = data[: data.find(b"\n")] if b"\n" in data[:65536] else data[:65536]
     return "\t" if b"\t" in first and b"," not in first else ","
 
 
-def _blank(data: Buffer, start: int) -> bool:
+def _blank(data: tabular.Buffer, start: int) -> bool:
     """Nothing but whitespace from ``start`` on (without copying the data)."""
     return _NON_SPACE.search(data, start) is None
 
 
-def _header(path: Path, data: Buffer, sep: str) -> tuple[list[str], int]:
+def _header(path: Path, data: tabular.Buffer, sep: str) -> tuple[list[str], int]:
     """The header's cells (BOM stripped) and the byte offset where the body starts."""
     end = data.find(b"\n")
     end = len(data) if end < 0 else end + 1
@@ -153,7 +148,7 @@ def _header(path: Path, data: Buffer, sep: str) -> tuple[list[str], int]:
     return cells, end
 
 
-def _drop_cut_tail(path: Path, data: Buffer, sep: str, n_fields: int) -> Buffer:
+def _drop_cut_tail(path: Path, data: tabular.Buffer, sep: str, n_fields: int) -> tabular.Buffer:
     """Drop a last line that was cut mid-write (no newline and too few fields)."""
     if data[-1:] == b"\n":
         return data
@@ -174,7 +169,7 @@ def _drop_cut_tail(path: Path, data: Buffer, sep: str, n_fields: int) -> Buffer:
     return bytes(data[:start])
 
 
-def _check_fields(path: Path, data: Buffer, body_at: int, sep: str, n_fields: int) -> None:
+def _check_fields(path: Path, data: tabular.Buffer, body_at: int, sep: str, n_fields: int) -> None:
     """Every non-blank row has as many fields as the header (cheap count, exact scan if not)."""
     body = np.frombuffer(data, dtype=np.uint8, offset=body_at)
     if not np.count_nonzero(body == ord('"')):
@@ -195,22 +190,46 @@ def _check_fields(path: Path, data: Buffer, body_at: int, sep: str, n_fields: in
         raise IngestError(f"{path}:{reader.line_num}: {exc}; is this a CSV file?") from exc
 
 
-def _parse(
-    path: Path, data: Path | bytes, sep: str, names: list[str], *, step: str, key: str | None
-) -> pl.DataFrame:
+def _typed(
+    data: Path | bytes, sep: str, names: list[str], layout: tuple[str, str, str, str | None] | None
+) -> pl.DataFrame | None:
+    """The fast path: one typed read of the rows after the header (step Int64, key text, the
+    rest Float64, quotes taken literally); None when polars refuses a cell or a row, a key
+    holds a quote, or there is no step column."""
+    step = layout[0] if layout else tabular.find_column(names, tabular.STEP_NAMES)
+    key = layout[1] if layout else None
+    if step is None:
+        return None
     dtypes: list[pl.DataType] = [
         pl.Int64() if n == step else pl.Utf8() if n == key else pl.Float64() for n in names
     ]
-    options = {"separator": sep, "new_columns": names, "raise_if_empty": False, "glob": False}
     try:
-        return pl.read_csv(data, schema_overrides=dtypes, **options)  # type: ignore[arg-type]
+        frame = pl.read_csv(data, has_header=False, skip_rows=1, schema_overrides=dtypes,
+                            quote_char=None, **_options(sep, names))
     except pl.exceptions.PolarsError:
-        pass  # a cell the typed reader refuses: read as text and find it
+        return None
+    if key is not None and frame[key].str.contains('"', literal=True).any():
+        return None
+    return frame
+
+
+def _text(path: Path, data: Path | bytes, sep: str, names: list[str]) -> pl.DataFrame:
+    """Every cell as text, so that :mod:`~proxydiag.ingest.tabular` finds the bad one."""
     try:
-        return pl.read_csv(data, infer_schema=False, **options)  # type: ignore[arg-type]
+        return pl.read_csv(data, infer_schema=False, **_options(sep, names))
     except pl.exceptions.PolarsError as exc:
         reason = str(exc).splitlines()[0]
         raise IngestError(f"{path}: cannot parse as CSV ({reason}); is it UTF-8 text?") from exc
+
+
+def _options(sep: str, names: list[str]) -> dict[str, Any]:
+    return {"separator": sep, "new_columns": names, "raise_if_empty": False, "glob": False}
+
+
+def _maybe_ragged(frame: pl.DataFrame, data: tabular.Buffer) -> bool:
+    """Whether a row may have the wrong number of fields although the typed read took the file
+    (see the module docstring)."""
+    return frame.to_series(-1).has_nulls() or data[-1:] != b"\n"
 
 
 def _split(text: str, sep: str, where: str) -> list[str]:
@@ -235,7 +254,7 @@ def _drop_repeated_headers(
     return frame.filter(~again), lambda r: locate(int(rows[r]))
 
 
-def _line_of_row(data: Buffer, body_at: int, sep: str, row: int) -> int:
+def _line_of_row(data: tabular.Buffer, body_at: int, sep: str, row: int) -> int:
     """The 1-based file line of data row ``row`` (polars keeps blank lines as rows)."""
     body = data[body_at:]
     if b'"' not in body:

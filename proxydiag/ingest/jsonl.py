@@ -8,19 +8,30 @@
 * A last line cut mid-write is dropped with an :class:`~proxydiag.errors.IngestWarning`;
   any other unparseable line is an error naming ``file:line``.
 
-Fast path: the non-standard tokens are replaced in bulk by rare finite sentinels, the file is
-parsed by ``polars.read_ndjson`` and the sentinels turned back into NaN/±inf; if a sentinel value
-also occurs in the data itself the file is re-read exactly, record by record.
+Fast path: polars parses the file (from its path; Python only memory-maps it for the byte scans
+below) with the schema of its first records: inferring the schema from every record costs as
+much as the parse itself. That schema is trusted for flat records of numbers and for veRL's
+shape when every key of the file is accounted for: with no backslash in the file every ``"``
+opens or closes a string, so half the quote count is the number of keys plus string values, and
+it must equal the non-null cells plus the explicit ``null`` values; a key the first records
+missed, or a string, breaks the equality and the file is parsed again with the schema of every
+record. An explicit ``null`` is told apart from an absent key by searching the lines of the null
+cells for ``"key": null``. ``NaN``/``Infinity`` tokens are replaced in bulk by rare finite
+sentinels before the parse and turned back into NaN/±inf after it. When a token cannot be placed
+that way (a sentinel value in the data, a token inside a string) the file is re-read exactly,
+record by record.
 """
 
 from __future__ import annotations
 
 import json
+import mmap
 import re
 import warnings
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from proxydiag.errors import IngestError, IngestWarning
@@ -32,6 +43,10 @@ NAME = "jsonl"
 SUFFIXES = (".jsonl", ".ndjson")
 FORMAT = "jsonl"
 _NON_SPACE = re.compile(rb"\S")
+_GLOB = re.compile(r"[*?\[\]{}]")
+#: bytes per line above which finding newlines one by one beats scanning every byte
+_LONG_LINE = 1024
+_SLICE = 1 << 30
 _TOKENS = re.compile(rb"([:,\[]\s*)(NaN|-Infinity|Infinity|null)(?=\s*[,}\]])")
 #: token -> (sentinel text, value it stands for); sentinels are finite so any JSON parser reads them
 _SENTINELS = {
@@ -72,37 +87,42 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
 
 def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes, bool]:
     """Raw frame, notes, and whether the records had veRL's ``{"step", "data"}`` shape."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise IngestError(f"{path}: cannot read ({exc.strerror})") from exc
-    if _NON_SPACE.search(data) is None:
+    mapped = tabular.map_file(path)
+    if _NON_SPACE.search(mapped) is None:
         raise IngestError(f"{path}: empty file; nothing to ingest")
-    data = _drop_cut_tail(path, data)
+    data = _drop_cut_tail(path, mapped)
     if _NON_SPACE.search(data) is None:
         raise IngestError(f"{path}: no complete JSON line; nothing to ingest")
     notes = tabular.Notes()
-    fast = _fast_frame(data)
-    frame, notes.null_as_nan = fast if fast is not None else (_exact_frame(path, data), 0)
+    fast = _fast_frame(data, _polars_input(path, data))
+    frame, notes.null_as_nan = fast if fast is not None else (_exact_frame(path, bytes(data)), 0)
     verl = _is_verl(data)
-    frame, _ = _flatten(frame)
     step = tabular.step_column(frame.columns, where=f"{path}:1")
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
     raw = tabular.wide_to_raw(frame, step=step, wall=wall, locate=_locator(path, data), notes=notes)
     return tabular.nonempty(raw, path), notes, verl
 
 
-def _is_verl(data: bytes) -> bool:
+def _polars_input(path: Path, data: tabular.Buffer) -> Path | bytes:
+    """What polars parses: the file itself when ``data`` is its untouched map (polars reads
+    it without a Python copy), unless the name has a character polars would expand as a glob."""
+    if isinstance(data, mmap.mmap) and not _GLOB.search(str(path)):
+        return path
+    return bytes(data)
+
+
+def _is_verl(data: tabular.Buffer) -> bool:
     """veRL's file logger writes ``{"step": N, "data": {...}}`` and nothing else."""
+    end = data.find(b"\n")
     try:
-        first = json.loads(data[: data.find(b"\n")] if b"\n" in data else data)
+        first = json.loads(data[:end] if end >= 0 else data[:])
     except ValueError:
         return False
     return isinstance(first, dict) and set(first) == {"step", "data"}
 
 
-def _drop_cut_tail(path: Path, data: bytes) -> bytes:
-    if data.endswith(b"\n"):
+def _drop_cut_tail(path: Path, data: tabular.Buffer) -> tabular.Buffer:
+    if data[-1:] == b"\n":
         return data
     start = data.rfind(b"\n") + 1
     try:
@@ -112,7 +132,7 @@ def _drop_cut_tail(path: Path, data: bytes) -> bytes:
         pass
     if start == 0:
         raise IngestError(f"{path}:1: the only line is not complete JSON; nothing to ingest")
-    line = data.count(b"\n") + 1
+    line = data[:start].count(b"\n") + 1
     warnings.warn(
         IngestWarning(
             f"{path}:{line}: the last line is cut (incomplete JSON, no newline);"
@@ -123,30 +143,189 @@ def _drop_cut_tail(path: Path, data: bytes) -> bytes:
     return data[:start]
 
 
-def _fast_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:
-    """Parse with polars; None if unsure (then the exact record-by-record path runs).
+def _fast_frame(data: tabular.Buffer, source: Path | bytes) -> tuple[pl.DataFrame, int] | None:
+    """Parse with polars (``source``: the file or its bytes); None if unsure (then the exact
+    record-by-record path runs).
 
-    Returns the frame (NaN/±inf restored) and the number of ``null`` values read as NaN.
-    ``null`` alone (orjson's output) is told apart from an absent key line by line with
-    vectorised string search; NaN/Infinity tokens (Python's output) are swapped for sentinels.
+    Returns the flat frame (NaN/±inf restored) and the number of ``null`` values read as NaN.
     """
-    if b"NaN" not in data and b"Infinity" not in data:
-        try:
-            frame, leaves = _flatten(pl.read_ndjson(data, infer_schema_length=None))
-        except pl.exceptions.PolarsError:
-            return None
-        total = data.count(b"null")
-        if not total:
-            return frame, 0
-        nulls = _explicit_nulls(data, frame, leaves, total=total)
-        if nulls is not None:
-            return nulls, total
-    counts: dict[bytes, int] = {}
-    data = _swap_tokens(data, counts)  # a sentinel already in the data shows in the counts
+    if _contains(data, b"NaN") or _contains(data, b"Infinity"):
+        return _swapped_frame(bytes(data))
+    return _trusted_head(data, source) or _every_record(bytes(data))
+
+
+def _trusted_head(data: tabular.Buffer, source: Path | bytes) -> tuple[pl.DataFrame, int] | None:
+    """The frame parsed with the schema of the first records, when the key count shows that
+    schema complete (see the module docstring)."""
+    head = _head_frame(data, source)
+    if head is None:
+        return None
+    frame, leaves, unaccounted = head
+    if not unaccounted:
+        return frame, 0
+    nulls = _explicit_nulls(data, frame, leaves)
+    return nulls if nulls is not None and nulls[1] == unaccounted else None
+
+
+def _every_record(data: bytes) -> tuple[pl.DataFrame, int] | None:
+    """The frame parsed with the schema of every record: each ``null`` found on its line,
+    else swapped for a sentinel."""
+    parsed = _polars_frame(data)
+    if parsed is None:
+        return None
+    frame, leaves = parsed
+    total = data.count(b"null")
+    if not total:
+        return frame, 0
+    nulls = _explicit_nulls(data, frame, leaves)
+    if nulls is not None and nulls[1] == total:
+        return nulls
+    return _swapped_frame(data)
+
+
+def _contains(data: tabular.Buffer, token: bytes) -> bool:
+    """Whether ``token`` occurs, looking first for its capital letter alone (memchr: much
+    faster, and metric names rarely hold one)."""
+    return data.find(token.lstrip(b"-")[:1]) >= 0 and data.find(token) >= 0
+
+
+def _polars_frame(data: bytes) -> tuple[pl.DataFrame, dict[str, str]] | None:
+    """The flat frame of polars' parse with the schema of every record, and its leaf names."""
     try:
-        frame, _ = _flatten(pl.read_ndjson(data, infer_schema_length=None))
+        return _flatten(pl.read_ndjson(data, infer_schema_length=None))
     except pl.exceptions.PolarsError:
         return None
+
+
+def _head_frame(
+    data: tabular.Buffer, source: Path | bytes
+) -> tuple[pl.DataFrame, dict[str, str], int] | None:
+    """The flat frame of polars' parse with the schema of the first records, its leaf names,
+    and the number of keys in the file that are not a non-null cell: the explicit ``null``
+    values when that schema is complete. None unless the records are numbers, flat or in
+    veRL's shape, and the file has no backslash (then keys can be counted)."""
+    if data.find(b"\\") >= 0:
+        return None
+    try:
+        frame = pl.read_ndjson(source)
+    except pl.exceptions.PolarsError:
+        return None
+    data_type = frame.schema.get("data")
+    objects = 0
+    dtypes = list(frame.schema.values())
+    if isinstance(data_type, pl.Struct) and frame.width == 2 and "step" in frame.columns:
+        if "step" in frame["data"].struct.fields:
+            return None
+        objects = frame.height - frame["data"].null_count()  # each one is a "data" key
+        dtypes = [frame.schema["step"], *frame["data"].struct.schema.values()]
+    if not all(t.is_numeric() or t == pl.Null for t in dtypes):
+        return None
+    flat, leaves = _flatten(frame)
+    cells = sum(flat.height - s.null_count() for s in flat.iter_columns()) + objects
+    keys = _count_byte(data, ord('"')) // 2
+    return flat, leaves, keys - cells
+
+
+def _explicit_nulls(
+    data: tabular.Buffer, frame: pl.DataFrame, leaves: dict[str, str]
+) -> tuple[pl.DataFrame, int] | None:
+    """``frame`` with each explicit ``"key": null`` as NaN (absent keys stay null) and how many
+    there were, or None when the records cannot be matched with the lines.
+
+    A null cell is an explicit null when its line holds ``"key":null`` or ``"key": null``; the
+    caller checks the count, which fails when the ``null`` tokens are spaced otherwise, inside
+    strings or lists, or under a leaf name that two parents share.
+    """
+    lines = _record_lines(data, frame.height)
+    if lines is None:
+        return None
+    columns = [c for c, t in frame.schema.items()
+               if (t.is_numeric() or t == pl.Null) and frame[c].has_nulls()]
+    if not columns:
+        return frame, 0
+    keys = [json.dumps(leaves.get(c, c), ensure_ascii=False).encode() for c in columns]
+    null_rows = pl.DataFrame([frame.get_column(c) for c in columns]).select(
+        pl.all().is_null().arg_true().implode())  # one query for every column
+    hits = _null_lines(data, lines, [s[0].to_numpy() for s in null_rows.iter_columns()], keys)
+    updates = [frame[c].cast(pl.Float64).scatter(rows, float("nan"))
+               for c, rows in zip(columns, hits, strict=True) if len(rows)]
+    return frame.with_columns(updates), sum(len(rows) for rows in hits)
+
+
+def _null_lines(
+    data: tabular.Buffer, lines: tuple[np.ndarray, np.ndarray], null_rows: list[np.ndarray],
+    keys: list[bytes],
+) -> list[np.ndarray]:
+    """Per column (its null rows, its JSON key), the rows whose line holds ``key:null`` or
+    ``key: null``: one vectorised search, over the lines that hold a ``null`` at all."""
+    rows = np.unique(np.concatenate(null_rows))
+    spans = list(zip(lines[0][rows].tolist(), lines[1][rows].tolist(), strict=True))
+    hold = np.array([data.find(b"null", a, b) >= 0 for a, b in spans], dtype=bool)
+    at = np.full(len(lines[0]), -1, dtype=np.int64)  # row -> its line in ``held``, if searched
+    at[rows[hold]] = np.arange(np.count_nonzero(hold))
+    held = pl.Series([data[a:b] for (a, b), h in zip(spans, hold, strict=True) if h],
+                     dtype=pl.Binary)
+    cells = [r[at[r] >= 0] for r in null_rows]
+    column = np.repeat(np.arange(len(keys)), [len(r) for r in cells])
+    search = pl.DataFrame({
+        "line": held.gather(at[np.concatenate(cells)]),
+        "tight": pl.Series([k + b":null" for k in keys], dtype=pl.Binary).gather(column),
+        "spaced": pl.Series([k + b": null" for k in keys], dtype=pl.Binary).gather(column),
+    })
+    hit = search.select(
+        pl.col("line").bin.contains(pl.col("tight")) | pl.col("line").bin.contains(pl.col("spaced"))
+    ).to_series().to_numpy()
+    return [r[h] for r, h in zip(cells, np.split(hit, np.cumsum([len(r) for r in cells])[:-1]),
+                                 strict=True)]
+
+
+def _record_lines(data: tabular.Buffer, records: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Start and end offsets of the lines that hold a record (not blank), or None if there
+    are not ``records`` of them."""
+    text = np.frombuffer(data, dtype=np.uint8)
+    newlines = _newlines(data, records)
+    starts = np.concatenate(([0], newlines + 1))
+    ends = np.concatenate((newlines, [len(data)]))
+    filled = ends > starts
+    first = text[np.minimum(starts, len(data) - 1)]
+    spaced = np.flatnonzero(filled & np.isin(first, list(b" \t\r\x0b\x0c")))
+    filled[spaced] = [bool(data[starts[i]:ends[i]].strip()) for i in spaced]
+    if np.count_nonzero(filled) != records:
+        return None
+    return starts[filled], ends[filled]
+
+
+def _newlines(data: tabular.Buffer, records: int) -> np.ndarray:
+    """The offsets of the newlines: found one by one (memchr) when the lines are long, as
+    metric records mostly are, else by a vectorised scan of every byte."""
+    if len(data) < _LONG_LINE * records:
+        return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
+    out, find = [], data.find
+    at = find(b"\n")
+    while at >= 0:
+        out.append(at)
+        at = find(b"\n", at + 1)
+    return np.array(out, dtype=np.int64)
+
+
+def _count_byte(data: tabular.Buffer, byte: int) -> int:
+    """How many times ``byte`` occurs: polars over zero-copy slices (faster than numpy; each
+    slice stays within polars' row index)."""
+    view = np.frombuffer(data, dtype=np.uint8)
+    return sum(int(pl.Series(view[at:at + _SLICE]).eq(byte).sum())
+               for at in range(0, len(view), _SLICE))
+
+
+def _swapped_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:
+    """Parse with the value tokens swapped for sentinels, then restore NaN/±inf; None if a
+    sentinel count does not match (a token inside a string, a sentinel value in the data)."""
+    counts: dict[bytes, int] = {}
+    data = _swap_tokens(data, counts)  # a sentinel already in the data shows in the counts
+    head = _head_frame(data, data)  # no null left to account for: every key is a non-null cell
+    parsed = head[:2] if head is not None and not head[2] else _polars_frame(data)
+    if parsed is None:
+        return None
+    frame = parsed[0]
     floats = [c for c, t in frame.schema.items() if t == pl.Float64]
     exprs = {c: pl.col(c) for c in floats}
     for token, (text, value) in _SENTINELS.items():
@@ -160,52 +339,22 @@ def _fast_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:
     return frame, counts.get(b"null", 0)
 
 
-def _explicit_nulls(
-    data: bytes, frame: pl.DataFrame, leaves: dict[str, str], *, total: int
-) -> pl.DataFrame | None:
-    """``frame`` with each explicit ``"key": null`` as NaN (absent keys stay null), or None
-    when the ``null`` tokens cannot all be attributed that way (spacing, strings, nesting)."""
-    try:
-        lines = pl.Series("line", data.decode("utf-8").split("\n"))
-    except UnicodeDecodeError:
-        return None
-    lines = lines.filter(lines.str.strip_chars() != "")
-    if lines.len() != frame.height:
-        return None
-    found, updates = 0, []
-    for col, dtype in frame.schema.items():
-        if not (dtype.is_numeric() or dtype == pl.Null) or not frame[col].null_count():
-            continue
-        rows = frame[col].is_null().arg_true()  # search only the lines where col is null
-        key = json.dumps(leaves.get(col, col), ensure_ascii=False)
-        sub = lines.gather(rows)
-        hit = sub.str.contains(f"{key}:null", literal=True) | sub.str.contains(
-            f"{key}: null", literal=True)
-        if not hit.any():
-            continue
-        rows = rows.filter(hit)
-        found += rows.len()
-        updates.append(frame[col].cast(pl.Float64).scatter(rows, float("nan")))
-    if found != total:
-        return None
-    return frame.with_columns(updates)
-
-
 def _swap_tokens(data: bytes, counts: dict[bytes, int]) -> bytes:
     """Replace value tokens by sentinels, counting them: C-speed ``bytes.replace`` for the
-    spellings writers use (``"k": null`` / ``"k":null``), a regex for anything left."""
+    spellings writers use (``"k": null`` / ``"k":null``; the count is the growth of the data,
+    a sentinel being longer than its token), a regex for anything left."""
     leftover = False
     for token in (b"-Infinity", b"Infinity", b"NaN", b"null"):
-        total = data.count(token)
-        if not total:
+        if not _contains(data, token):
             continue
+        sentinel = _SENTINELS[token][0]
         for prefix in (b": ", b":"):
-            n = data.count(prefix + token)
+            swapped = data.replace(prefix + token, prefix + sentinel)
+            n = (len(swapped) - len(data)) // (len(sentinel) - len(token))
             if n:
                 counts[token] = counts.get(token, 0) + n
-                data = data.replace(prefix + token, prefix + _SENTINELS[token][0])
-                total -= n
-        leftover = leftover or total > 0
+                data = swapped
+        leftover = leftover or _contains(data, token)
     if leftover:
 
         def swap(match: re.Match[bytes]) -> bytes:
@@ -252,29 +401,31 @@ def _flatten_dict(record: dict[str, Any], prefix: str = "") -> dict[str, str]:
 
 
 def _flatten(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, str]]:
-    """Unnest struct columns (``data`` without prefix, others as ``parent/child``); also
-    returns each column's key as written in the JSON (its leaf name)."""
+    """Unnest struct columns (``data`` without prefix, others as ``parent/child``; a field
+    replaces a column of its name); also returns each column's key as written in the JSON
+    (its leaf name)."""
     leaves = {c: c for c in frame.columns}
-    while True:
-        structs = [c for c, t in frame.schema.items() if isinstance(t, pl.Struct)]
-        if not structs:
-            return frame, leaves
+    while structs := [c for c, t in frame.schema.items() if isinstance(t, pl.Struct)]:
+        columns = dict(zip(frame.columns, frame.iter_columns(), strict=True))
         for col in structs:
-            dtype = frame.schema[col]
-            fields = dtype.fields if isinstance(dtype, pl.Struct) else []
             prefix = "" if col == "data" else f"{col}/"
-            leaves.update({prefix + f.name: f.name for f in fields})
-            frame = frame.with_columns(
-                [pl.col(col).struct.field(f.name).alias(prefix + f.name) for f in fields]
-            ).drop(col)
+            series = columns[col]  # a field of an earlier struct may have replaced it
+            fields = (list(series.struct.unnest().iter_columns())
+                      if isinstance(series.dtype, pl.Struct) else [])
+            for field in fields:
+                leaves[prefix + field.name] = field.name
+                columns[prefix + field.name] = field.alias(prefix + field.name)
+            del columns[col]
+        frame = pl.DataFrame(list(columns.values()))
+    return frame, leaves
 
 
-def _locator(path: Path, data: bytes) -> tabular.Locate:
+def _locator(path: Path, data: tabular.Buffer) -> tabular.Locate:
     """Map a record index to its file line (blank lines are not records)."""
 
     def locate(row: int) -> str:
         seen = -1
-        for number, line in enumerate(data.split(b"\n"), start=1):
+        for number, line in enumerate(data[:].split(b"\n"), start=1):
             if line.strip():
                 seen += 1
                 if seen == row:

@@ -20,11 +20,14 @@ skipped and listed in ``attrs["ignored_columns"]``.
 
 from __future__ import annotations
 
+import mmap
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from proxydiag.errors import IngestError
@@ -44,6 +47,8 @@ VALUE_NAMES = ("value", "val", "simple_value")
 NULL_SPELLINGS = ("null", "none")
 
 Locate = Callable[[int], str]
+#: a file's content: memory-mapped, or bytes (a copy, after a cut last line was dropped)
+Buffer = bytes | mmap.mmap
 
 
 @dataclass
@@ -98,6 +103,21 @@ def step_column(columns: Sequence[str], *, where: str) -> str:
         raise IngestError(f"{where}: no step column (expected one of "
                           f"{', '.join(STEP_NAMES[:6])}, ...); rename or add it")
     return step
+
+
+def map_file(path: Path) -> Buffer:
+    """The file's bytes, memory-mapped (no copy; an empty file is ``b""``).
+
+    A map has ``find``, slices and the buffer protocol, but no ``count`` or ``split``, and
+    ``in`` only looks for a single byte.
+    """
+    try:
+        with path.open("rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise IngestError(f"{path}: cannot read ({exc.strerror})") from exc
 
 
 def sniff(
@@ -185,7 +205,8 @@ def steps(column: pl.Series, *, locate: Locate) -> pl.Series:
             f" (column {name})",
         )
         out = as_int.fill_null(as_float.cast(pl.Int64, strict=False))
-    _fail_first(out.is_null(), locate, lambda r: f"no step in column {name}")
+    if out.has_nulls():
+        _fail_first(out.is_null(), locate, lambda r: f"no step in column {name}")
     return out.alias("step")
 
 
@@ -219,29 +240,31 @@ def values(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series | No
 def wide_to_raw(
     frame: pl.DataFrame, *, step: str, wall: str | None, locate: Locate, notes: Notes
 ) -> pl.DataFrame:
-    """Turn a wide table into a raw frame (``step, key, value, wall_time``); empty cells drop."""
+    """Turn a wide table into a raw frame (``step, key, value, wall_time``); empty cells drop.
+
+    The frame comes out in one block per key (the table is unpivoted column by column), the
+    steps of each in file order.
+    """
     frame, locate = _drop_blank_rows(frame, locate)
-    metric_cols = [c for c in frame.columns if c not in (step, wall)]
-    cols: dict[str, pl.Series] = {"step": steps(frame[step], locate=locate)}
-    notes.monotonic = frame.height < 2 or bool((cols["step"].diff().drop_nulls() > 0).all())
-    cols["wall_time"] = (
-        _wall(frame[wall], locate=locate, notes=notes) if wall
-        else pl.repeat(None, frame.height, dtype=pl.Float64, eager=True)
-    )
-    for name in metric_cols:
-        series = values(frame[name], locate=locate, notes=notes)
+    cols: dict[str, pl.Series] = {"step": steps(frame.get_column(step), locate=locate)}
+    notes.monotonic = bool(np.all(np.diff(cols["step"].to_numpy()) > 0))
+    if wall:
+        cols["wall_time"] = _wall(frame.get_column(wall), locate=locate, notes=notes)
+    for column in frame.iter_columns():
+        series = None if column.name in (step, wall) else values(column, locate=locate, notes=notes)
         if series is not None:
-            cols[name] = series.alias(name)
-    table = pl.DataFrame(cols)
-    on = [c for c in table.columns if c not in ("step", "wall_time")]
+            cols[column.name] = series
+    index = [c for c in ("step", "wall_time") if c in cols]
+    on = [c for c in cols if c not in index]
+    table = pl.DataFrame(list(cols.values()))
+    wall_time = pl.col("wall_time") if wall else pl.lit(None, pl.Float64).alias("wall_time")
     if not on:
         return table.select("step", pl.lit(None, pl.Utf8).alias("key"),
-                            pl.lit(None, pl.Float64).alias("value"), "wall_time").clear()
-    return (
-        table.unpivot(on=on, index=["step", "wall_time"], variable_name="key", value_name="value")
-        .filter(pl.col("value").is_not_null())
-        .select("step", "key", "value", "wall_time")
-    )
+                            pl.lit(None, pl.Float64).alias("value"), wall_time).clear()
+    raw = table.unpivot(on=on, index=index, variable_name="key", value_name="value")
+    if any(cols[c].has_nulls() for c in on):  # an empty cell is no row
+        raw = raw.filter(pl.col("value").is_not_null())
+    return raw.select("step", "key", "value", wall_time)
 
 
 def long_to_raw(
@@ -277,14 +300,14 @@ def nonempty(raw: pl.DataFrame, where: object) -> pl.DataFrame:
 def _wall(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series:
     out = values(column, locate=locate, notes=notes)
     if out is None:  # a date string column, say: keep the run, drop the wall time
-        return pl.repeat(None, column.len(), dtype=pl.Float64, eager=True)
+        return pl.repeat(None, column.len(), dtype=pl.Float64, eager=True).alias("wall_time")
     return out.alias("wall_time")
 
 
 def _drop_blank_rows(frame: pl.DataFrame, locate: Locate) -> tuple[pl.DataFrame, Locate]:
     """Rows where every cell is empty are blank lines, not data; ``locate`` keeps file rows."""
-    if not frame.height:
-        return frame, locate
+    if not frame.height or not all(column.has_nulls() for column in frame.iter_columns()):
+        return frame, locate  # a column without a null (the step, mostly): no row is blank
     blank = frame.select(pl.all_horizontal(pl.all().is_null())).to_series()
     if not blank.any():
         return frame, locate
