@@ -24,7 +24,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from benchmarks.common import Context, Row, alternate, peak_rss_mb
+from benchmarks.common import Context, Peak, Row, alternate, peak_rss_mb
 
 MEGATRON = (
     "[2024-05-01 10:{m:02d}:{s:02d}.123456] iteration {i:8d}/ 1000000 | consumed samples: {cs:12d} | "
@@ -78,8 +78,11 @@ def run(ctx: Context) -> list[Row]:
             "proxydiag parse only": "lines/s; file -> raw frame (steps, overflows resolved)",
             "python re loop": "lines/s; numbers into Python lists only",
         }
+        peak = _peak(path, writer(ctx.cache, 20_000))
         rows += [
-            Row(group, tool, secs, n, note=f"{notes[tool]}; {n / cpu[tool]:,.0f} lines per CPU-s")
+            Row(group, tool, secs, n, peak_mb=peak.mb if tool == "proxydiag" else None,
+                note=f"{notes[tool]}; {n / cpu[tool]:,.0f} lines per CPU-s"
+                     + (f"; {peak.note}" if tool == "proxydiag" else ""))
             for tool, secs in times.items()
         ]
     rows.append(_streaming(ctx))
@@ -89,21 +92,21 @@ def run(ctx: Context) -> list[Row]:
 def _streaming(ctx: Context) -> Row:
     mb = 4 if ctx.smoke else int(os.environ.get("PROXYDIAG_BENCH_CONSOLE_MB", "512"))
     path = _write_stream(ctx.cache, mb)
-    code = (
-        "from proxydiag.ingest import console, ReadContext\n"
-        f"run = console.read(Path({str(path)!r}), ReadContext())[0]\n"
-    )
     t0 = time.perf_counter()
-    peak = peak_rss_mb(code)
+    peak = _peak(path, _write_stream(ctx.cache, 4))
     seconds = time.perf_counter() - t0
     from proxydiag.ingest import ReadContext, console
 
     run = console.read(path, ReadContext())[0]
-    frame_mb = run.frame.estimated_size() / 2**20
     lines = int(run.attrs["console_lines"])
-    return Row(f"console stream {mb} MB", "proxydiag", [seconds], lines, peak_mb=peak,
-               note=f"lines/s incl. process start; peak RSS above idle = {peak / frame_mb:.1f}x "
-                    f"the run's frame ({frame_mb:.0f} MB, {run.frame.height:,} points)")
+    return Row(f"console stream {mb} MB", "proxydiag", [seconds], lines, peak_mb=peak.mb,
+               note=f"lines/s incl. process start; {peak.note}, {run.frame.height:,} points")
+
+
+def _peak(path: Path, small: Path) -> Peak:
+    """Peak memory of reading ``path`` (after reading ``small``, which warms the reader up)."""
+    return peak_rss_mb(f"run = proxydiag.read_run(Path({str(path)!r}))",
+                       warm=f"proxydiag.read_run(Path({str(small)!r}))")
 
 
 def _cpu_seconds(fn: Callable[[], object]) -> float:

@@ -148,12 +148,14 @@ def _sqlite_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
             (rid,)).fetchall(),
     }, repeat=ctx.repeat)
     group = f"mlflow sqlite store, {n:,} points"
+    read = "mlflow_sql.read({uri!r}, ReadContext(options={{'run_ids': [{rid!r}]}}))[0]"
     peak = peak_rss_mb(
-        "from proxydiag.ingest import ReadContext, mlflow_sql\n"
-        f"mlflow_sql.read({uri!r}, ReadContext(options={{'run_ids': [{rid!r}]}}))")
+        f"run = {read.format(uri=uri, rid=rid)}",
+        warm="from proxydiag.ingest import ReadContext, mlflow_sql\n"
+             + read.format(uri=uri, rid=data["ids"]["server"]))
     return [
-        Row(group, "proxydiag", times["proxydiag"], n, peak_mb=peak,
-            note="direct SQL per key into numpy, canonical frame out"),
+        Row(group, "proxydiag", times["proxydiag"], n, peak_mb=peak.mb,
+            note=f"direct SQL per key into numpy, canonical frame out; {peak.note}"),
         Row(group, "MlflowClient.get_metric_history", [t * scale for t in times["get_metric_history"]],
             n, note=f"measured on {len(sub)} of {data['keys']} keys, scaled ×{scale:g}"),
         Row(group, "mlflow.search_runs", times["mlflow.search_runs"], 0,

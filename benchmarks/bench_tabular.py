@@ -71,6 +71,7 @@ def _raw_only(fmt: str, path: Path) -> object:
 
 def run(ctx: Context) -> list[Row]:
     paths = inputs(ctx)
+    small = inputs(Context(smoke=True, repeat=1, cache=ctx.cache))  # warms the reader up
     points = ctx.size(50, 5) * ctx.size(20_000, 2_000)
     rows = []
     for fmt, path in paths.items():
@@ -83,8 +84,10 @@ def run(ctx: Context) -> list[Row]:
             repeat=ctx.repeat,
         )
         group = f"{fmt} {points:,} points ({path.stat().st_size / 1e6:.0f} MB)"
-        peak = peak_rss_mb(f"from proxydiag.ingest import read_run; read_run(Path({str(path)!r}))")
+        peak = peak_rss_mb(f"run = proxydiag.read_run(Path({str(path)!r}))",
+                           warm=f"proxydiag.read_run(Path({str(small[fmt])!r}))")
         for tool, seconds in times.items():
+            mine = tool == "proxydiag"
             rows.append(Row(group, tool, seconds, points=points,
-                            peak_mb=peak if tool == "proxydiag" else None))
+                            peak_mb=peak.mb if mine else None, note=peak.note if mine else ""))
     return rows

@@ -74,28 +74,52 @@ def alternate(fns: dict[str, Callable[[], Any]], *, repeat: int) -> dict[str, li
     return times
 
 
-def peak_rss_mb(code: str) -> float:
-    """Peak RSS (MB) above the idle interpreter with proxydiag imported, of ``code`` run in a
-    fresh subprocess (``code`` may use the names ``proxydiag`` and ``Path``)."""
+_PEAK = """
+import json, re
+from pathlib import Path
+import numpy, polars, proxydiag
+{warm}
+def status(field):
+    return int(re.search(field + r":\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1))
+Path("/proc/self/clear_refs").write_text("5")  # reset the high-water mark after the warm-up
+base = status("VmRSS")
+{code}
+peak = status("VmHWM")
+frame = globals().get("run")
+print(json.dumps({{"base": base, "peak": peak,
+                  "frame": frame.frame.estimated_size() if frame is not None else None}}))
+"""
+
+
+@dataclass(frozen=True)
+class Peak:
+    """Peak RSS above the warm process, and the in-memory size of the run read (if any)."""
+
+    mb: float
+    frame_mb: float | None
+
+    @property
+    def note(self) -> str:
+        if not self.frame_mb:
+            return ""
+        return f"peak = {self.mb / self.frame_mb:.1f}x the run's frame ({self.frame_mb:.0f} MB)"
+
+
+def peak_rss_mb(code: str, *, warm: str = "") -> Peak:
+    """Peak RSS (MB) of ``code`` run in a fresh subprocess, above the process right before it:
+    imports done (numpy, polars, proxydiag) and ``warm`` run (reading a small file of the same
+    format loads what the reader needs: compiled code, thread pools), high-water mark reset.
+    ``code`` may use ``proxydiag`` and ``Path``; a ``run`` it leaves is measured too. Linux.
+
+    Not ``ru_maxrss``: Linux carries it over fork+exec, so a large parent (the benchmark
+    driver) would hide the child's own peak.
+    """
     import json
     import subprocess
     import sys
 
-    # VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec, so a large parent
-    # (the benchmark driver) would hide the child's own peak
-    prog = (
-        "import json, proxydiag, polars, numpy\n"
-        "from pathlib import Path\n"
-        "def _hwm():\n"
-        "    for line in open('/proc/self/status'):\n"
-        "        if line.startswith('VmHWM:'):\n"
-        "            return int(line.split()[1])\n"
-        "    return 0\n"
-        "base = _hwm()\n"
-        f"{code}\n"
-        "peak = _hwm()\n"
-        "print(json.dumps({'base': base, 'peak': peak}))\n"
-    )
+    prog = _PEAK.format(code=code, warm=warm)
     res = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True)
     data = json.loads(res.stdout.strip().splitlines()[-1])
-    return (data["peak"] - data["base"]) / 1024.0
+    frame = data["frame"]
+    return Peak((data["peak"] - data["base"]) / 1024.0, frame / 2**20 if frame else None)
