@@ -14,13 +14,16 @@ import os
 import warnings
 from pathlib import Path
 
+import google_crc32c
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
+from proxydiag.ingest import tb_crc
 from proxydiag.ingest.tb_crc import masked
+from proxydiag.ingest.tb_jit import jit
 from proxydiag.ingest.tb_proto import decode_slow
 from proxydiag.ingest.tb_records import frame
 from proxydiag.ingest.tb_scalars import Scalars, read_buffer
@@ -90,6 +93,48 @@ def test_fast_decoder_equals_protobuf(records: list[bytes]) -> None:
     assert sc.steps.tolist() == slow.steps
     np.testing.assert_array_equal(sc.values, np.array(slow.values, dtype=np.float64))
     np.testing.assert_array_equal(sc.wall_times, np.array(slow.wall_times, dtype=np.float64))
+
+
+def test_every_table_grows_and_still_equals_protobuf() -> None:
+    """Past the scan's first sizes: 300 tags, a Summary of 400 values, 40 int tensors."""
+    values = [summary_pb2.Summary.Value(tag=f"t{i}", simple_value=float(i)) for i in range(300)]
+    big = [summary_pb2.Summary.Value(tag="", simple_value=float(i)) for i in range(400)]
+    ints = [tensor_value("n", float(i), dtype="int32", metadata=True) for i in range(40)]
+    records = [
+        event_pb2.Event(step=s, wall_time=float(s), summary=summary_pb2.Summary(value=group)).SerializeToString()
+        for s, group in enumerate([values[:150], big, *[[v] for v in values[150:]], *[[v] for v in ints]])
+    ]
+    data = b"".join(_record(r) for r in records)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    sc = _read(data)
+    framing = frame(buf)
+    slow = decode_slow(buf, framing.starts, framing.lengths)
+    assert sc.size == len(slow.values) == 740
+    assert sc.keys.to_list() == slow.keys
+    assert sc.steps.tolist() == slow.steps
+    np.testing.assert_array_equal(sc.values, np.array(slow.values, dtype=np.float64))
+
+
+@FUZZ
+@given(st.binary(max_size=200), st.integers(0, 16))
+def test_crc_instruction_equals_tables(data: bytes, start: int) -> None:
+    buf = np.frombuffer(bytes(start) + data, dtype=np.uint8)
+    expected = google_crc32c.value(data)
+    expected = ((((expected >> 15) | (expected << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
+    assert masked(data) == expected
+    assert _crc_tables(buf, start, len(data)) == expected
+    if tb_crc.has_crc_instruction():
+        assert _crc_instruction(buf, start, len(data)) == expected
+
+
+@jit
+def _crc_tables(buf: np.ndarray, start: int, length: int) -> int:
+    return int(tb_crc.crc32c_tables(buf, start, length))
+
+
+@jit
+def _crc_instruction(buf: np.ndarray, start: int, length: int) -> int:
+    return int(tb_crc.crc32c_instruction(buf, start, length))
 
 
 @FUZZ

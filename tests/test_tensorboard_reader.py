@@ -192,7 +192,7 @@ def test_detection_by_content(tmp_path: Path) -> None:
 def test_jit_without_writable_cache_compiles_uncached(monkeypatch: pytest.MonkeyPatch) -> None:
     import numba
 
-    from proxydiag.ingest import tb_crc
+    from proxydiag.ingest import tb_jit
 
     real = numba.njit
 
@@ -202,5 +202,5 @@ def test_jit_without_writable_cache_compiles_uncached(monkeypatch: pytest.Monkey
         return real(*args, **kwargs)
 
     monkeypatch.setattr(numba, "njit", no_cache_dir)
-    add_one = tb_crc.jit(lambda x: x + 1)
+    add_one = tb_jit.jit(lambda x: x + 1)
     assert add_one(2) == 3

@@ -1,14 +1,17 @@
-"""TFRecord framing of a whole event file in one compiled pass, every CRC checked.
+"""TFRecord framing of a whole event file in compiled code, every CRC checked.
 
 A record is ``uint64 length | uint32 masked_crc(length) | data | uint32 masked_crc(data)``
-(``tensorflow/core/lib/io/record_writer.cc``). :func:`frame` returns where each intact
-record's data lies, plus the damage it stepped over:
+(``tensorflow/core/lib/io/record_writer.cc``). :func:`next_record` reads the record at an
+offset, and what damage it stepped over:
 
 - a data CRC mismatch skips that record (the length was trustworthy, so framing goes on);
 - a header CRC mismatch (garbage, a flipped length byte) resynchronises on the next offset
   where a header *and* its data both check out, or stops when there is none;
 - a record cut by the end of the file (a job killed mid-write, a file still being written)
   ends the read there.
+
+The decoder (:mod:`~proxydiag.ingest.tb_decode`) calls it record by record, so framing, CRC
+and decoding are one pass over the file; :func:`frame` lists every record (the protobuf route).
 """
 
 from __future__ import annotations
@@ -17,13 +20,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proxydiag.ingest.tb_crc import TABLES, jit, masked_crc32c, read_u32, read_u64
+from proxydiag.ingest.tb_crc import record_crc
+from proxydiag.ingest.tb_jit import inlined, jit, read_u32, read_u64
 
-#: damage kinds reported by :func:`frame`
-DATA_CRC, BAD_HEADER, TRUNCATED = 1, 2, 3
+#: what :func:`next_record` found: an intact record, or a kind of damage
+INTACT, DATA_CRC, BAD_HEADER, TRUNCATED = 0, 1, 2, 3
 _HEADER = 12
 _MIN_RECORD = 16
-_MAX_PROBLEMS = 256
+#: damaged places kept with their offsets (the rest are only counted)
+MAX_PROBLEMS = 256
 
 
 @dataclass(frozen=True)
@@ -31,8 +36,7 @@ class Framing:
     """Intact records of one buffer and the damage found between them.
 
     ``starts``/``lengths`` locate each record's data; ``problems`` rows are
-    ``(kind, offset, detail)``: for :data:`BAD_HEADER` ``detail`` is the offset where reading
-    resumed (-1: nowhere), for :data:`TRUNCATED` the bytes left, else the record's length.
+    ``(kind, offset, detail)`` (see :func:`next_record`), ``n_problems`` counts them all.
     """
 
     starts: np.ndarray
@@ -41,92 +45,70 @@ class Framing:
     n_problems: int
 
 
-@jit
-def _grow(arr: np.ndarray) -> np.ndarray:  # pragma: no cover
-    out = np.empty(arr.size * 2, dtype=arr.dtype)
-    out[: arr.size] = arr
-    return out
-
-
-@jit
-def _header_ok(buf: np.ndarray, pos: int, table: np.ndarray) -> bool:  # pragma: no cover
-    stored = (
-        np.int64(buf[pos + 8]) | (np.int64(buf[pos + 9]) << 8)
-        | (np.int64(buf[pos + 10]) << 16) | (np.int64(buf[pos + 11]) << 24)
-    )
-    return bool(masked_crc32c(buf, pos, 8, table) == stored)
-
-
-@jit
-def _record_ok(buf: np.ndarray, pos: int, table: np.ndarray) -> bool:  # pragma: no cover
+@inlined
+def _record_ok(buf: np.ndarray, pos: int) -> bool:  # pragma: no cover
     """A header and its data both check out at ``pos`` (used to resynchronise)."""
     n = buf.size
-    if pos + _MIN_RECORD > n or not _header_ok(buf, pos, table):
+    if pos + _MIN_RECORD > n or record_crc(buf, pos, 8) != read_u32(buf, pos + 8):
         return False
     length = read_u64(buf, pos)
     if length > np.uint64(n - pos - _MIN_RECORD):
         return False
     size = int(np.int64(length))
-    return bool(masked_crc32c(buf, pos + _HEADER, size, table) == read_u32(buf, pos + _HEADER + size))
+    return bool(record_crc(buf, pos + _HEADER, size) == read_u32(buf, pos + _HEADER + size))
+
+
+@inlined
+def next_record(buf: np.ndarray, pos: int) -> tuple[int, int, int, int]:  # pragma: no cover
+    """``(kind, start, size, detail)`` of the record at ``pos`` (``pos < buf.size``); the next
+    record is at ``start + size + 4`` in every case.
+
+    :data:`INTACT` and :data:`DATA_CRC`: the data is ``buf[start:start + size]``, ``detail``
+    is ``size``. :data:`BAD_HEADER`: reading resumes at ``start``, ``detail`` the same (-1:
+    nowhere, ``start`` is ``buf.size``). :data:`TRUNCATED`: ``detail`` bytes were left, ``start``
+    is ``buf.size``. Without a record, ``size`` is -4.
+    """
+    n = buf.size
+    if n - pos < _HEADER:
+        return TRUNCATED, n, -4, n - pos
+    if record_crc(buf, pos, 8) != read_u32(buf, pos + 8):
+        nxt = pos + 1
+        while nxt < n and not _record_ok(buf, nxt):
+            nxt += 1
+        return BAD_HEADER, nxt, -4, nxt if nxt < n else -1
+    length = read_u64(buf, pos)
+    if length > np.uint64(n - pos - _MIN_RECORD):
+        return TRUNCATED, n, -4, n - pos
+    size = int(np.int64(length))
+    start = pos + _HEADER
+    kind = INTACT if record_crc(buf, start, size) == read_u32(buf, start + size) else DATA_CRC
+    return kind, start, size, size
 
 
 @jit
-def _frame(buf: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, np.ndarray, int]:  # pragma: no cover
+def note_problem(problems: np.ndarray, n_problems: int, kind: int, offset: int, detail: int) -> int:  # pragma: no cover
+    """Keep a damaged place in ``problems`` (while there is room); the new count."""
+    if n_problems < problems.shape[0]:
+        problems[n_problems, 0], problems[n_problems, 1], problems[n_problems, 2] = kind, offset, detail
+    return n_problems + 1
+
+
+@jit
+def _frame(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  # pragma: no cover
     n = buf.size
-    starts = np.empty(n // 64 + 16, dtype=np.int64)
-    lengths = np.empty(n // 64 + 16, dtype=np.int64)
-    problems = np.zeros((_MAX_PROBLEMS, 3), dtype=np.int64)
-    count = 0
-    n_problems = 0
-    pos = 0
+    starts = np.empty(n // _MIN_RECORD + 1, dtype=np.int64)  # room for any file; untouched
+    lengths = np.empty(n // _MIN_RECORD + 1, dtype=np.int64)  # pages are never resident
+    problems = np.zeros((MAX_PROBLEMS, 3), dtype=np.int64)
+    count, n_problems, pos = 0, 0, 0
     while pos < n:
-        kind = 0
-        detail = 0
-        where = pos
-        if n - pos < _HEADER:
-            kind, detail, pos = TRUNCATED, n - pos, n
-        elif masked_crc32c(buf, pos, 8, table) != (
-            np.int64(buf[pos + 8]) | (np.int64(buf[pos + 9]) << 8)
-            | (np.int64(buf[pos + 10]) << 16) | (np.int64(buf[pos + 11]) << 24)
-        ):
-            nxt = pos + 1
-            while nxt < n and not _record_ok(buf, nxt, table):
-                nxt += 1
-            if nxt >= n:
-                kind, detail, pos = BAD_HEADER, -1, n
-            else:
-                kind, detail, pos = BAD_HEADER, nxt, nxt
+        kind, start, size, detail = next_record(buf, pos)
+        if kind == INTACT:
+            starts[count], lengths[count] = start, size
+            count += 1
         else:
-            length = np.uint64(0)
-            for k in range(8):
-                length |= np.uint64(buf[pos + k]) << np.uint64(8 * k)
-            if length > np.uint64(n - pos - _MIN_RECORD):
-                kind, detail, pos = TRUNCATED, n - pos, n
-            else:
-                size = int(np.int64(length))
-                data = pos + _HEADER
-                e = data + size
-                stored = (
-                    np.int64(buf[e]) | (np.int64(buf[e + 1]) << 8)
-                    | (np.int64(buf[e + 2]) << 16) | (np.int64(buf[e + 3]) << 24)
-                )
-                if masked_crc32c(buf, data, size, table) == stored:
-                    if count == starts.size:
-                        starts = _grow(starts)
-                        lengths = _grow(lengths)
-                    starts[count] = data
-                    lengths[count] = size
-                    count += 1
-                else:
-                    kind, detail = DATA_CRC, size
-                pos = data + size + 4
-        if kind != 0:
-            if n_problems < _MAX_PROBLEMS:
-                problems[n_problems, 0] = kind
-                problems[n_problems, 1] = where
-                problems[n_problems, 2] = detail
-            n_problems += 1
-    return starts[:count], lengths[:count], count, problems, n_problems
+            n_problems = note_problem(problems, n_problems, kind, pos, detail)
+        pos = start + size + 4
+    return starts[:count], lengths[:count], problems, n_problems
 
 
 def frame(buf: np.ndarray) -> Framing:
@@ -141,8 +123,8 @@ def frame(buf: np.ndarray) -> Framing:
     >>> f.starts.tolist(), f.lengths.tolist(), f.problems[0].tolist()
     ([12], [5], [3, 21, 7])
     """
-    starts, lengths, _, problems, n_problems = _frame(buf, TABLES)
-    return Framing(starts, lengths, problems[: min(n_problems, _MAX_PROBLEMS)], int(n_problems))
+    starts, lengths, problems, n_problems = _frame(buf)
+    return Framing(starts, lengths, problems[: min(n_problems, MAX_PROBLEMS)], int(n_problems))
 
 
 def describe(kind: int, offset: int, detail: int, *, path: str) -> str:

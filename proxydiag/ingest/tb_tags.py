@@ -1,83 +1,118 @@
-"""Interning of tag byte strings into small integer ids, in one compiled pass.
+"""The decoder's tag table: each value's tag bytes -> a small integer id, in compiled code.
 
-A run has tens to thousands of tags but up to millions of values; hashing each value's
-tag bytes (FNV-1a) into an open-addressing table and comparing the bytes against the
-table's representative gives each value its tag id without making a Python string per value.
+A run has tens to thousands of tags but up to millions of values. Each value's tag bytes
+are hashed eight at a time into an open-addressing table (multiplicative hashing: the slot
+comes from the hash's top bits) and compared with the first occurrence's bytes, so the scan
+numbers tags as it goes, without a Python string per value. The table stays at most half
+full; :func:`room` and :func:`grown` let the scan grow it between records.
+
+``info`` holds one row per tag (columns :data:`OFF` ... :data:`HASH`): where its bytes lie
+in the buffer, and the record, position in the ``Summary`` and kind of its *first* value
+(a tag's first value decides whether it is a scalar, see :mod:`~proxydiag.ingest.tb_proto`),
+and its hash.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from proxydiag.ingest.tb_crc import jit
+from proxydiag.ingest.tb_jit import at, inlined, jit, read_u64
 
-_FNV_OFFSET = 0xCBF29CE484222325
-_FNV_PRIME = 0x100000001B3
+#: columns of ``info``
+OFF, LEN, REC_START, REC_LEN, INDEX, KIND, HASH = range(7)
+_MULT = 0x9E3779B97F4A7C15  # 2**64 / golden ratio
 
 
-@jit
+@inlined
 def _hash(buf: np.ndarray, off: int, n: int) -> np.uint64:  # pragma: no cover
-    h = np.uint64(_FNV_OFFSET)
+    h = np.uint64(n)
+    if n >= 8:
+        i = off
+        while i + 8 < off + n:
+            h = (h ^ read_u64(buf, i)) * np.uint64(_MULT)
+            i += 8
+        return np.uint64((h ^ read_u64(buf, off + n - 8)) * np.uint64(_MULT))  # last 8 bytes (may overlap)
     for i in range(off, off + n):
-        h = (h ^ np.uint64(buf[i])) * np.uint64(_FNV_PRIME)
-    return h
+        h = (h ^ np.uint64(at(buf, i))) * np.uint64(_MULT)
+    return h * np.uint64(_MULT)
 
 
-@jit
+@inlined
 def _same(buf: np.ndarray, a: int, b: int, n: int) -> bool:  # pragma: no cover
-    for i in range(n):  # noqa: SIM110 (numba: a plain loop, no generator)
-        if buf[a + i] != buf[b + i]:
+    if n < 8:
+        for i in range(n):  # noqa: SIM110 (numba: a plain loop, no generator)
+            if at(buf, a + i) != at(buf, b + i):
+                return False
+        return True
+    i = 0
+    while i + 8 < n:
+        if read_u64(buf, a + i) != read_u64(buf, b + i):
             return False
-    return True
+        i += 8
+    return bool(read_u64(buf, a + n - 8) == read_u64(buf, b + n - 8))
+
+
+@inlined
+def _slot(h: np.uint64, size: int) -> int:  # pragma: no cover
+    """The hash's top 32 bits scaled to ``[0, size)`` (the low bits of a product mix poorly)."""
+    return int(np.int64(((h >> np.uint64(32)) * np.uint64(size)) >> np.uint64(32)))
 
 
 @jit
-def _intern(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:  # pragma: no cover
-    n = offs.size
-    ids = np.empty(n, dtype=np.int64)
-    first = np.empty(64, dtype=np.int64)  # row of each tag's first occurrence
-    cap = 256
-    slots = np.full(cap, -1, dtype=np.int64)
-    hashes = np.zeros(cap, dtype=np.uint64)
-    n_tags = 0
-    for i in range(n):
-        h = _hash(buf, offs[i], lens[i])
-        j = np.int64(h & np.uint64(cap - 1))
-        while True:
-            t = slots[j]
-            if t < 0:
-                if n_tags == first.size:
-                    first = np.concatenate((first, np.empty(first.size, dtype=np.int64)))
-                first[n_tags] = i
-                slots[j], hashes[j] = n_tags, h
-                ids[i] = n_tags
-                n_tags += 1
-                break
-            r = first[t]
-            if hashes[j] == h and lens[r] == lens[i] and _same(buf, offs[r], offs[i], lens[i]):
-                ids[i] = t
-                break
-            j = (j + 1) & (cap - 1)
-        if n_tags * 2 > cap:  # keep the table at most half full
-            cap *= 4
-            slots = np.full(cap, -1, dtype=np.int64)
-            hashes = np.zeros(cap, dtype=np.uint64)
-            for t in range(n_tags):
-                hh = _hash(buf, offs[first[t]], lens[first[t]])
-                j = np.int64(hh & np.uint64(cap - 1))
-                while slots[j] >= 0:
-                    j = (j + 1) & (cap - 1)
-                slots[j], hashes[j] = t, hh
-    return ids, first[:n_tags], n_tags
+def new_table() -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """An empty table: ``(slots, info)``; ``slots`` holds tag ids (-1: free)."""
+    return np.full(256, -1, dtype=np.int64), np.empty((64, 7), dtype=np.int64)
 
 
-def intern(buf: np.ndarray, offs: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(ids, first)``: a tag id per value and the row of each tag's first occurrence.
+@jit
+def room(slots: np.ndarray, info: np.ndarray, n_tags: int) -> int:  # pragma: no cover
+    """How many tags :func:`add` can take before the table must grow (it stays half empty)."""
+    return int(min(info.shape[0], slots.size // 2)) - n_tags
 
-    >>> buf = np.frombuffer(b"lossgnormloss", dtype=np.uint8)
-    >>> ids, first = intern(buf, np.array([0, 4, 9]), np.array([4, 5, 4]))
-    >>> ids.tolist(), first.tolist()
-    ([0, 1, 0], [0, 1])
-    """
-    ids, first, _ = _intern(buf, np.ascontiguousarray(offs), np.ascontiguousarray(lens))
-    return ids, first
+
+@jit
+def grown(slots: np.ndarray, info: np.ndarray, n_tags: int, extra: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+    """The table with room for ``extra`` more tags."""
+    size = slots.size
+    while size // 2 < n_tags + extra:
+        size *= 4
+    bigger = np.empty((max(2 * info.shape[0], n_tags + extra), info.shape[1]), dtype=np.int64)
+    bigger[:n_tags] = info[:n_tags]
+    table = np.full(size, -1, dtype=np.int64)
+    for t in range(n_tags):
+        _place(table, t, bigger[t, HASH])
+    return table, bigger
+
+
+@inlined
+def find(buf: np.ndarray, off: int, n: int, slots: np.ndarray, info: np.ndarray) -> tuple[int, np.int64]:  # pragma: no cover
+    """``(id, hash)`` of the tag ``buf[off:off + n]``; id -1 if it is not in the table."""
+    h = _hash(buf, off, n)
+    j = _slot(h, slots.size)
+    while slots[j] >= 0:
+        t = slots[j]
+        if info[t, HASH] == np.int64(h) and info[t, LEN] == n and _same(buf, info[t, OFF], off, n):
+            return int(t), np.int64(h)
+        j = (j + 1) & (slots.size - 1)
+    return -1, np.int64(h)
+
+
+@jit
+def add(
+    slots: np.ndarray, info: np.ndarray, n_tags: int, h: int, off: int, n: int, rec_start: int,
+    rec_len: int, index: int, kind: int,
+) -> None:  # pragma: no cover
+    """Add tag ``n_tags`` (``buf[off:off + n]``, hash ``h``, not in the table yet; there is
+    :func:`room`) from its first value: the ``index``-th of its record, of ``kind``."""
+    info[n_tags, OFF], info[n_tags, LEN], info[n_tags, HASH] = off, n, h
+    info[n_tags, REC_START], info[n_tags, REC_LEN], info[n_tags, INDEX], info[n_tags, KIND] = rec_start, rec_len, index, kind
+    _place(slots, n_tags, h)
+
+
+@jit
+def _place(slots: np.ndarray, t: int, h: int) -> None:  # pragma: no cover
+    """Put tag ``t`` (hash ``h``) in the first free slot from its own."""
+    j = _slot(np.uint64(h), slots.size)
+    while slots[j] >= 0:
+        j = (j + 1) & (slots.size - 1)
+    slots[j] = t

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from proxydiag.ingest.tb_crc import jit
+from proxydiag.ingest.tb_jit import inlined, jit, read_u32, read_u64
 
-#: value kinds
-SKIP, SIMPLE, TENSOR_F32, TENSOR_F64, PYTHON = 0, 1, 2, 3, 4
-#: rows of the decoder's output (one column per value, so each field is contiguous); KIND
-#: holds ``kind | index << 3`` (index: the value's position in its Summary, for protobuf)
-REC, TAG_OFF, TAG_LEN, KIND = range(4)
+#: value kinds (PYTHON: a one-element tensor of another dtype, left to protobuf);
+#: NO_MATCH: a record the template of :mod:`~proxydiag.ingest.tb_layout` does not fit
+SKIP, SIMPLE, TENSOR_F32, TENSOR_F64, PYTHON, NO_MATCH = 0, 1, 2, 3, 4, -1
 _DT_FLOAT, _DT_DOUBLE, _DT_STRING = 1, 2, 7
 
 
@@ -59,15 +57,16 @@ def _len(buf: np.ndarray, pos: int, end: int) -> tuple[int, int]:  # pragma: no 
     return pos, pos + int(np.int64(size))
 
 
-@jit
-def _float(buf: np.ndarray, pos: int, nbytes: int, scratch: np.ndarray) -> float:  # pragma: no cover
-    """The little-endian float32 (``nbytes`` 4) or float64 at ``buf[pos]``, through
-    ``scratch`` (8 bytes, allocated once by the caller: no allocation per value)."""
-    for k in range(nbytes):
-        scratch[k] = buf[pos + k]
-    if nbytes == 4:
-        return float(scratch[:4].view(np.float32)[0])
-    return float(scratch.view(np.float64)[0])
+@inlined
+def f32(buf: np.ndarray, pos: int) -> float:  # pragma: no cover
+    """The little-endian float32 at ``buf[pos]``, widened exactly to float64."""
+    return float(np.uint32(read_u32(buf, pos)).view(np.float32))
+
+
+@inlined
+def f64(buf: np.ndarray, pos: int) -> float:  # pragma: no cover
+    """The little-endian float64 at ``buf[pos]``."""
+    return float(np.uint64(read_u64(buf, pos)).view(np.float64))
 
 
 @jit
@@ -108,7 +107,7 @@ def _shape_numel(buf: np.ndarray, pos: int, end: int) -> int:  # pragma: no cove
 
 
 @jit
-def _tensor(buf: np.ndarray, pos: int, end: int, scratch: np.ndarray) -> tuple[int, float]:  # pragma: no cover
+def _tensor(buf: np.ndarray, pos: int, end: int) -> tuple[int, float]:  # pragma: no cover
     """(kind, value) of a ``TensorProto``; kind -1 when malformed."""
     dtype, numel, other = 0, 1, False
     content, content_len = -1, 0
@@ -157,12 +156,12 @@ def _tensor(buf: np.ndarray, pos: int, end: int, scratch: np.ndarray) -> tuple[i
         return SKIP, np.nan
     if not other and dtype == _DT_FLOAT and n_f64 == 0:
         if n_f32 == 1 and content < 0:
-            return TENSOR_F32, _float(buf, f32_at, 4, scratch)
+            return TENSOR_F32, f32(buf, f32_at)
         if n_f32 == 0 and content_len == 4:
-            return TENSOR_F32, _float(buf, content, 4, scratch)
+            return TENSOR_F32, f32(buf, content)
     if not other and dtype == _DT_DOUBLE and n_f32 == 0:
         if n_f64 == 1 and content < 0:
-            return TENSOR_F64, _float(buf, f64_at, 8, scratch)
+            return TENSOR_F64, f64(buf, f64_at)
         if n_f64 == 0 and content_len == 8:
-            return TENSOR_F64, _float(buf, content, 8, scratch)
+            return TENSOR_F64, f64(buf, content)
     return PYTHON, np.nan

@@ -5,8 +5,8 @@ run (named after the directory), read in order of their first wall time, then na
 directory's subdirectories that hold event files are runs of their own (fairseq writes
 ``train/``, ``train_inner/``, ``valid/``), named by their path below the source.
 
-Each file is read once into memory and framed, CRC-checked and decoded in compiled bulk
-passes (:mod:`~proxydiag.ingest.tb_scalars`); damage (a CRC mismatch, garbage, a truncated
+Each file is read once into memory and framed, CRC-checked and decoded in one compiled
+pass (:mod:`~proxydiag.ingest.tb_scalars`); damage (a CRC mismatch, garbage, a truncated
 tail) is an :class:`~proxydiag.errors.IngestWarning` naming ``file@offset`` and a run event,
 and the intact records are kept. ``float32`` values (``simple_value``, ``DT_FLOAT``) are
 widened exactly; ``DT_DOUBLE`` keeps float64.
@@ -18,6 +18,7 @@ import os
 import struct
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -27,7 +28,11 @@ from proxydiag.events import Event
 from proxydiag.frame import raw
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.build import build_run, sidecar_for
+from proxydiag.ingest.keys import enum_keys
 from proxydiag.run import Run
+
+if TYPE_CHECKING:
+    from proxydiag.ingest.tb_scalars import Scalars
 
 NAME = "tensorboard"
 _MARK = "tfevents"
@@ -110,14 +115,25 @@ def _read_files(files: list[Path], *, name: str, source: Path, ctx: ReadContext)
     if not parts:
         return None
     parts.sort(key=lambda p: (p[0], p[1]))
-    frame = raw(
-        np.concatenate([p.steps for *_, p in parts]),
-        pl.concat([p.keys for *_, p in parts]),
-        np.concatenate([p.values for *_, p in parts]),
-        np.concatenate([p.wall_times for *_, p in parts]),
-    )
     return build_run(
-        frame, name=name, source=source, fmt=NAME, aliases=ctx.aliases,
+        _raw([p for *_, p in parts]), name=name, source=source, fmt=NAME, aliases=ctx.aliases,
         attrs={"event_files": [Path(name_).name for _, name_, _ in parts]}, events=events,
         sidecar=sidecar_for(source),
+    )
+
+
+def _raw(parts: list[Scalars]) -> pl.DataFrame:
+    """The raw frame of the files' points, in this order; the keys are an ``Enum`` over the
+    files' tags (one file: its arrays, uncopied)."""
+    index: dict[str, int] = {}
+    ids = []
+    for part in parts:
+        ids_of = np.array([index.setdefault(n, len(index)) for n in part.tag_names], dtype=np.int32)
+        same = np.array_equal(ids_of, np.arange(ids_of.size))  # no tag seen before, none repeated
+        ids.append(part.tag_ids if same else ids_of[part.tag_ids])
+    if len(parts) == 1:
+        return raw(parts[0].steps, enum_keys(ids[0], list(index)), parts[0].values, parts[0].wall_times)
+    return raw(
+        np.concatenate([p.steps for p in parts]), enum_keys(np.concatenate(ids), list(index)),
+        np.concatenate([p.values for p in parts]), np.concatenate([p.wall_times for p in parts]),
     )
