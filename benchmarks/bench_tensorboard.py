@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import Context, Row, alternate
+from benchmarks.common import Context, Row, alternate, peak_rss_mb
 from benchmarks.tb_bulk_writer import write_scalars
 
 N_TAGS = 50
@@ -82,7 +82,7 @@ def _loader(path: Path) -> Callable[[], int]:
 
 
 _MEMORY = {
-    "proxydiag": "proxydiag.read_run(Path({p!r}))",
+    "proxydiag": "run = proxydiag.read_run(Path({p!r}))",
     "tbparse": "from tbparse import SummaryReader; getattr(SummaryReader(str(Path({p!r}).parent)), {a!r})",
     "EventAccumulator-simple_value": (
         "from tensorboard.backend.event_processing import event_accumulator as ea\n"
@@ -97,33 +97,6 @@ _MEMORY = {
         "n = sum(1 for _ in EventFileLoader({p!r}).Load())"
     ),
 }
-
-
-_PEAK = """
-import json, re, sys
-from pathlib import Path
-import numpy, polars, proxydiag
-{warm}
-def status(field):
-    return int(re.search(field + r":\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1))
-Path("/proc/self/clear_refs").write_text("5")  # reset the high-water mark after imports
-base = status("VmRSS")
-{code}
-print(json.dumps({{"base": base, "peak": status("VmHWM")}}))
-"""
-
-
-def _peak_mb(code: str, *, warm: str = "") -> float:
-    """Peak RSS (MB) of ``code`` above the process right before it (imports and ``warm``
-    done, high-water mark reset), in a fresh subprocess. Linux only."""
-    import json
-    import subprocess
-    import sys
-
-    prog = _PEAK.format(code=code, warm=warm)
-    res = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True)
-    data = json.loads(res.stdout.strip().splitlines()[-1])
-    return float(data["peak"] - data["base"]) / 1024.0
 
 
 def _group(ctx: Context, form: str) -> list[Row]:
@@ -154,10 +127,11 @@ def _group(ctx: Context, form: str) -> list[Row]:
         code = snippet.format(p=str(paths[tool]), a=attr)
         # proxydiag's baseline includes numba's start-up (loading the cached machine code)
         warm = f"proxydiag.read_run(Path({str(paths['EventFileLoader'])!r}))" if tool == "proxydiag" else ""
+        peak = peak_rss_mb(code, warm=warm)
         rows.append(Row(
             group=f"tensorboard {label} points ({form})", tool=tool,
-            seconds=[s * scale for s in seconds], points=points, peak_mb=_peak_mb(code, warm=warm),
-            note=note + ("" if tool != "proxydiag" else "read_run: CRCs + decode + build_run"),
+            seconds=[s * scale for s in seconds], points=points, peak_mb=peak.mb,
+            note=note + ("" if tool != "proxydiag" else f"read_run: CRCs + decode + build_run; {peak.note}"),
         ))
     return rows
 
