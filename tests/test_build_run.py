@@ -66,15 +66,15 @@ def raw_frames(draw: st.DrawFn) -> pl.DataFrame:
     return frame
 
 
-@pytest.mark.parametrize("max_slices", [build._MAX_SLICES, 0], ids=["runs as slices", "row sort"])
+@pytest.mark.parametrize("slices", [True, False], ids=["runs as slices", "row sort"])
 @settings(max_examples=200, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # set once per test
 @given(raw=raw_frames())
 def test_build_run_equals_reference(
-    raw: pl.DataFrame, max_slices: int, monkeypatch: pytest.MonkeyPatch
+    raw: pl.DataFrame, slices: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table = AliasTable.default()
-    monkeypatch.setattr(build, "_MAX_SLICES", max_slices)
+    monkeypatch.setattr(build, "_sliceable", lambda n_runs, n_rows: slices)
     run = build_run(raw, name="r", source="r", fmt="t", attrs={"run_id": "r"})
     expected = reference(raw, table)
     assert run.frame.schema == pl.Schema(SCHEMA)

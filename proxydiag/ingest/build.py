@@ -19,8 +19,10 @@ from proxydiag.metrics import AliasTable
 from proxydiag.run import Run, run_id
 
 SIDECAR = "proxydiag.json"
-#: up to this many runs of one key are reordered as slices; more are sorted row by row
+#: runs of one key are reordered as slices when there are at most this many, of this many
+#: rows on average; else the rows are sorted one by one (a gather beats many tiny slices)
 _MAX_SLICES = 4096
+_MIN_RUN_ROWS = 64
 _SIDECAR_FIELDS = (
     "role", "group", "seed", "experts_kept", "experts_total", "cost_per_step", "precision",
     "step_kind", "notes", "name", "log_interval", "params", "tags",
@@ -130,7 +132,7 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
     rows = frame.select("step", "value", "wall_time")
     run_ranks = rank[coded.run_codes]
     lengths = coded.lengths
-    if len(coded.starts) <= _MAX_SLICES:
+    if _sliceable(len(coded.starts), coded.n):
         order = np.argsort(run_ranks, kind="stable")
         rows = pl.concat(
             [rows.slice(int(coded.starts[r]), int(lengths[r])) for r in order], rechunk=False
@@ -141,6 +143,10 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
     counts = np.bincount(per_row, minlength=len(metrics))
     present = np.flatnonzero(counts)
     return _Grouped(rows[pl.Series(order)], present, counts[present], metrics, key_names)
+
+
+def _sliceable(n_runs: int, n_rows: int) -> bool:
+    return n_runs <= _MAX_SLICES and n_runs * _MIN_RUN_ROWS <= n_rows
 
 
 def _normalise_counters(frame: pl.DataFrame, table: AliasTable) -> pl.DataFrame:
