@@ -103,13 +103,9 @@ def _markers(d: Drawable, *, name: str, color: str, legend: set[str]) -> list[go
     return traces
 
 
-def _band(full: Sequence[Run], metric: str, *, align: str, n_buckets: int) -> list[go.Scatter]:
-    """Min–max across seeds of per-bucket means: what run-to-run noise looks like."""
-    series = []
-    for run in full:
-        steps, values = run.series(metric)
-        if len(steps):
-            series.append((to_axis(run, steps, align=align), values))
+def _band(series: list[tuple[np.ndarray, np.ndarray]], *, n_buckets: int) -> list[go.Scatter]:
+    """Min–max across seeds (``(x, values)`` each, non-empty) of per-bucket means: what
+    run-to-run noise looks like."""
     if len(series) < 2:
         return []
     lo_x = min(float(x[0]) for x, _ in series)
@@ -135,6 +131,12 @@ def _band(full: Sequence[Run], metric: str, *, align: str, n_buckets: int) -> li
     ]
 
 
+def _curve(run: Run, metric: str, *, align: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(x on the align axis, values)`` of one run's metric; None when it has no point."""
+    steps, values = run.series(metric)
+    return (to_axis(run, steps, align=align), values) if len(steps) else None
+
+
 def metric_panel(
     metric: str,
     *,
@@ -151,7 +153,6 @@ def metric_panel(
     would double the page for what the band already shows. ``others`` (unrelated runs, as in
     a plain diagnosis report) are lines of their own, named by run.
     """
-    traces: list[go.Scatter] = _band(full, metric, align=align, n_buckets=n_buckets)
     drawn: list[tuple[Run, str, str, bool]] = [
         (run, "full" if i == 0 else "seed", FULL_COLOR if i == 0 else SEED_COLOR, i == 0)
         for i, run in enumerate(full)
@@ -160,15 +161,18 @@ def metric_panel(
         drawn.append((proxy, "proxy", PROXY_COLOR, True))
     drawn += [(run, esc(run.name), OTHER_COLORS[i % len(OTHER_COLORS)], True)
               for i, run in enumerate(others)]
+    curves = {id(run): _curve(run, metric, align=align) for run, *_ in drawn}
+    seeds = [c for run in full if (c := curves[id(run)]) is not None]
+    traces: list[go.Scatter] = _band(seeds, n_buckets=n_buckets)
     raw_values, markers, spans = [], [], []
     legend: set[str] = set()
     for run, role, color, as_line in drawn:
         name = esc(run.name) if role != esc(run.name) else ""
-        steps, values = run.series(metric)
-        if not len(steps):
+        curve = curves[id(run)]
+        if curve is None:
             continue
+        x, values = curve
         raw_values.append(values)
-        x = to_axis(run, steps, align=align)
         spans += [float(x[0]), float(x[-1])]
         d = prepare(x, values, n_buckets=n_buckets)
         if as_line:  # the runs of a plain report share one legend above the panels
