@@ -92,7 +92,8 @@ def timeline_figure(diagnoses: Sequence[tuple[str, Diagnosis]]) -> go.Figure:
             roots_y.append(row)
             roots_text.append(esc(f"{name}: root cause {rc.kind} in {rc.metric or 'run'} "
                                   f"at step {rc.onset_step} → {d.label}"))
-    order = [r for r in dict.fromkeys(order) if r in set(roots_y) | {r for r, _ in detail}]
+    shown = set(roots_y) | {r for r, _ in detail}  # built once, not per row
+    order = [r for r in dict.fromkeys(order) if r in shown]
     if len(diagnoses) > 1:  # each run's rows together, its root cause right below them
         names = [esc(n) for n, _ in diagnoses]
         order.sort(key=lambda r: next(
