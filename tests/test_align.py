@@ -133,3 +133,16 @@ def test_tokens_alignment_compares_at_equal_data_consumed() -> None:
     assert reward.buckets == 500
     # equal up to where in its bucket each run last logged: one full-run interval (1,000 tokens)
     np.testing.assert_allclose(reward.sample[0], reward.sample[1], atol=1000 / 3e5 + 1e-9)
+
+
+def test_a_registered_grid_reusing_the_series_equals_one_built_afresh() -> None:
+    full = make_run("full", curves(2000, seed=0))
+    proxy = make_run("proxy", curves(1800, seed=2), role="proxy")
+    onsets = (900.0, 0.5)
+    first = build_grid([full], proxy)
+    fresh = build_grid([full], proxy, register_onsets=onsets)
+    reused = build_grid([full], proxy, register_onsets=onsets, like=first)
+    assert reused.overlap == fresh.overlap and reused.metrics.keys() == fresh.metrics.keys()
+    for name, mg in fresh.metrics.items():
+        np.testing.assert_array_equal(reused.metrics[name].sample, mg.sample)
+        np.testing.assert_array_equal(reused.metrics[name].envelope, mg.envelope)

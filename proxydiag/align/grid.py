@@ -86,6 +86,10 @@ class Grid:
     spans: tuple[tuple[float, float], ...]  # each run's first/last position on the axis
     metrics: dict[str, MetricGrid] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    #: each run's shared metrics as ``(steps, values)``, kept so that a registered grid of the
+    #: same runs (:func:`build_grid` ``like=``) does not extract them again
+    series: tuple[dict[str, tuple[Floats, Floats]], ...] = field(default=(), repr=False,
+                                                                compare=False)
 
     @property
     def undecidable(self) -> list[str]:
@@ -108,11 +112,13 @@ class Grid:
 
 def build_grid(full: list[Run], proxy: Run, *, align: str = "step",
                config: FidelityConfig | None = None,
-               register_onsets: tuple[float, float] | None = None) -> Grid:
+               register_onsets: tuple[float, float] | None = None,
+               like: Grid | None = None) -> Grid:
     """Align ``full`` runs and ``proxy`` and resample every metric the proxy and a full run have.
 
     ``register_onsets = (proxy_onset_step, full_onset_progress)`` warps the proxy's axis so its
-    fault onset lands on the full run's (:mod:`proxydiag.align.register`).
+    fault onset lands on the full run's (:mod:`proxydiag.align.register`). ``like``: a grid
+    already built for the same runs, whose extracted series are reused.
     """
     config = config or FidelityConfig()
     if align not in ALIGNERS:
@@ -136,9 +142,9 @@ def build_grid(full: list[Run], proxy: Run, *, align: str = "step",
         raise AnalysisError(
             f"proxy {proxy.id} shares no metric with the full runs; check the alias table (--aliases)"
         )
-    per_run = [_by_metric(r, common) for r in runs]
+    per_run = list(like.series) if like is not None else [_by_metric(r, common) for r in runs]
     grid = Grid(align, axes[0].unit, x_range, overlap, tuple(r.id for r in runs), len(full), axes,
-                spans)
+                spans, series=tuple(per_run))
     for metric in sorted(common):
         rows = [i for i in range(len(full)) if metric in per_run[i]] + [len(full)]
         series = [(axes[i](per_run[i][metric][0]), per_run[i][metric][1]) for i in rows]

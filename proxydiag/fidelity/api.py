@@ -67,7 +67,7 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
     ev = events.score(grid, diagnoses, config=cfg)
     curves = grid
     if fault.reproduced and fault.onset_lag_steps and fault.full.get("onset_progress") is not None:
-        curves = build_grid(fulls, proxy, align=align, config=cfg, register_onsets=(
+        curves = build_grid(fulls, proxy, align=align, config=cfg, like=grid, register_onsets=(
             float(fault.proxy["onset_step"]), float(fault.full["onset_progress"])))
     per_metric = _score_metrics(curves, fulls, proxy, config=cfg, seed=seed)
     fidelity, verdict, reasons = aggregate.overall(per_metric, fault, cfg, ev)
