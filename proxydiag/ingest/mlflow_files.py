@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from proxydiag.errors import IngestError, IngestWarning
-from proxydiag.ingest import ReadContext
+from proxydiag.ingest import ReadContext, is_uri
 from proxydiag.ingest.build import build_run
 from proxydiag.ingest.mlflow_meta import (
     OWN_PREFIX,
@@ -42,7 +42,7 @@ NAME = "mlflow_files"
 
 def can_read(source: str | Path) -> bool:
     """A run folder, an experiment folder, or an mlruns root (cheap: looks at folder names)."""
-    if isinstance(source, str) and "://" in source:
+    if is_uri(source):
         return False
     path = Path(source)
     return path.is_dir() and _kind(path) is not None

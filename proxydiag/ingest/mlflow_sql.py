@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from proxydiag.errors import IngestError
-from proxydiag.ingest import ReadContext
+from proxydiag.ingest import ReadContext, is_uri
 from proxydiag.ingest.build import build_run
 from proxydiag.ingest.mlflow_meta import (
     OWN_PREFIX,
@@ -56,7 +56,7 @@ def can_read(source: str | Path) -> bool:
     """A ``sqlite:///`` URI, or a SQLite file holding MLflow's ``runs`` and ``metrics`` tables."""
     if isinstance(source, str) and source.startswith("sqlite:///"):
         return True
-    if isinstance(source, str) and "://" in source:
+    if is_uri(source):
         return False
     path = Path(source)
     if path.suffix.lower() not in _SUFFIXES or not path.is_file():

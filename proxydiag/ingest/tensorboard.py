@@ -26,7 +26,7 @@ import polars as pl
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.events import Event
 from proxydiag.frame import raw
-from proxydiag.ingest import ReadContext
+from proxydiag.ingest import ReadContext, is_uri
 from proxydiag.ingest.build import build_run, sidecar_for
 from proxydiag.ingest.keys import enum_keys
 from proxydiag.run import Run
@@ -65,7 +65,7 @@ def _event_files(directory: Path) -> list[Path]:
 
 def can_read(source: str | Path) -> bool:
     """An event file, or a directory that directly contains event files."""
-    if isinstance(source, str) and "://" in source:
+    if is_uri(source):
         return False
     path = Path(source)
     if path.is_dir():

@@ -10,8 +10,9 @@ Config goes to ``attrs["params"]`` (and ``role``/``group``/``seed``/``experts_ke
 when the config names them), the final summary to ``attrs["summary"]``. A damaged record
 ends the read there with an :class:`~proxydiag.errors.IngestWarning` naming ``file@offset``.
 
-Detection needs no wandb: a ``.wandb`` file starts with ``:W&B``. A run directory reached
-through a symlink (W&B's ``latest-run``) is not read again.
+Detection needs no wandb: a ``.wandb`` file starts with ``:W&B``. W&B's ``latest-run`` symlink
+is skipped when a folder is walked (:func:`proxydiag.ingest.discover` skips linked folders), and
+read when it is named.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 from proxydiag.errors import IngestError, IngestWarning, MissingExtraError
 from proxydiag.events import Event
 from proxydiag.frame import raw
-from proxydiag.ingest import ReadContext
+from proxydiag.ingest import ReadContext, is_uri
 from proxydiag.ingest.build import build_run, sidecar_for
 from proxydiag.run import Run
 
@@ -54,13 +55,9 @@ def _magic_ok(path: Path) -> bool:
 
 def can_read(source: str | Path) -> bool:
     """A W&B run directory (``run-*``/``offline-run-*`` holding ``run-*.wandb``) or the file."""
-    if isinstance(source, str) and "://" in source:
+    if is_uri(source):
         return False
-    path = Path(source)
-    run_dir = path if path.is_dir() else path.parent
-    if run_dir.is_symlink():  # W&B's latest-run: the run is read once, by its real name
-        return False
-    return _log_file(path) is not None
+    return _log_file(Path(source)) is not None
 
 
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
