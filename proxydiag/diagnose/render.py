@@ -3,10 +3,9 @@ comment (JSON is ``Diagnosis.to_dict()``)."""
 
 from __future__ import annotations
 
-import re
-
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.events import Event
+from proxydiag.report.escape import md
 
 #: context events (severity info) shown before "... and N more"
 MAX_INFO = 6
@@ -55,12 +54,6 @@ def text(d: Diagnosis) -> str:
     return "\n".join(lines)
 
 
-def _md(value: object) -> str:
-    """Escape user strings (run names, metric keys) for Markdown and HTML."""
-    out = str(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return re.sub(r"([\\`*_|\[\]])", r"\\\1", out)
-
-
 def markdown(d: Diagnosis) -> str:
     """Markdown that fits a PR comment or a chat message.
 
@@ -70,24 +63,24 @@ def markdown(d: Diagnosis) -> str:
     """
     onset = f"step {d.onset_step}" if d.onset_step is not None else "—"
     lines = [
-        f"### {_md(d.run)}: **{d.label}**",
+        f"### {md(d.run)}: **{d.label}**",
         "",
-        f"onset {onset} · confidence {d.confidence:.2f} · source `{_md(d.source)}`",
+        f"onset {onset} · confidence {d.confidence:.2f} · source `{md(d.source)}`",
     ]
     if d.summary:
-        lines += ["", _md(d.summary)]
+        lines += ["", md(d.summary)]
     events, more = _shown(d)
     if events:
         lines += ["", "| # | severity | event | metric | onset | evidence |", "|---|---|---|---|---:|---|"]
         for i, e in enumerate(events, 1):
             lines.append(
-                f"| {i} | {e.severity} | {e.kind} | {_md(e.metric or '')} | "
-                f"{e.onset_step if e.onset_step is not None else ''} | {_md(e.evidence)} |"
+                f"| {i} | {e.severity} | {e.kind} | {md(e.metric or '')} | "
+                f"{e.onset_step if e.onset_step is not None else ''} | {md(e.evidence)} |"
             )
         if more:
             lines.append(f"\n… and {more} more context events")
     if d.hints:
-        lines += ["", "**What to check next**", ""] + [f"- {_md(h)}" for h in d.hints]
+        lines += ["", "**What to check next**", ""] + [f"- {md(h)}" for h in d.hints]
     if d.missing:
-        lines += ["", "**Missing:** " + "; ".join(_md(_WHY_MISSING.get(m, m)) for m in d.missing)]
+        lines += ["", "**Missing:** " + "; ".join(md(_WHY_MISSING.get(m, m)) for m in d.missing)]
     return "\n".join(lines)

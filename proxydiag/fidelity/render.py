@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.result import Comparison, MetricFidelity
+from proxydiag.report.escape import md
 
 _SCORED = ("trend", "shape", "volatility", "increments")
 
@@ -41,19 +42,19 @@ def _ordered(c: Comparison, config: FidelityConfig) -> list[tuple[str, MetricFid
 def markdown(c: Comparison, config: FidelityConfig | None = None) -> str:
     """A Markdown summary that fits a PR comment: verdict, reasons, fault, the metric table."""
     lines = [
-        f"**proxy fidelity: {c.verdict}** ({c.fidelity:.2f}) — `{_md(c.proxy_run)}` vs "
-        f"{', '.join(f'`{_md(f)}`' for f in c.full_runs)}",
+        f"**proxy fidelity: {c.verdict}** ({c.fidelity:.2f}) — `{md(c.proxy_run)}` vs "
+        f"{', '.join(f'`{md(f)}`' for f in c.full_runs)}",
         "",
-        *(f"- {_md(r)}" for r in c.reasons),
-        f"- fault: {_md(c.faults.explanation)}",
-        f"- alignment: {c.align}; {_md(c.overlap)}",
+        *(f"- {md(r)}" for r in c.reasons),
+        f"- fault: {md(c.faults.explanation)}",
+        f"- alignment: {c.align}; {md(c.overlap)}",
         "",
         "| metric | verdict | score [CI] | seed pairs | trend | shape | volatility | increments |",
         "|---|---|---|---:|---:|---:|---:|---:|",
     ]
     for name, m in _ordered(c, config or FidelityConfig()):
         cells = [f"{m.tests[k].score:.2f}" if k in m.tests else "" for k in _SCORED]
-        lines.append(f"| {_md(name)} | {m.verdict} | {m.score:.2f} [{m.ci[0]:.2f}, {m.ci[1]:.2f}] | "
+        lines.append(f"| {md(name)} | {m.verdict} | {m.score:.2f} [{m.ci[0]:.2f}, {m.ci[1]:.2f}] | "
                      f"{_num(m.seed_baseline)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -62,5 +63,3 @@ def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def _md(s: str) -> str:
-    return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
