@@ -72,8 +72,7 @@ class RunStore:
     @contextlib.contextmanager
     def writing(self) -> Iterator[RunStore]:
         """Hold the writer lock (re-entrant); raises StoreLockedError after lock_timeout_s."""
-        if self.path.exists() and not self.path.is_dir():
-            raise StoreError(f"{self.path}: is a file, not a store directory; use another --store")
+        self._check_dir()
         with self._lock:
             if self._lock.depth == 1:
                 self._prepare()
@@ -205,13 +204,16 @@ class RunStore:
     def _file(self, rid: str) -> Path:
         return self.path / "runs" / f"{slug(rid, max_len=200)}.parquet"
 
+    def _check_dir(self) -> None:
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"{self.path}: is a file, not a store directory; use another --store")
+
     def _session(self) -> contextlib.AbstractContextManager[Any]:
         return catalog.session(self.db, read_only=False, timeout_s=self.lock_timeout_s)
 
     def _query(self, sql: str, schema: dict[str, pl.DataType], params: list[Any] | None = None,
                ) -> pl.DataFrame:
-        if self.path.exists() and not self.path.is_dir():
-            raise StoreError(f"{self.path}: is a file, not a store directory; use another --store")
+        self._check_dir()
         if not self.db.exists():
             return pl.DataFrame(schema=schema)
         with catalog.session(self.db, read_only=True, timeout_s=self.read_timeout_s) as con:

@@ -37,7 +37,8 @@ def reference(raw: pl.DataFrame, table: AliasTable) -> pl.DataFrame:
         pl.col("key").replace_strict(resolved, return_dtype=pl.Utf8).alias("metric"),
         pl.lit("r", dtype=pl.Utf8).alias("run"),
     ).sort("metric", "step", maintain_order=True)
-    return _normalise_counters(frame.select(list(SCHEMA)), table)
+    cumulative = [m for m, spec in table.specs.items() if spec.counter == "cumulative"]
+    return _normalise_counters(frame.select(list(SCHEMA)), cumulative)
 
 
 @st.composite

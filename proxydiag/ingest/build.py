@@ -72,8 +72,10 @@ def build_run(
     rid = str(all_attrs.get("run_id") or run_id(name, str(source)))
     all_attrs["run_id"] = rid
     out = grouped.frame(rid)
-    if any(m in table.specs and table.specs[m].counter == "cumulative" for m in grouped.metrics):
-        out = _normalise_counters(out, table)
+    cumulative = [m for m in grouped.metrics if m in table.specs
+                  and table.specs[m].counter == "cumulative"]
+    if cumulative:
+        out = _normalise_counters(out, cumulative)
     mapping = {m: k for k, m in resolved.items() if m in table.specs}
     return Run(out, name, all_attrs, mapping, list(events or []))
 
@@ -149,13 +151,12 @@ def _sliceable(n_runs: int, n_rows: int) -> bool:
     return n_runs <= _MAX_SLICES and n_runs * _MIN_RUN_ROWS <= n_rows
 
 
-def _normalise_counters(frame: pl.DataFrame, table: AliasTable) -> pl.DataFrame:
+def _normalise_counters(frame: pl.DataFrame, cumulative: list[str]) -> pl.DataFrame:
     """Cumulative counters (a running total of skipped steps, say) become per-step counts.
 
     ``frame`` is grouped by metric with steps ascending, so a diff within the metric is the
     count of each step.
     """
-    cumulative = [m for m, s in table.specs.items() if s.counter == "cumulative"]
     diff = pl.col("value").diff().over("metric")
     per_step = (
         pl.when(diff.is_null() | (diff < 0)).then(pl.col("value")).otherwise(diff)

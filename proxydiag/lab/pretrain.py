@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import torch
@@ -33,7 +34,7 @@ def pretrain(cfg: ModelConfig, *, seed: int, steps: int = 400, batch: int = 64, 
         opt.step()
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")  # workers may pre-train the same model
         torch.save(model.state_dict(), tmp)
         tmp.replace(path)
     return model

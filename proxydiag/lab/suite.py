@@ -43,8 +43,10 @@ def run_suite(out: Path, *, runs: list[LabRun], workers: int = 2) -> Path:
 
         torch.set_num_threads(1)  # OpenMP threads spin badly on a loaded machine
 
-        for seed in sorted({r.pretrain_seed for r in todo}):
-            pretrain(todo[0].model, seed=seed, steps=todo[0].pretrain_steps, cache_dir=cache)
+        # one per distinct pre-training (the cache key holds the model, seed and steps)
+        inputs = {(repr(r.model), r.pretrain_seed, r.pretrain_steps): r for r in todo}
+        for r in inputs.values():
+            pretrain(r.model, seed=r.pretrain_seed, steps=r.pretrain_steps, cache_dir=cache)
     with ProcessPoolExecutor(max_workers=workers) as pool:
         list(pool.map(_one, [(r, out, cache) for r in todo]))
     return write_labels(out, runs)
