@@ -87,7 +87,9 @@ base = status("VmRSS")
 peak = status("VmHWM")
 frame = globals().get("run")
 print(json.dumps({{"base": base, "peak": peak,
-                  "frame": frame.frame.estimated_size() if frame is not None else None}}))
+                  "frame": frame.frame.estimated_size() if frame is not None else None,
+                  "points": frame.frame.height if frame is not None else None,
+                  "lines": frame.attrs.get("console_lines") if frame is not None else None}}))
 """
 
 
@@ -97,6 +99,8 @@ class Peak:
 
     mb: float
     frame_mb: float | None
+    points: int | None = None  # the run's points
+    lines: int | None = None  # a console log's lines read
 
     @property
     def note(self) -> str:
@@ -122,4 +126,5 @@ def peak_rss_mb(code: str, *, warm: str = "") -> Peak:
     res = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True)
     data = json.loads(res.stdout.strip().splitlines()[-1])
     frame = data["frame"]
-    return Peak((data["peak"] - data["base"]) / 1024.0, frame / 2**20 if frame else None)
+    return Peak((data["peak"] - data["base"]) / 1024.0, frame / 2**20 if frame else None,
+                data["points"], data["lines"])
