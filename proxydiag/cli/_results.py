@@ -56,8 +56,14 @@ def load(source: str, store: Path | None, aliases: Path | None = None) -> list[R
     """The runs of a CLI SOURCE (path, URI, or run id in ``store``)."""
     from proxydiag.sources import load as load_source
 
-    options = {"aliases": aliases} if aliases is not None else {}
-    return load_source(source, store=store, **options)
+    return load_source(source, store=store, aliases=aliases)
+
+
+def load_one(source: str, store: Path | None, aliases: Path | None = None) -> Run:
+    """The one run of a CLI SOURCE; a folder of several fails before any is read."""
+    from proxydiag.sources import load_one as load_source
+
+    return load_source(source, store=store, aliases=aliases)
 
 
 def keep_diagnosis(d: Diagnosis, run: Run, *, to: Destination) -> None:

@@ -16,8 +16,8 @@ from proxydiag.cli._results import (
     check_format,
     keep_comparison,
     load,
+    load_one,
 )
-from proxydiag.errors import AnalysisError
 
 #: --fail-on VERDICT exits 1 on that verdict or a worse one
 FAIL_ON = {"unfaithful": ("unfaithful",), "partial": ("partial", "unfaithful")}
@@ -46,9 +46,7 @@ def compare(
     if fail_on is not None and fail_on not in FAIL_ON:
         raise typer.BadParameter(f"--fail-on {fail_on!r}: use unfaithful or partial")
     fulls = [run for source in full for run in load(source, store)]
-    proxies = load(proxy, store)
-    if len(proxies) != 1:
-        raise AnalysisError(f"{proxy}: holds {len(proxies)} runs; pass exactly one proxy run")
+    proxies = [load_one(proxy, store)]
     cfg = load_config(config) if config is not None else FidelityConfig()
     # diagnosed once here: the comparison and the report logged to MLflow both use them
     diagnoses = [diagnose(run) for run in [*fulls, proxies[0]]]

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, TrackingOpt, app, err, out
+from proxydiag.cli._results import load, load_one
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
 from proxydiag.report.content import ReportContent
@@ -16,19 +17,7 @@ from proxydiag.run import Run
 
 
 def _load(sources: list[str], *, store: Path, aliases: Path | None) -> list[Run]:
-    from proxydiag.sources import load
-
-    runs: list[Run] = []
-    for source in sources:
-        runs += load(source, store=store, **({"aliases": aliases} if aliases else {}))
-    return runs
-
-
-def _load_one(source: str, *, store: Path, aliases: Path | None) -> Run:
-    """One run; a folder of several fails before any of them is read."""
-    from proxydiag.sources import load_one
-
-    return load_one(source, store=store, **({"aliases": aliases} if aliases else {}))
+    return [run for source in sources for run in load(source, store, aliases)]
 
 
 def _jobs(sources: list[str], full: list[str], proxy: str | None, group: str | None, *,
@@ -44,18 +33,21 @@ def _jobs(sources: list[str], full: list[str], proxy: str | None, group: str | N
         return [Job(output, runs=tuple(_load(sources, store=store, aliases=aliases)))]
     if not full or proxy is None:
         raise AnalysisError("a comparison report needs --full SOURCE and --proxy SOURCE")
-    proxies = [_load_one(proxy, store=store, aliases=aliases)]
+    proxies = [load_one(proxy, store, aliases)]
     return comparison_jobs(output, full=_load(full, store=store, aliases=aliases),
                            proxies=proxies)
 
 
 def _log_to_mlflow(content: ReportContent, html: str, *, tracking_uri: str | None,
-                   experiment: str | None) -> None:
+                   experiment: str | None, logged: set[str]) -> None:
+    """Log the report's results; a diagnosis already logged by an earlier report of the
+    group (its full runs) is not logged again (``logged`` holds those run ids)."""
     from proxydiag.mlflow_sink import log_comparison, log_diagnosis
 
     for run in content.drawn_runs:
         d = content.diagnoses.get(run.id)
-        if d is not None:
+        if d is not None and run.id not in logged:
+            logged.add(run.id)
             log_diagnosis(d, run, report_html=html, tracking_uri=tracking_uri,
                           experiment=experiment)
     if content.comparison is not None and content.proxy is not None:
@@ -110,6 +102,7 @@ def report(
     gate = _gate(fail_on)
     matched: list[str] = []
     known: dict[str, Diagnosis] = {}  # a group's full runs are diagnosed once, not per proxy
+    logged: set[str] = set()  # ... and logged to MLflow once
     for job in _jobs(list(sources or []), list(full or []), proxy, group, store=store,
                      output=output, aliases=aliases):
         ids = {r.id for r in job.every}
@@ -125,7 +118,8 @@ def report(
             out.print(str(job.output), markup=False)
         if log_to_mlflow:
             html = text if fmt == "html" else render(content, fmt="html")
-            _log_to_mlflow(content, html, tracking_uri=tracking_uri, experiment=mlflow_experiment)
+            _log_to_mlflow(content, html, tracking_uri=tracking_uri, experiment=mlflow_experiment,
+                           logged=logged)
         matched += [f"{name}: {d.label}" for name, d in content.named_diagnoses() if d.label in gate]
         c = content.comparison
         if c is not None and c.verdict in gate:
