@@ -96,17 +96,18 @@ class Grid:
         """Skipped metrics without a finite point in any run (all NaN/inf: nothing to compare)."""
         return [m for m, why in self.skipped.items() if why.startswith(NO_FINITE)]
 
-    def position(self, progress: float) -> float:
-        """The axis position of a relative progress (inverse of :meth:`progress`)."""
-        first, last = self.spans[0] if self.align != "progress" else (0.0, 1.0)
-        return first + progress * (last - first)
+    @property
+    def reference_span(self) -> tuple[float, float]:
+        """The span progress is measured on: the reference full run's, or (0, 1) for
+        ``progress`` alignment."""
+        return _reference_span(self.align, self.spans)
 
     def progress(self, row: int, at_step: float) -> float:
         """Relative progress of ``at_step`` of run ``row``: on the reference full run's span for
         ``step``/``tokens`` alignment (so a proxy that stopped early is not stretched), on the
         run's own span for ``progress``."""
         x = float(self.axes[row](at_step))
-        first, last = self.spans[0] if self.align != "progress" else (0.0, 1.0)
+        first, last = self.reference_span
         return (x - first) / max(last - first, 1e-12)
 
 
@@ -159,7 +160,7 @@ def build_grid(full: list[Run], proxy: Run, *, align: str = "step",
 def _registered(axes: tuple[Axis, ...], proxy: Run, onsets: tuple[float, float], *, align: str,
                 spans: tuple[tuple[float, float], ...]) -> tuple[tuple[Axis, ...], str]:
     onset_step, full_progress = onsets
-    first, last = spans[0] if align != "progress" else (0.0, 1.0)
+    first, last = _reference_span(align, spans)
     target = first + full_progress * (last - first)
     warped = register(axes[-1], first_step=proxy.first_step, last_step=proxy.last_step,
                       onset_step=onset_step, to_position=target)
@@ -168,6 +169,10 @@ def _registered(axes: tuple[Axis, ...], proxy: Run, onsets: tuple[float, float],
     return (*axes[:-1], warped), (
         f"; proxy axis warped to register its fault onset (step {onset_step:g}) on the full "
         f"run's ({target:.4g} on the {axes[0].unit} axis)")
+
+
+def _reference_span(align: str, spans: tuple[tuple[float, float], ...]) -> tuple[float, float]:
+    return spans[0] if align != "progress" else (0.0, 1.0)
 
 
 def _range(kind: str, axes: tuple[Axis, ...], runs: list[Run]) -> tuple[tuple[float, float], str]:

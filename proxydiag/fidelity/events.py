@@ -36,7 +36,7 @@ Events = dict[str, list[float]]  # kind:metric -> onsets in progress
 def run_events(grid: Grid, row: int, diagnosis: Diagnosis | None, *, window: float) -> Events:
     """Onsets of every symptom in run ``row`` (progress units), bursts merged."""
     found: dict[str, list[float]] = {}
-    first, last = grid.spans[0] if grid.align != "progress" else (0.0, 1.0)
+    first, last = grid.reference_span
     span = max(last - first, 1e-12)
     for name, mg in grid.metrics.items():
         r = mg.row_of(row)
