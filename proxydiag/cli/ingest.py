@@ -10,10 +10,9 @@ from __future__ import annotations
 from enum import StrEnum
 from pathlib import Path
 from types import ModuleType
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, app, err
@@ -22,6 +21,9 @@ from proxydiag.errors import ProxydiagError, StoreLockedError
 from proxydiag.ingest import ReadContext, discover, is_uri
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 #: summary rows printed before eliding the rest
 MAX_ROWS = 40
@@ -144,6 +146,15 @@ def _summary_only(run: Run) -> Run:
 
 
 def _progress() -> Progress:
+    # imported here: rich.progress costs ~25 ms on every command's start-up, --help included
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(
         TextColumn("[progress.description]{task.description}"), BarColumn(),
         MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True,
