@@ -13,9 +13,10 @@ wall_time  Float64 seconds since the epoch, null where the source has none
 
 A value that was never logged is *no row*; only a logged NaN is NaN.
 Readers produce a *raw* frame (``step, key, value, wall_time`` in file order; ``key`` is
-``Utf8``, or an ``Enum`` when the reader numbers its keys, see
-:func:`proxydiag.ingest.keys.enum_keys`); :func:`proxydiag.ingest.build.build_run` turns it
-into the canonical frame.
+``Utf8``, an ``Enum`` when the reader numbers its keys (see
+:func:`proxydiag.ingest.keys.enum_keys`), or a ``Categorical`` when it keeps many rows
+before building the run (the console reader)); :func:`proxydiag.ingest.build.build_run`
+turns it into the canonical frame.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def raw(steps: Any, keys: Any, values: Any, wall_times: Any = None) -> pl.DataFr
     >>> raw([1, 2], ["loss", "loss"], [0.5, float("nan")]).height
     2
     """
-    coded = isinstance(keys, pl.Series) and isinstance(keys.dtype, pl.Enum)
+    coded = isinstance(keys, pl.Series) and _coded(keys.dtype)
     frame = pl.DataFrame(
         {
             "step": pl.Series("step", steps, dtype=pl.Int64),
@@ -75,16 +76,20 @@ def raw(steps: Any, keys: Any, values: Any, wall_times: Any = None) -> pl.DataFr
     return frame.with_columns(wall)
 
 
+def _coded(dtype: pl.DataType) -> bool:
+    return isinstance(dtype, (pl.Enum, pl.Categorical))
+
+
 def coerce_raw(frame: pl.DataFrame) -> pl.DataFrame:
     """Cast a reader's frame to :data:`RAW_SCHEMA` (adds a null wall_time if missing; an
-    ``Enum`` key column stays one)."""
+    ``Enum`` or ``Categorical`` key column stays one)."""
     if "wall_time" not in frame.columns:
         frame = frame.with_columns(pl.lit(None, dtype=pl.Float64).alias("wall_time"))
     missing = [c for c in RAW_SCHEMA if c not in frame.columns]
     if missing:
         raise FrameError(f"raw frame lacks columns {missing}")
     return frame.select(
-        pl.col(c) if c == "key" and isinstance(frame.schema[c], pl.Enum) else pl.col(c).cast(t)
+        pl.col(c) if c == "key" and _coded(frame.schema[c]) else pl.col(c).cast(t)
         for c, t in RAW_SCHEMA.items()
     )
 

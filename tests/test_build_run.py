@@ -19,7 +19,7 @@ from polars.testing import assert_frame_equal
 
 from proxydiag.frame import SCHEMA, coerce_raw
 from proxydiag.ingest import build, keys, segments
-from proxydiag.ingest.build import _normalise_counters, build_run
+from proxydiag.ingest.build import build_run
 from proxydiag.metrics import AliasTable
 
 # canonical names, aliases competing for one metric, a cumulative counter, unmapped keys
@@ -38,7 +38,18 @@ def reference(raw: pl.DataFrame, table: AliasTable) -> pl.DataFrame:
         pl.lit("r", dtype=pl.Utf8).alias("run"),
     ).sort("metric", "step", maintain_order=True)
     cumulative = [m for m, spec in table.specs.items() if spec.counter == "cumulative"]
-    return _normalise_counters(frame.select(list(SCHEMA)), cumulative)
+    return normalise_counters(frame.select(list(SCHEMA)), cumulative)
+
+
+def normalise_counters(frame: pl.DataFrame, cumulative: list[str]) -> pl.DataFrame:
+    """Cumulative counters as per-step counts, the obvious way: a diff within each metric,
+    a drop (a reset) or the first row keeps the value."""
+    diff = pl.col("value").diff().over("metric")
+    per_step = pl.when(diff.is_null() | (diff < 0)).then(pl.col("value")).otherwise(diff)
+    return frame.with_columns(
+        pl.when(pl.col("metric").is_in(cumulative)).then(per_step).otherwise(pl.col("value"))
+        .alias("value")
+    )
 
 
 @st.composite

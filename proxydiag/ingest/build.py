@@ -55,6 +55,7 @@ def build_run(
     """
     table = aliases or AliasTable.default()
     frame = coerce_raw(raw)
+    del raw  # a caller that hands over its only reference frees the key column early
     coded = keys.of(frame["key"])
     resolved = table.resolve(coded.names)
     grouped = _group_by_metric(frame, coded, [resolved[k] for k in coded.names])
@@ -64,6 +65,7 @@ def build_run(
             frame, name=name, source=source, fmt=fmt, aliases=table, attrs=attrs,
             events=[*(events or []), *seg_events], sidecar=sidecar, monotonic=True,
         )
+    del frame  # ``grouped`` holds what is left of it
     all_attrs: dict[str, Any] = {"format": fmt, "source": str(source)}
     all_attrs.update(attrs or {})
     if sidecar is not None:
@@ -71,11 +73,9 @@ def build_run(
     name = str(all_attrs.pop("name", None) or name)
     rid = str(all_attrs.get("run_id") or run_id(name, str(source)))
     all_attrs["run_id"] = rid
-    out = grouped.frame(rid)
-    cumulative = [m for m in grouped.metrics if m in table.specs
-                  and table.specs[m].counter == "cumulative"]
-    if cumulative:
-        out = _normalise_counters(out, cumulative)
+    cumulative = {m for m in grouped.metrics if m in table.specs
+                  and table.specs[m].counter == "cumulative"}
+    out = grouped.frame(rid, cumulative)
     mapping = {m: k for k, m in resolved.items() if m in table.specs}
     return Run(out, name, all_attrs, mapping, list(events or []))
 
@@ -84,8 +84,8 @@ def build_run(
 class _Grouped:
     """The rows of a raw frame grouped by metric name, in runs of one key.
 
-    ``rows`` (step, value, wall_time) hold run after run; run ``i`` has ``lengths[i]`` rows of
-    the metric ``metrics[ranks[i]]`` (``metrics`` sorted).
+    ``rows`` (step, value, wall_time; one chunk) hold run after run; run ``i`` has
+    ``lengths[i]`` rows of the metric ``metrics[ranks[i]]`` (``metrics`` sorted).
     """
 
     rows: pl.DataFrame
@@ -104,27 +104,59 @@ class _Grouped:
         metric_starts = np.cumsum(np.concatenate(([0], self.lengths[:-1])))[new_metric]
         return not np.isin(later, metric_starts).all()
 
-    def frame(self, rid: str) -> pl.DataFrame:
+    def frame(self, rid: str, cumulative: set[str]) -> pl.DataFrame:
         """The canonical frame, in one chunk per column (a frame of many chunks makes every
-        later group-by slower: 15x for 300 chunks of 12 M rows)."""
-        per_row = np.repeat(self.ranks, self.lengths)
-        return self.rows.rechunk().select(
+        later group-by slower: 15x for 300 chunks of 12 M rows). The ``cumulative``
+        counters become per-step counts (:func:`_per_step`)."""
+        # a polars index: gathering with a numpy array of indices costs 3x as much
+        per_row = pl.Series(np.repeat(self.ranks.astype(np.uint32), self.lengths))
+        value = self.rows.get_column("value")
+        counters = [i for i, m in enumerate(self.metrics) if m in cumulative]
+        if counters:
+            value = _per_step(value, self._metric_spans(counters))
+        return self.rows.select(
             pl.lit(rid, dtype=pl.Utf8).alias("run"),
             "step",
             pl.Series("metric", self.metrics, dtype=pl.Utf8).gather(per_row),
             pl.Series("key", self.keys, dtype=pl.Utf8).gather(per_row),
-            "value",
+            value,
             "wall_time",
         )
+
+    def _metric_spans(self, ranks: list[int]) -> list[tuple[int, int]]:
+        """``(start, stop)`` of the rows of each metric in ``ranks`` (each is contiguous)."""
+        ends = np.cumsum(self.lengths)
+        starts = ends - self.lengths
+        return [(int(starts[self.ranks == r].min()), int(ends[self.ranks == r].max()))
+                for r in ranks if (self.ranks == r).any()]
+
+
+def _per_step(value: pl.Series, spans: list[tuple[int, int]]) -> pl.Series:
+    """Cumulative counters (a running total of skipped steps, say) as per-step counts: within
+    each metric's rows ``spans`` (steps ascending) a value becomes its increase over the
+    previous row; the first row, and a drop (a counter reset at a restart: the new total
+    counts from zero), keep the value. NaN stays NaN. Only the counters' rows are touched.
+
+    >>> _per_step(pl.Series([1.0, 3.0, 3.0, 1.0, 9.0]), [(0, 4)]).to_list()
+    [1.0, 2.0, 0.0, 1.0, 9.0]
+    """
+    index, counts = [], []
+    for start, stop in spans:
+        total = value.slice(start, stop - start).to_numpy()
+        with np.errstate(invalid="ignore"):  # inf - inf is NaN, as it should be
+            step = np.diff(total)
+        counts.append(np.concatenate((total[:1], np.where(step < 0, total[1:], step))))
+        index.append(np.arange(start, stop))
+    return value.scatter(np.concatenate(index), np.concatenate(counts))
 
 
 def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str]) -> _Grouped:
     """Rows sorted by metric name, file order kept within each (a stable sort on the metric's
-    rank: integers, not strings).
+    rank: integers, not strings), copied once into one chunk.
 
     Rows in long runs of one key (a wide table unpivoted column by column, a console log
-    parsed block by block) are reordered as slices, one per run, and copied once in sequence
-    by :meth:`_Grouped.frame`, instead of a gather of every row.
+    parsed block by block) are reordered as slices, one per run, instead of a gather of
+    every row; rows already in order (one chunk) are not copied at all.
     """
     by_name = sorted(range(len(metric_of)), key=metric_of.__getitem__)
     rank = np.empty(len(by_name), dtype=np.uint16 if len(by_name) <= 1 << 16 else np.uint32)
@@ -136,9 +168,10 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
     lengths = coded.lengths
     if _sliceable(len(coded.starts), coded.n):
         order = np.argsort(run_ranks, kind="stable")
-        rows = pl.concat(
-            [rows.slice(int(coded.starts[r]), int(lengths[r])) for r in order], rechunk=False
-        )
+        if (order != np.arange(len(order))).any() or max(rows.n_chunks("all")) > 1:
+            rows = pl.concat(
+                [rows.slice(int(coded.starts[r]), int(lengths[r])) for r in order], rechunk=True
+            )
         return _Grouped(rows, run_ranks[order], lengths[order], metrics, key_names)
     per_row = np.repeat(run_ranks, lengths)
     order = np.argsort(per_row, kind="stable")
@@ -149,22 +182,6 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
 
 def _sliceable(n_runs: int, n_rows: int) -> bool:
     return n_runs <= _MAX_SLICES and n_runs * _MIN_RUN_ROWS <= n_rows
-
-
-def _normalise_counters(frame: pl.DataFrame, cumulative: list[str]) -> pl.DataFrame:
-    """Cumulative counters (a running total of skipped steps, say) become per-step counts.
-
-    ``frame`` is grouped by metric with steps ascending, so a diff within the metric is the
-    count of each step.
-    """
-    diff = pl.col("value").diff().over("metric")
-    per_step = (
-        pl.when(diff.is_null() | (diff < 0)).then(pl.col("value")).otherwise(diff)
-    )  # a drop is a counter reset (restart): the new total counts from zero
-    return frame.with_columns(
-        pl.when(pl.col("metric").is_in(cumulative)).then(per_step).otherwise(pl.col("value"))
-        .alias("value")
-    )
 
 
 def sidecar_for(path: Path) -> Path:
