@@ -63,6 +63,19 @@ def empty_records() -> pl.DataFrame:
     return pl.DataFrame(schema=RECORD_SCHEMA)
 
 
+def coded_keys(records: pl.DataFrame) -> pl.DataFrame:
+    """``records`` with their ``key`` column as a ``Categorical``: 4 bytes a row instead of a
+    string view and its bytes, for the records a long log keeps until it is assembled (what
+    :func:`~proxydiag.ingest.keys.of` reads without comparing strings).
+
+    >>> coded_keys(empty_records()).schema["key"]
+    Categorical
+    """
+    if isinstance(records.schema["key"], pl.Categorical):
+        return records
+    return records.with_columns(pl.col("key").cast(pl.Categorical))
+
+
 def empty_overflows() -> pl.DataFrame:
     return pl.DataFrame(schema=OVERFLOW_SCHEMA)
 
