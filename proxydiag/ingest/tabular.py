@@ -31,6 +31,8 @@ import numpy as np
 import polars as pl
 
 from proxydiag.errors import IngestError
+from proxydiag.frame import empty_raw
+from proxydiag.ingest.keys import enum_keys
 
 #: step column names, in order of preference (matched case-insensitively)
 STEP_NAMES = (
@@ -243,28 +245,31 @@ def wide_to_raw(
     """Turn a wide table into a raw frame (``step, key, value, wall_time``); empty cells drop.
 
     The frame comes out in one block per key (the table is unpivoted column by column), the
-    steps of each in file order.
+    steps of each in file order; keys are numbered (an ``Enum``), not a string per row.
     """
     frame, locate = _drop_blank_rows(frame, locate)
-    cols: dict[str, pl.Series] = {"step": steps(frame.get_column(step), locate=locate)}
-    notes.monotonic = bool(np.all(np.diff(cols["step"].to_numpy()) > 0))
-    if wall:
-        cols["wall_time"] = _wall(frame.get_column(wall), locate=locate, notes=notes)
+    step_col = steps(frame.get_column(step), locate=locate)
+    notes.monotonic = bool(np.all(np.diff(step_col.to_numpy()) > 0))
+    wall_col = _wall(frame.get_column(wall), locate=locate, notes=notes) if wall else None
+    metrics = []
     for column in frame.iter_columns():
         series = None if column.name in (step, wall) else values(column, locate=locate, notes=notes)
         if series is not None:
-            cols[column.name] = series
-    index = [c for c in ("step", "wall_time") if c in cols]
-    on = [c for c in cols if c not in index]
-    table = pl.DataFrame(list(cols.values()))
-    wall_time = pl.col("wall_time") if wall else pl.lit(None, pl.Float64).alias("wall_time")
-    if not on:
-        return table.select("step", pl.lit(None, pl.Utf8).alias("key"),
-                            pl.lit(None, pl.Float64).alias("value"), wall_time).clear()
-    raw = table.unpivot(on=on, index=index, variable_name="key", value_name="value")
-    if any(cols[c].has_nulls() for c in on):  # an empty cell is no row
+            metrics.append(series)
+    if not metrics:
+        return empty_raw()
+    n, k = frame.height, len(metrics)
+    value = pl.concat(metrics, rechunk=True).alias("value")
+    raw = pl.DataFrame([
+        pl.Series("step", np.tile(step_col.to_numpy(), k)),
+        enum_keys(np.repeat(np.arange(k, dtype=np.min_scalar_type(k)), n), [m.name for m in metrics]),
+        value,
+        pl.concat([wall_col] * k, rechunk=True) if wall_col is not None
+        else pl.repeat(None, n * k, dtype=pl.Float64, eager=True).alias("wall_time"),
+    ])
+    if value.has_nulls():  # an empty cell is no row
         raw = raw.filter(pl.col("value").is_not_null())
-    return raw.select("step", "key", "value", wall_time)
+    return raw
 
 
 def long_to_raw(
