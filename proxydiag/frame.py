@@ -71,7 +71,7 @@ def raw(steps: Any, keys: Any, values: Any, wall_times: Any = None) -> pl.DataFr
     wall = (
         pl.Series("wall_time", wall_times, dtype=pl.Float64)
         if wall_times is not None
-        else pl.repeat(None, frame.height, dtype=pl.Float64, eager=True).alias("wall_time")
+        else pl.lit(None, dtype=pl.Float64).alias("wall_time")  # one null, not one per row
     )
     return frame.with_columns(wall)
 

@@ -84,7 +84,7 @@ def build_run(
 class _Grouped:
     """The rows of a raw frame grouped by metric name, in runs of one key.
 
-    ``rows`` (step, value, wall_time; one chunk) hold run after run; run ``i`` has
+    ``rows`` (step, value and wall_time unless it is all null; one chunk) hold run after run; run ``i`` has
     ``lengths[i]`` rows of the metric ``metrics[ranks[i]]`` (``metrics`` sorted).
     """
 
@@ -120,7 +120,8 @@ class _Grouped:
             pl.Series("metric", self.metrics, dtype=pl.Utf8).gather(per_row),
             pl.Series("key", self.keys, dtype=pl.Utf8).gather(per_row),
             value,
-            "wall_time",
+            "wall_time" if "wall_time" in self.rows.columns
+            else pl.lit(None, dtype=pl.Float64).alias("wall_time"),
         )
 
     def _metric_spans(self, ranks: list[int]) -> list[tuple[int, int]]:
@@ -163,7 +164,9 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
     rank[by_name] = np.arange(len(by_name))
     metrics = [metric_of[c] for c in by_name]
     key_names = [coded.names[c] for c in by_name]
-    rows = frame.select("step", "value", "wall_time")
+    # a source without wall times: one null for the whole column, not 8 bytes a row
+    timed = frame.get_column("wall_time").null_count() < frame.height
+    rows = frame.select("step", "value", *(["wall_time"] if timed else []))
     run_ranks = rank[coded.run_codes]
     lengths = coded.lengths
     if _sliceable(len(coded.starts), coded.n):

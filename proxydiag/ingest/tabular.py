@@ -264,9 +264,11 @@ def wide_to_raw(
         pl.Series("step", np.tile(step_col.to_numpy(), k)),
         enum_keys(np.repeat(np.arange(k, dtype=np.min_scalar_type(k)), n), [m.name for m in metrics]),
         value,
-        pl.concat([wall_col] * k, rechunk=True) if wall_col is not None
-        else pl.repeat(None, n * k, dtype=pl.Float64, eager=True).alias("wall_time"),
     ])
+    raw = raw.with_columns(
+        pl.concat([wall_col] * k, rechunk=True) if wall_col is not None
+        else pl.lit(None, dtype=pl.Float64).alias("wall_time")
+    )
     if value.has_nulls():  # an empty cell is no row
         raw = raw.filter(pl.col("value").is_not_null())
     return raw
