@@ -153,6 +153,8 @@ GOOD: list[tuple[str, list[str]]] = [
     ("report-html", ["report", "{full0}", "-o", "{work}/out/report.html"]),
     ("report-markdown-fail-on", ["report", "{full0}", "-f", "markdown", "-o", "{work}/report.md",
                                  "--fail-on", "precision_fault"]),
+    ("report-fail-on-partial", ["report", "--full", "{full0}", "--proxy", "{unfaithful}", "-f",
+                                "json", "-o", "{work}/cmp.json", "--fail-on", "partial"]),
 ]
 
 #: the store round trip, in order
@@ -308,6 +310,8 @@ def test_report_writes_the_file_and_gates(ctx: dict[str, Any]) -> None:
     page = (work / "out" / "report.html").read_text(encoding="utf-8")
     assert page.lstrip().lower().startswith("<!doctype html") and "precision_fault" in page
     assert markdown.code == 1, markdown  # the run is a precision_fault
+    gated = _result(ctx, "report-fail-on-partial")  # partial means partial or worse, as in compare
+    assert gated.code == 1 and "unfaithful" in gated.out, gated
     assert "precision\\_fault" in (work / "report.md").read_text(encoding="utf-8")
 
 

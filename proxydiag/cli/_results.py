@@ -1,4 +1,4 @@
-"""What ``diagnose`` and ``compare`` share: their result options, and keeping a result.
+"""What ``diagnose``, ``compare`` and ``report`` share: result options, ``--fail-on``, keeping a result.
 
 A result is kept in the store first (nothing is lost if MLflow is down), then logged to MLflow.
 With ``--log-to-mlflow`` the MLflow sink does both (it stores, logs, then marks the result
@@ -44,6 +44,33 @@ class Destination:
     mlflow: bool = False
     experiment: str | None = None
     tracking_uri: str | None = None
+
+
+#: a verdict given to ``--fail-on`` stands for itself or worse
+VERDICT_OR_WORSE = {"unfaithful": ("unfaithful",), "partial": ("partial", "unfaithful")}
+
+
+def fail_classes(fail_on: str | None, *, labels: bool, verdicts: bool) -> frozenset[str]:
+    """The labels and verdicts that make a command exit 1, from ``--fail-on CLASS[,CLASS]``:
+    failure labels (``labels``) and proxy verdicts (``verdicts``), ``partial`` meaning
+    partial or worse in every command. An unknown class is a usage error (exit 2).
+
+    >>> sorted(fail_classes("partial,loss_divergence", labels=True, verdicts=True))
+    ['loss_divergence', 'partial', 'unfaithful']
+    """
+    from proxydiag.diagnose.result import LABELS
+
+    if fail_on is None:
+        return frozenset()
+    asked = {c.strip() for c in fail_on.split(",") if c.strip()}
+    known = [*(LABELS if labels else ()), *(VERDICT_OR_WORSE if verdicts else ())]
+    unknown = sorted(asked - set(known))
+    if unknown or not asked:
+        raise typer.BadParameter(
+            f"--fail-on {fail_on!r}: unknown class {', '.join(unknown) or '(none)'}; "
+            f"use one or more of {', '.join(known)}"
+        )
+    return frozenset(c for a in asked for c in VERDICT_OR_WORSE.get(a, (a,)))
 
 
 def check_format(fmt: str) -> None:

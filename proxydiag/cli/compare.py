@@ -14,13 +14,11 @@ from proxydiag.cli._results import (
     MlflowExperimentOpt,
     ResultStoreOpt,
     check_format,
+    fail_classes,
     keep_comparison,
     load,
     load_one,
 )
-
-#: --fail-on VERDICT exits 1 on that verdict or a worse one
-FAIL_ON = {"unfaithful": ("unfaithful",), "partial": ("partial", "unfaithful")}
 
 
 @app.command()
@@ -43,8 +41,7 @@ def compare(
     from proxydiag.fidelity.render import markdown, text
 
     check_format(fmt)
-    if fail_on is not None and fail_on not in FAIL_ON:
-        raise typer.BadParameter(f"--fail-on {fail_on!r}: use unfaithful or partial")
+    failing = fail_classes(fail_on, labels=False, verdicts=True)
     fulls = [run for source in full for run in load(source, store)]
     proxies = [load_one(proxy, store)]
     cfg = load_config(config) if config is not None else FidelityConfig()
@@ -58,5 +55,5 @@ def compare(
         out.print(markdown(result, cfg) if fmt == "markdown" else text(result, cfg), markup=False)
     keep_comparison(result, fulls, proxies[0], diagnoses=diagnoses, to=Destination(
         store=store, mlflow=log_to_mlflow, experiment=mlflow_experiment, tracking_uri=tracking_uri))
-    if fail_on is not None and result.verdict in FAIL_ON[fail_on]:
+    if result.verdict in failing:
         raise typer.Exit(1)

@@ -17,10 +17,10 @@ from proxydiag.cli._results import (
     MlflowExperimentOpt,
     ResultStoreOpt,
     check_format,
+    fail_classes,
     keep_diagnosis,
     load,
 )
-from proxydiag.diagnose.result import LABELS
 
 
 @app.command()
@@ -45,7 +45,7 @@ def diagnose(
     from proxydiag.diagnose.render import markdown, text
 
     check_format(fmt)
-    failing = _fail_classes(fail_on)
+    failing = fail_classes(fail_on, labels=True, verdicts=False)
     cfg = load_config(config) if config is not None else DiagnoseConfig()
     to = Destination(store=store, mlflow=log_to_mlflow, experiment=mlflow_experiment,
                      tracking_uri=tracking_uri)
@@ -62,16 +62,3 @@ def diagnose(
             matched = matched or d.label in failing
     if matched:
         raise typer.Exit(1)
-
-
-def _fail_classes(fail_on: str | None) -> frozenset[str]:
-    if fail_on is None:
-        return frozenset()
-    classes = frozenset(c.strip() for c in fail_on.split(",") if c.strip())
-    unknown = sorted(classes - set(LABELS))
-    if unknown or not classes:
-        raise typer.BadParameter(
-            f"--fail-on {fail_on!r}: unknown class {', '.join(unknown) or '(none)'}; "
-            f"use one or more of {', '.join(LABELS)}"
-        )
-    return classes

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, TrackingOpt, app, err, out
-from proxydiag.cli._results import load, load_one
+from proxydiag.cli._results import fail_classes, load, load_one
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
 from proxydiag.report.content import ReportContent
@@ -55,21 +55,6 @@ def _log_to_mlflow(content: ReportContent, html: str, *, tracking_uri: str | Non
                        tracking_uri=tracking_uri, experiment=experiment)
 
 
-def _gate(fail_on: str | None) -> set[str]:
-    """The labels/verdicts that make the command exit 1 (unknown names are an error)."""
-    from proxydiag.diagnose.result import LABELS
-
-    if fail_on is None:
-        return set()
-    gate = {c.strip() for c in fail_on.split(",") if c.strip()}
-    known = (*LABELS, "partial", "unfaithful")
-    unknown = sorted(gate - set(known))
-    if unknown or not gate:
-        raise AnalysisError(f"--fail-on {fail_on!r}: unknown class {', '.join(unknown) or '(none)'}"
-                            f"; use one or more of {', '.join(known)}")
-    return gate
-
-
 @app.command()
 def report(
     sources: Annotated[list[str] | None, typer.Argument(help="runs to diagnose and show")] = None,
@@ -85,7 +70,8 @@ def report(
     align: Annotated[str, typer.Option(
         "--align", help="step | tokens | samples | progress")] = "step",
     fail_on: Annotated[str | None, typer.Option(
-        "--fail-on", help="exit 1 when a run is labelled so (or the proxy's verdict is), "
+        "--fail-on", help="exit 1 when a run is labelled so, or the proxy's verdict is (partial "
+        "means partial or worse), "
         "e.g. loss_divergence,precision_fault or unfaithful")] = None,
     log_to_mlflow: Annotated[bool, typer.Option(
         "--log-to-mlflow", help="also log the results and the HTML report to MLflow")] = False,
@@ -99,7 +85,7 @@ def report(
 
     if fmt not in FORMATS:
         raise AnalysisError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
-    gate = _gate(fail_on)
+    gate = fail_classes(fail_on, labels=True, verdicts=True)
     matched: list[str] = []
     known: dict[str, Diagnosis] = {}  # a group's full runs are diagnosed once, not per proxy
     logged: set[str] = set()  # ... and logged to MLflow once
