@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from _fleet_data import fake_store, fleet_with
+from _fleet_data import fleet_store, fleet_with
 from _report_data import XSS, make_run
 
 from proxydiag.report.dashboard import dashboard_html
@@ -26,8 +26,8 @@ def test_key_metrics_use_every_point() -> None:
     assert km["reward_last"] == reward[-1] and km["last_step"] == 399
 
 
-def test_fleet_joins_labels_fidelity_and_metadata() -> None:
-    fleet = load_fleet(fake_store(), analyse=False)  # type: ignore[arg-type]
+def test_fleet_joins_labels_fidelity_and_metadata(tmp_path: Path) -> None:
+    fleet = load_fleet(fleet_store(tmp_path / "store"), analyse=False)
     assert fleet.runs.height == 4
     labels = dict(zip(fleet.runs["name"], fleet.runs["label"], strict=True))
     assert labels == {"full": "healthy", "p50": "loss_divergence", "p25": None, "p12": None}
@@ -75,15 +75,21 @@ def test_dashboard_cli_from_a_real_store(tmp_path: Path, monkeypatch: Any) -> No
         calls.append(run.name)
         return make_diagnosis(run, onset=None)
 
-    def compare(fulls: list[Run], proxy: Run, **_: Any) -> Any:
+    def compare(fulls: list[Run], proxy: Run, *, full_diagnoses: list[Any] | None = None,
+                proxy_diagnosis: Any = None, **_: Any) -> Any:
         calls.append(f"compare {proxy.name}")
+        given = [*(full_diagnoses or [None] * len(fulls)), proxy_diagnosis]
+        for run, made in zip([*fulls, proxy], given, strict=True):
+            if made is None:  # as the real compare: it diagnoses the runs it is given none for
+                diagnose(run)
         return make_comparison(fulls, proxy)
 
     monkeypatch.setattr(api, "optional_analysis", lambda m, n: {"diagnose": diagnose, "compare": compare}[n])
     with pytest.raises(SystemExit) as exc:
         main(["dashboard", "--store", str(tmp_path / "store"), "-o", str(tmp_path / "dash")])
     assert exc.value.code == 0
-    assert sorted(calls) == ["compare p25", "p25", "p50"]  # only what the store lacks
+    # what the store lacks, and the full run once as compare's input (its result is stored)
+    assert sorted(calls) == ["compare p25", "full", "p25", "p50"]
     html = (tmp_path / "dash" / "index.html").read_text()
     assert html.count("<b>3</b>runs") == 1 and "<b>2</b>proxies compared" in html
     assert html.count('class="badge b-partial"') == 2

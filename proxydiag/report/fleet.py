@@ -7,7 +7,6 @@ computed in memory (``analyse=True``); the store itself is never written.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 if TYPE_CHECKING:
+    from proxydiag.run import Run
     from proxydiag.store import RunStore
 
 #: per run: the last finite value of these metrics ...
@@ -75,37 +75,68 @@ def _comparison_row(proxy: str, fidelity: float | None, verdict: str,
             (faults.get("proxy") or {}).get("label"))
 
 
+class _Diagnoses:
+    """Diagnoses made in this call, by run id: a diagnosis is small, so it is kept for the whole
+    call (a full run is diagnosed once for all its proxies); the run it was made from is not."""
+
+    def __init__(self, diagnose: Callable[..., Any] | None) -> None:
+        self.diagnose = diagnose
+        self.made: dict[str, Any] = {}
+
+    def of(self, run_id: str, run: Run) -> Any:
+        """The diagnosis of ``run`` (None while the diagnose extra is missing)."""
+        if self.diagnose is not None and run_id not in self.made:
+            self.made[run_id] = self.diagnose(run)
+        return self.made.get(run_id)
+
+
+def _compare_group(store: RunStore, compare: Callable[..., Any], memo: _Diagnoses,
+                   full_ids: list[str], proxy_ids: list[str]) -> dict[str, tuple[Any, ...]]:
+    """One group: its full runs loaded once for all its proxies, every run dropped on return."""
+    full_runs = [store.get(r) for r in full_ids]
+    full_diags = [memo.of(rid, run) for rid, run in zip(full_ids, full_runs, strict=True)]
+    return {pid: _compare_one(compare, full_runs, full_diags, pid, store.get(pid), memo)
+            for pid in proxy_ids}  # the proxy is an argument: only one is alive at a time
+
+
+def _compare_one(compare: Callable[..., Any], full_runs: list[Run], full_diags: list[Any],
+                 proxy_id: str, proxy: Run, memo: _Diagnoses) -> tuple[Any, ...]:
+    c = compare(full_runs, proxy, full_diagnoses=full_diags,
+                proxy_diagnosis=memo.of(proxy_id, proxy))
+    return _comparison_row(proxy_id, c.fidelity, c.verdict, c.to_dict())
+
+
 def _analyse_missing(store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame,
                      comps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Diagnose and compare in memory what the store has no result for (when available)."""
+    """Diagnose and compare in memory what the store has no result for (when available).
+
+    One group at a time, so memory follows the largest group, not the fleet; the new rows keep
+    the catalog's run order.
+    """
     from proxydiag.report.api import optional_analysis
 
-    diagnose: Callable[..., Any] | None = optional_analysis("proxydiag.diagnose.api", "diagnose")
+    memo = _Diagnoses(optional_analysis("proxydiag.diagnose.api", "diagnose"))
     compare: Callable[..., Any] | None = optional_analysis("proxydiag.fidelity.api", "compare")
     have = set(diag["run"].to_list())
-    get = functools.cache(store.get)  # a full run serves every proxy of its group
-    made: dict[str, Any] = {}  # diagnoses made here, handed to compare (not made again)
-    new_diag = []
-    if diagnose is not None:
-        for run_id in runs["run"].to_list():
-            if run_id not in have:
-                d = made[run_id] = diagnose(get(run_id))
-                new_diag.append((run_id, d.label, d.onset_step, d.confidence))
-    diag = pl.concat([diag, pl.DataFrame(new_diag, schema=diag.schema, orient="row")])
-    have_c = set(comps["proxy_run"].to_list())
-    new_comp = []
     proxies = runs.filter((pl.col("role") == "proxy") & pl.col("group").is_not_null())
+    todo = proxies.filter(~pl.col("run").is_in(comps["proxy_run"]))
+    made_comp: dict[str, tuple[Any, ...]] = {}
     if compare is not None:
-        for proxy_id, group in zip(proxies["run"], proxies["group"], strict=True):
+        for group in todo["group"].unique(maintain_order=True).to_list():
             fulls = runs.filter((pl.col("group") == group) & (pl.col("role") == "full"))
-            if proxy_id in have_c or fulls.height == 0:
-                continue
-            full_runs = [get(r) for r in fulls.sort("seed", nulls_last=True)["run"]]
-            c = compare(full_runs, get(proxy_id), full_diagnoses=[made.get(r.id) for r in full_runs],
-                        proxy_diagnosis=made.get(proxy_id))
-            new_comp.append(_comparison_row(proxy_id, c.fidelity, c.verdict, c.to_dict()))
-    comps = pl.concat([comps, pl.DataFrame(new_comp, schema=PROXY_SCHEMA, orient="row")])
-    return diag, comps
+            if fulls.height:
+                made_comp |= _compare_group(store, compare, memo,
+                                            fulls.sort("seed", nulls_last=True)["run"].to_list(),
+                                            todo.filter(pl.col("group") == group)["run"].to_list())
+    ids = runs["run"].to_list()
+    for run_id in ids if memo.diagnose is not None else []:
+        if run_id not in have and run_id not in memo.made:
+            memo.of(run_id, store.get(run_id))  # loaded, diagnosed and dropped at once
+    new_diag = [(r, d.label, d.onset_step, d.confidence) for r in ids
+                if r not in have and (d := memo.made.get(r)) is not None]
+    new_comp = [made_comp[p] for p in proxies["run"].to_list() if p in made_comp]
+    return (pl.concat([diag, pl.DataFrame(new_diag, schema=diag.schema, orient="row")]),
+            pl.concat([comps, pl.DataFrame(new_comp, schema=PROXY_SCHEMA, orient="row")]))
 
 
 def load_fleet(store: RunStore, *, analyse: bool = True) -> Fleet:
