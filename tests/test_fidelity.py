@@ -180,3 +180,15 @@ def test_a_nonfinite_skip_count_is_an_overflow_event() -> None:
     found = events.run_events(grid, 0, None, window=CFG.event_window_progress)
     assert found["overflow:skipped"] == pytest.approx([300 / 499, 400 / 499], abs=0.005)
     assert "overflow:skipped" not in events.run_events(grid, 1, None, window=CFG.event_window_progress)
+
+
+def test_consensus_takes_step_and_progress_from_one_seed() -> None:
+    """With an even number of seeds the onset step and its progress come from the same (lower
+    middle) seed, not a step from one seed and the progress averaged over two."""
+    loss = np.linspace(2.0, 1.0, 100)
+    seeds = [make_run(f"full{i}", {"loss": loss}) for i in range(2)]
+    grid = build_grid(seeds, make_run("proxy", {"loss": loss}, role="proxy"), config=CFG)
+    known = [(0, diag(seeds[0], "loss_divergence", 60)), (1, diag(seeds[1], "loss_divergence", 20))]
+    label, step, progress, agree = faults.consensus(known, grid)
+    assert (label, step, agree) == ("loss_divergence", 20, 2)
+    assert progress == grid.progress(1, 20) != grid.progress(0, 60)

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from proxydiag.align.grid import Grid
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.fidelity.config import FidelityConfig
@@ -77,8 +75,9 @@ def score(full_runs: Sequence[Run], proxy: Run, grid: Grid, *, full: Sequence[Di
 
 def consensus(known: Sequence[tuple[int, Diagnosis]], grid: Grid
               ) -> tuple[str, int | None, float | None, int]:
-    """Majority label of the full seeds, its onset step and median onset progress, and how many
-    seeds agree."""
+    """Majority label of the full seeds, the onset step and progress of its median seed (the
+    lower middle one for an even count: step and progress from one seed), and how many seeds
+    agree."""
     labels = [d.label for _, d in known]
     counts = {lab: labels.count(lab) for lab in labels}
     top = max(counts.values())
@@ -88,7 +87,7 @@ def consensus(known: Sequence[tuple[int, Diagnosis]], grid: Grid
         return label, None, None, counts[label]
     progress = [grid.progress(i, d.onset_step) for i, d in carriers]  # type: ignore[arg-type]
     middle = sorted(range(len(carriers)), key=lambda k: progress[k])[(len(carriers) - 1) // 2]
-    return label, carriers[middle][1].onset_step, float(np.median(progress)), counts[label]
+    return label, carriers[middle][1].onset_step, float(progress[middle]), counts[label]
 
 
 def _progress(grid: Grid, row: int, d: Diagnosis) -> float | None:
