@@ -14,8 +14,9 @@ re-run logs the metrics again at step 0 and the UI shows the latest value.
 
 A run that did not come from MLflow gets a run of its own in ``experiment`` (default
 ``proxydiag``), tagged with the proxydiag run id and source; a re-run finds and updates it.
-When a ``store`` is given the result is stored first and marked synced after MLflow accepted
-it, so a server that is down loses nothing (``proxydiag mlflow sync`` retries).
+When a ``store`` is given the result (and its HTML report) is stored first and marked synced
+after MLflow accepted it, so a server that is down loses nothing (``proxydiag mlflow sync``
+retries, report included).
 """
 
 from __future__ import annotations
@@ -49,12 +50,15 @@ def log_diagnosis(diagnosis: Diagnosis, run: Run, *, report_html: str | Path | N
                   tracking_uri: str | None = None, experiment: str | None = None,
                   store: RunStore | None = None) -> str:
     """Log ``diagnosis`` to ``run``'s MLflow run (created if needed); return the MLflow run id."""
+    html = _html(report_html)
     if store is not None:
         store.put_diagnosis(diagnosis)
+        if html is not None:  # kept until MLflow accepts the result: a sync attaches it
+            store.put_pending_report("diagnosis", diagnosis.run, html)
     result = diagnosis.to_dict()
     tags, metrics = diagnosis_fields(result)
     mlflow_id = log_result("diagnosis", result, run.attrs, run_id=run.id, run_name=run.name,
-                           tags=tags, metrics=metrics, report_html=report_html,
+                           tags=tags, metrics=metrics, report_html=html,
                            tracking_uri=tracking_uri, experiment=experiment)
     if store is not None:
         store.mark_synced("diagnosis", diagnosis.run)
@@ -65,13 +69,16 @@ def log_comparison(comparison: Comparison, proxy: Run, full: Run | list[Run], *,
                    report_html: str | Path | None = None, tracking_uri: str | None = None,
                    experiment: str | None = None, store: RunStore | None = None) -> str:
     """Log ``comparison`` to the proxy's MLflow run (created if needed); return its run id."""
+    html = _html(report_html)
     key = store.put_comparison(comparison) if store is not None else None
+    if store is not None and key is not None and html is not None:
+        store.put_pending_report("comparison", key, html)
     result = comparison.to_dict()
     fulls = full if isinstance(full, list) else [full]
     tags, metrics = comparison_fields(result, [_mlflow_name(f) for f in fulls])
     mlflow_id = log_result("comparison", result, proxy.attrs, run_id=proxy.id,
                            run_name=proxy.name, tags=tags, metrics=metrics,
-                           report_html=report_html, tracking_uri=tracking_uri,
+                           report_html=html, tracking_uri=tracking_uri,
                            experiment=experiment)
     if store is not None and key is not None:
         store.mark_synced("comparison", key)

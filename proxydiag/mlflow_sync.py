@@ -2,7 +2,8 @@
 
 Results are always stored before they are logged (:mod:`proxydiag.mlflow_sink`), so a server
 that was down or refused loses nothing: this module replays what
-``RunStore.pending_mlflow()`` lists, from the stored JSON, and marks each one synced.
+``RunStore.pending_mlflow()`` lists, from the stored JSON and the HTML report kept beside it,
+and marks each one synced.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def sync(store: RunStore, *, tracking_uri: str | None = None, experiment: str | 
          ) -> SyncResult:
     """Log every pending result of ``store``; one failure does not stop the others.
 
-    ``report(kind, result, runs)`` may render the HTML report for a result (None: no report).
+    Each result takes the HTML report kept with it when it was first logged, or what
+    ``report(kind, result, runs)`` renders instead (None: no report).
     """
     pushed, failed = [], []
     for item in store.pending_mlflow():
@@ -42,7 +44,7 @@ def sync(store: RunStore, *, tracking_uri: str | None = None, experiment: str | 
         try:
             result = _result(item)
             runs = _runs(store, kind, result)
-            html = report(kind, result, runs) if report is not None else None
+            html = report(kind, result, runs) if report is not None else store.pending_report(kind, key)
             target = runs[0]
             if kind == "diagnosis":
                 tags, metrics = diagnosis_fields(result)

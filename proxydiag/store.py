@@ -26,8 +26,12 @@ at all, also while another process ingests.
 from __future__ import annotations
 
 import contextlib
+import gzip
+import hashlib
 import json
 import os
+import warnings
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +40,7 @@ import polars as pl
 
 from proxydiag import store_catalog as catalog
 from proxydiag import store_files as files
-from proxydiag.errors import StoreError
+from proxydiag.errors import IngestWarning, StoreError
 from proxydiag.frame import SCHEMA
 from proxydiag.run import Run, slug
 from proxydiag.store_lock import WriterLock
@@ -47,6 +51,8 @@ if TYPE_CHECKING:
 
 DEFAULT = Path(os.environ.get("PROXYDIAG_STORE", "proxydiag-store"))
 JOURNAL = ".journal.json"
+#: HTML reports of results MLflow has not accepted yet (``mlflow sync`` attaches them)
+PENDING_REPORTS = "pending_reports"
 KINDS = ("diagnosis", "comparison")
 
 
@@ -104,6 +110,7 @@ class RunStore:
                 con.execute("DELETE FROM runs WHERE run = ?", [rid])
                 con.execute("DELETE FROM diagnoses WHERE run = ?", [rid])
             self._file(rid).unlink(missing_ok=True)
+            self._pending_report("diagnosis", rid).unlink(missing_ok=True)
             (self.path / JOURNAL).unlink()
         return rid
 
@@ -116,6 +123,7 @@ class RunStore:
                 [diagnosis.run, diagnosis.label, diagnosis.onset_step, diagnosis.confidence,
                  json.dumps(d, default=str), catalog.now()],
             )
+            self._pending_report("diagnosis", diagnosis.run).unlink(missing_ok=True)  # stale
 
     def put_comparison(self, comparison: Comparison) -> str:
         """Keep a comparison (the latest per proxy and set of full runs); returns its key."""
@@ -126,13 +134,38 @@ class RunStore:
                 [key, comparison.proxy_run, list(comparison.full_runs), comparison.fidelity,
                  comparison.verdict, json.dumps(comparison.to_dict(), default=str), catalog.now()],
             )
+            self._pending_report("comparison", key).unlink(missing_ok=True)  # stale
         return key
+
+    def put_pending_report(self, kind: str, key: str, html: str) -> None:
+        """Keep the HTML report of a stored result until MLflow has accepted it (gzip, written
+        atomically): ``proxydiag mlflow sync`` attaches it, :meth:`mark_synced` removes it."""
+        path = self._pending_report(kind, key)
+        with self.writing():
+            path.parent.mkdir(exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(gzip.compress(html.encode("utf-8"), compresslevel=6))
+            os.replace(tmp, path)
+
+    def pending_report(self, kind: str, key: str) -> str | None:
+        """The report kept for a pending result (None if there is none, or it is damaged: a
+        warning names the file, and the result syncs without its report)."""
+        path = self._pending_report(kind, key)
+        try:
+            return gzip.decompress(path.read_bytes()).decode("utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+            warnings.warn(IngestWarning(f"{path}: damaged pending report ({exc}); syncing the "
+                                        "result without it"), stacklevel=2)
+            return None
 
     def mark_synced(self, kind: str, key: str) -> None:
         """Mark a stored diagnosis (key: run id) or comparison (key) as logged to MLflow."""
         table, column = _table(kind)
         with self.writing(), self._session() as con:
             con.execute(f"UPDATE {table} SET mlflow_synced = true WHERE {column} = ?", [key])
+            self._pending_report(kind, key).unlink(missing_ok=True)
 
     # -- reading -------------------------------------------------------------------------
     def runs(self) -> pl.DataFrame:
@@ -203,6 +236,10 @@ class RunStore:
     # -- internals -----------------------------------------------------------------------
     def _file(self, rid: str) -> Path:
         return self.path / "runs" / f"{slug(rid, max_len=200)}.parquet"
+
+    def _pending_report(self, kind: str, key: str) -> Path:
+        digest = hashlib.blake2b(f"{kind}\0{key}".encode(), digest_size=12).hexdigest()
+        return self.path / PENDING_REPORTS / f"{kind}-{digest}.html.gz"
 
     def _check_dir(self) -> None:
         if self.path.exists() and not self.path.is_dir():

@@ -171,6 +171,9 @@ class MemoryStore:
     def mark_synced(self, kind: str, key: str) -> None:
         self.results[(kind, key)]["synced"] = True
 
+    def pending_report(self, kind: str, key: str) -> str | None:
+        return None
+
 
 def test_server_down_keeps_results_pending_then_sync_pushes(
         mlflow_server: MlflowServer, logged: dict[str, str]) -> None:
@@ -233,9 +236,13 @@ def test_real_store_keeps_comparison_until_cli_sync(mlflow_server: MlflowServer,
     store.put(full)
     store.put(proxy)
     down = f"http://127.0.0.1:{free_port()}"
+    html = "<html><body><h1>kept while MLflow was down</h1></body></html>"
     with pytest.raises(MlflowError, match="is not answering"):
-        log_comparison(_comparison(proxy, full, 0.42), proxy, full, tracking_uri=down, store=store)
+        log_comparison(_comparison(proxy, full, 0.42), proxy, full, tracking_uri=down, store=store,
+                       report_html=html)
     assert store.comparisons()["mlflow_synced"].to_list() == [False]
+    kept = list((tmp_path / "store" / "pending_reports").iterdir())
+    assert len(kept) == 1 and store.pending_report("comparison", f"{proxy.id}<-{full.id}") == html
     code, stdout, stderr = _cli(["mlflow", "sync", "--store", str(tmp_path / "store"),
                                  "--tracking-uri", mlflow_server.uri], capsys)
     assert code == 0, stderr
@@ -245,6 +252,10 @@ def test_real_store_keeps_comparison_until_cli_sync(mlflow_server: MlflowServer,
     data = MlflowClient(mlflow_server.uri).get_run(logged["proxy-8"]).data
     assert data.metrics["proxydiag.fidelity"] == 0.42
     assert data.tags["proxydiag.full_run"] == logged["full"]
+    status, page = _get(f"{mlflow_server.uri}/get-artifact?path=proxydiag/report.html"
+                        f"&run_uuid={logged['proxy-8']}")  # the report kept in the store
+    assert status == 200 and page.decode() == html
+    assert not kept[0].exists()  # synced: the kept copy is gone
 
 
 def test_cli_ingest_selects_an_experiment_by_filter(mlflow_server: MlflowServer,

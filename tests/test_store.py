@@ -164,3 +164,23 @@ def test_a_file_where_the_store_should_be(tmp_path: Path) -> None:
         store.runs()
     with pytest.raises(StoreError, match="afile: is a file, not a store directory"):
         store.put(make_run())
+
+
+def test_a_pending_report_lives_until_its_result_syncs_or_changes(tmp_path: Path) -> None:
+    store = RunStore(tmp_path / "s")
+    run = make_run()
+    store.put(run)
+    d = Diagnosis(source="t", run=run.id, label="healthy", onset_step=None, confidence=1.0,
+                  root_cause=None)
+    store.put_diagnosis(d)
+    store.put_pending_report("diagnosis", run.id, "<html>é</html>")
+    assert store.pending_report("diagnosis", run.id) == "<html>é</html>"
+    store.put_diagnosis(d)  # a new result: the old report is not its report
+    assert store.pending_report("diagnosis", run.id) is None
+    store.put_pending_report("diagnosis", run.id, "<html>2</html>")
+    kept = next((tmp_path / "s" / "pending_reports").iterdir())
+    kept.write_bytes(kept.read_bytes()[:10])  # cut short: the result still syncs, without it
+    with pytest.warns(UserWarning, match=f"{kept}: damaged pending report"):
+        assert store.pending_report("diagnosis", run.id) is None
+    store.mark_synced("diagnosis", run.id)
+    assert not kept.exists()
