@@ -149,3 +149,21 @@ def test_fuzz_mutated_real_lines(data: bytes, chunk: int) -> None:
     if frame is not None:
         assert frame["step"].null_count() == 0
         assert frame.schema["value"] == pl.Float64
+
+
+@settings(max_examples=200, deadline=None)
+@given(lines=st.lists(st.text(st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)),
+                              max_size=30), max_size=20),
+       endings=st.lists(st.sampled_from(["\n", "\r\n", "\r\r\n"]), min_size=20, max_size=20),
+       chunk=st.integers(1, 64))
+def test_lines_are_split_as_python_does(lines: list[str], endings: list[str], chunk: int) -> None:
+    """Blocks are cut into lines without their newline and trailing carriage returns (the fast
+    path for blocks without one, the general path for the others), at any block size."""
+    from proxydiag.ingest.console_lines import iter_lines
+
+    text = "".join(line + end for line, end in zip(lines, endings, strict=False))
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "log.txt"
+        path.write_bytes(text.encode("utf-8"))
+        got = [t for frame in iter_lines(path, chunk_bytes=chunk) for t in frame["text"].to_list()]
+    assert got == [line.rstrip("\r") for line in text.split("\n")[:-1]]

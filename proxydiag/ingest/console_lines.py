@@ -127,6 +127,9 @@ def _frame(data: bytes, first_line: int, *, end: int) -> pl.DataFrame:
     offsets[0] = 0
     offsets[1:] = ends + 1
     arr = pa.LargeStringArray.from_buffers(len(ends), pa.py_buffer(offsets), pa.py_buffer(data))
-    text = pl.Series("text", pl.from_arrow(arr)).str.strip_chars_end("\r\n")
+    text = pl.Series("text", pl.from_arrow(arr))
+    # each line ends with its newline: without a carriage return in the block, dropping one
+    # character keeps the block's bytes where they are (strip copies them: 4x slower)
+    text = text.str.head(-1) if data.find(b"\r", 0, end) < 0 else text.str.strip_chars_end("\r\n")
     line = pl.int_range(first_line, first_line + len(ends), dtype=pl.Int64, eager=True)
     return pl.DataFrame({"line": line, "text": text})
