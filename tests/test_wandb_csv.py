@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import pytest
 
 from proxydiag import read_runs
-from proxydiag.errors import IngestError
+from proxydiag.cli import main
+from proxydiag.errors import IngestError, IngestWarning
+from proxydiag.ingest import csv as csv_reader
 from proxydiag.ingest import detect, wandb_csv
 
 EXPORT = (
@@ -40,7 +43,8 @@ def test_export_with_two_runs(tmp_path: Path) -> None:
 def test_non_numeric_cell_names_line_and_column(tmp_path: Path) -> None:
     path = tmp_path / "export.csv"
     path.write_text('"Step","a - loss"\n0,1.0\n1,abc\n')
-    with pytest.raises(IngestError, match=rf"^{path}:3: 'abc' is not a number in column loss"):
+    # the column as the file's header spells it, so that it can be found there
+    with pytest.raises(IngestError, match=rf"^{path}:3: 'abc' is not a number in column a - loss$"):
         read_runs(path)
 
 
@@ -48,3 +52,75 @@ def test_plain_csv_is_not_an_export(tmp_path: Path) -> None:
     path = tmp_path / "metrics.csv"
     path.write_text("step,loss\n0,1.0\n")
     assert not wandb_csv.can_read(path)
+
+
+def _csv_error(path: Path) -> str:
+    """What the generic CSV reader says about ``path``."""
+    with pytest.raises(IngestError) as info:
+        csv_reader.read_table(path)
+    return str(info.value)
+
+
+def test_cut_last_line_is_dropped_with_the_csv_readers_warning(tmp_path: Path) -> None:
+    path = tmp_path / "export.csv"
+    path.write_text(EXPORT + "3,2.5,2.4")  # cut mid-write: 3 of 6 fields, no newline
+    assert detect(path) is wandb_csv
+    with pytest.warns(IngestWarning) as ours:
+        runs = {r.name: r for r in read_runs(path)}
+    with pytest.warns(IngestWarning) as theirs:
+        csv_reader.read_table(path)
+    assert [str(w.message) for w in ours] == [str(w.message) for w in theirs]
+    assert str(ours[0].message).startswith(f"{path}:5: the last line is cut (3 of 6 fields")
+    assert runs["full - seed 1"].series("grad_norm")[0].tolist() == [0, 1, 2]
+    assert runs["proxy-25"].series("reward")[0].tolist() == [0, 1]
+
+
+def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
+    path = tmp_path / "export.csv"
+    path.write_text(EXPORT + "3,2.5,2.4,2.6,3.5,0.3")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        runs = {r.name: r for r in read_runs(path)}
+    assert runs["proxy-25"].series("grad_norm")[0].tolist() == [0, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [("3,1,1,1,1,1,1\n", ":5: 7 fields where the header has 6"),
+     ("3,1,1\n4,1,1,1,1,1\n", ":5: 3 fields where the header has 6")],
+)
+def test_ragged_row_is_the_csv_readers_error(tmp_path: Path, extra: str, message: str) -> None:
+    path = tmp_path / "export.csv"
+    path.write_text(EXPORT + extra)
+    with pytest.raises(IngestError) as info:
+        read_runs(path)
+    assert str(info.value) == _csv_error(path)
+    assert str(info.value).startswith(f"{path}{message}")
+
+
+def test_ragged_row_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "export.csv"
+    path.write_text(EXPORT + "3,1,1\n")
+    with pytest.raises(SystemExit) as info:
+        main(["ingest", str(path), "--store", str(tmp_path / "store")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{path}:5: 3 fields where the header has 6" in err
+    assert "Traceback" not in err
+
+
+def test_quoted_cell_spanning_lines_keeps_line_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "export.csv"
+    path.write_text('"Step","a - loss","a - note"\n0,1.0,"two\nlines"\n1,2.0,x\n2,abc,y\n')
+    with pytest.raises(IngestError) as info:
+        read_runs(path)
+    assert str(info.value) == _csv_error(path)
+    assert str(info.value) == f"{path}:5: 'abc' is not a number in column a - loss"
+
+
+def test_null_cells_are_noted_on_their_run(tmp_path: Path) -> None:
+    path = tmp_path / "export.csv"
+    path.write_text('"Step","a - loss","b - loss"\n0,null,1.0\n1,0.5,2.0\n')
+    runs = {r.name: r for r in read_runs(path)}
+    assert runs["a"].attrs["null_as_nan"] == 1 and math.isnan(runs["a"].series("loss")[1][0])
+    assert "null_as_nan" not in runs["b"].attrs

@@ -4,7 +4,8 @@ The header is ``Step`` then, per run and metric, ``<run> - <metric>`` and usuall
 ``<run> - <metric>__MIN`` / ``__MAX`` band (the spread of the points W&B bucketed for the
 plot). One file may hold several runs: each becomes a :class:`~proxydiag.run.Run`. The band
 columns are not points and are skipped; an empty cell is no row. A run name may itself
-contain ``" - "``: the split is at the last one (W&B metric keys do not contain it).
+contain ``" - "``: the split is at the last one (W&B metric keys do not contain it). The
+file is parsed by the CSV reader (:mod:`proxydiag.ingest.csv`), with its rules for damage.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from proxydiag.errors import IngestError
-from proxydiag.ingest import ReadContext, tabular
+from proxydiag.ingest import ReadContext, csv, keys, tabular
 from proxydiag.ingest.build import build_run, sidecar_for
 from proxydiag.run import Run
 
@@ -65,33 +67,56 @@ def split_column(column: str) -> tuple[str, str, bool]:
 
 
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
-    """One run per run name in the export."""
+    """One run per run name in the export.
+
+    The file is read by :func:`proxydiag.ingest.csv.read_table`, so damage is handled as for
+    any CSV: a cut last line is dropped with a warning; a ragged row or a bad cell is an error
+    naming ``file:line`` (quoted cells spanning lines counted) and the column.
+    """
     path = Path(source)
-    try:
-        table = pl.read_csv(path, infer_schema=False, encoding="utf8-lossy")
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise IngestError(f"{path}: cannot read W&B CSV export ({exc}); re-export it from the W&B UI") from exc
-    step_col, columns = table.columns[0], table.columns[1:]
-    by_run: dict[str, dict[str, str]] = {}
-    bands: set[str] = set()
-    for column in columns:
-        run, metric, is_band = split_column(column)
-        if is_band:
-            bands.add(metric)
-        else:
-            by_run.setdefault(run, {})[column] = metric
+    raw, notes = csv.read_table(path)
+    coded = keys.of(raw.get_column("key"))
+    split = [split_column(c) for c in coded.names]
+    ignored = [split_column(c) for c in notes.ignored_columns]
+    bands = sorted({metric for _, metric, band in [*split, *ignored] if band})
+    names = list(dict.fromkeys(run for run, _, band in split if not band))
+    per_row = coded.per_row()
     runs = []
-    for name, metrics in by_run.items():
-        notes = tabular.Notes()
-        sub = table.select(step_col, *metrics).rename(metrics)
-        raw = tabular.wide_to_raw(sub, step=step_col, wall=None, locate=lambda r: f"{path}:{r + 2}", notes=notes)
-        if raw.height == 0:
+    for name in names:
+        metric_of = [m if run == name and not band else None for run, m, band in split]
+        rows = _rows_of(raw, per_row, metric_of)
+        if rows.height == 0:
             continue
-        attrs = {"wandb_export": True, "band_columns_skipped": sorted(bands), **notes.attrs()}
-        sidecar = sidecar_for(path) if len(by_run) == 1 else None  # one sidecar cannot name several runs
-        runs.append(
-            build_run(raw, name=name, source=path, fmt=NAME, aliases=ctx.aliases, attrs=attrs, sidecar=sidecar)
-        )
+        attrs = {"wandb_export": True, "band_columns_skipped": bands,
+                 **_notes_of(name, notes, rows).attrs()}
+        # one sidecar cannot name several runs
+        sidecar = sidecar_for(path) if len(names) == 1 else None
+        runs.append(build_run(rows, name=name, source=path, fmt=NAME, aliases=ctx.aliases,
+                              attrs=attrs, sidecar=sidecar, monotonic=notes.monotonic))
     if not runs:
         raise IngestError(f"{path}: W&B CSV export holds no values (every cell is empty)")
     return runs
+
+
+def _rows_of(raw: pl.DataFrame, per_row: np.ndarray, metric_of: list[str | None]) -> pl.DataFrame:
+    """The rows whose key code has a ``metric_of[code]``, keyed by that metric name."""
+    codes = [code for code, metric in enumerate(metric_of) if metric is not None]
+    mine = np.isin(per_row, codes)
+    renumber = np.zeros(len(metric_of), dtype=np.int64)
+    renumber[codes] = np.arange(len(codes))
+    metrics = [m for m in metric_of if m is not None]
+    return raw.filter(pl.Series(mine)).with_columns(
+        keys.enum_keys(renumber[per_row[mine]], metrics)
+    )
+
+
+def _notes_of(name: str, notes: tabular.Notes, rows: pl.DataFrame) -> tabular.Notes:
+    """The file's notes that concern run ``name``, in its metric names. The CSV reader counts
+    ``null`` cells per file: that count goes to each run that holds a NaN."""
+    ignored = [metric for run, metric, band in map(split_column, notes.ignored_columns)
+               if run == name and not band]
+    renamed = {split_column(new)[1]: split_column(old)[1]
+               for new, old in notes.renamed_columns.items() if split_column(new)[0] == name}
+    null_as_nan = notes.null_as_nan if rows.get_column("value").is_nan().any() else 0
+    return tabular.Notes(null_as_nan=null_as_nan, ignored_columns=ignored,
+                         renamed_columns=renamed)
