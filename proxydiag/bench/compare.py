@@ -1,7 +1,8 @@
 """``proxydiag bench compare DIR``: score :func:`proxydiag.compare` against a labelled corpus.
 
-Reads ``labels.json`` (ARCHITECTURE.md): every pair names its full runs, its proxy, whether it is
-faithful and, if not, ``why``. Each run is read and diagnosed once. Scores:
+Reads ``labels.json`` (ARCHITECTURE.md) with :func:`proxydiag.bench.diagnose.load_labels`: every
+pair names its full runs, its proxy, whether it is faithful and, if not, ``why``. Each run is
+read and diagnosed once. Scores:
 
 * **AUC** of ``fidelity`` between faithful and unfaithful pairs (Mann-Whitney; ties count ½);
 * **verdict accuracy**, with the verdicts each ``why`` implies (the issue's verdict rules):
@@ -30,7 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proxydiag.errors import IngestError, IngestWarning, ProxydiagError
+from proxydiag.bench.diagnose import check_format, load_labels
+from proxydiag.errors import IngestWarning, ProxydiagError
 
 #: verdicts accepted for each ``why`` (see the module docstring)
 EXPECTED: dict[str, frozenset[str]] = {
@@ -121,22 +123,19 @@ def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str
     from proxydiag.ingest import read_run
 
     cfg = load_config(config) if config is not None else None  # once, not per pair
-    labels_path = Path(corpus) / "labels.json"
-    if not labels_path.is_file():
-        raise IngestError(f"{labels_path}: no labels.json; point bench compare at a generator corpus")
-    labels = json.loads(labels_path.read_text())
-    runs_meta: dict[str, dict[str, Any]] = labels["runs"]
+    labels = load_labels(corpus)
+    runs_meta = labels.runs
     cache: dict[str, Any] = {}
 
     def load(run_id: str) -> tuple[Any, Any]:
         if run_id not in cache:
-            run = read_run(labels_path.parent / runs_meta[run_id]["path"])
+            run = read_run(labels.run_path(run_id))
             given = [_true_diagnosis(run, runs_meta[run_id])] if truth else [None]
             cache[run_id] = (run, diagnose_runs([run], given)[0])
         return cache[run_id]  # type: ignore[no-any-return]
 
     results = []
-    for name, pair in labels.get("pairs", {}).items():
+    for name, pair in labels.pairs.items():
         if pair.get("faithful") is None:
             continue  # no ground truth (the lab's proxies: reproduction is what it measures)
         try:
@@ -166,6 +165,7 @@ def main(corpus: str | Path, *, config: str | Path | None = None, fmt: str = "te
     """Evaluate a corpus and print the scores (``text``, ``markdown`` or ``json``)."""
     from proxydiag.cli._app import out
 
+    check_format(fmt)
     result = score(evaluate(corpus, config=config, truth=truth))
     if fmt == "json":
         out.print_json(json.dumps(result.to_dict()))

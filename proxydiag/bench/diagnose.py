@@ -3,7 +3,8 @@
 Reads ``labels.json`` (ARCHITECTURE.md schema), reads each run it lists with
 :func:`proxydiag.read_run`, diagnoses it, and reports per-class precision/recall/F1, macro-F1,
 onset errors in steps and the fraction of faulty runs whose onset is within tolerance:
-max(5 steps, the log interval, 2% of the run).
+max(5 steps, the log interval, 2% of the run). The ``labels.json`` loader
+(:func:`load_labels`) also serves ``bench compare``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from proxydiag.errors import ConfigError, IngestWarning, ProxydiagError
 
 #: the prediction recorded for a run that could not be read (counts as a miss)
 UNREADABLE = "unreadable"
+#: output formats of ``bench diagnose`` and ``bench compare``
+FORMATS = ("text", "json", "markdown")
 
 
 @dataclass(frozen=True)
@@ -87,14 +90,13 @@ def score(corpus: str | Path, *, config: DiagnoseConfig | str | Path | None = No
     from proxydiag.diagnose.api import diagnose
     from proxydiag.ingest import read_run
 
-    labels_path = _labels_path(Path(corpus))
+    labels = load_labels(corpus)
     cfg = _config(config)
-    entries = _entries(labels_path)
     scores = []
-    for run_id, entry in sorted(entries.items()):
+    for run_id, entry in sorted(labels.runs.items()):
         interval = int(entry.get("log_interval") or 1)
         try:
-            run = read_run(labels_path.parent / str(entry["path"]))
+            run = read_run(labels.run_path(run_id))
         except ProxydiagError as exc:
             # one unreadable run is a miss, not the end of the evaluation
             warnings.warn(IngestWarning(f"{run_id}: not scored as read ({exc})"), stacklevel=2)
@@ -152,13 +154,12 @@ def main(
     """Score ``corpus`` and print the result as ``text``, ``markdown`` or ``json``."""
     from proxydiag.cli._app import out
 
+    check_format(fmt)
     result = score(corpus, config=config)
     if fmt == "json":
         out.print(json.dumps(result.to_dict()), markup=False)
-    elif fmt in ("text", "markdown"):
-        out.print(render(result, markdown=fmt == "markdown"), markup=False)
     else:
-        raise ConfigError(f"--format {fmt!r}: use text, json or markdown")
+        out.print(render(result, markdown=fmt == "markdown"), markup=False)
     return result
 
 
@@ -185,22 +186,43 @@ def render(result: BenchScore, *, markdown: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _labels_path(corpus: Path) -> Path:
-    path = corpus / "labels.json" if corpus.is_dir() else corpus
+@dataclass(frozen=True)
+class Labels:
+    """A corpus's ``labels.json`` (schema in ARCHITECTURE.md); run paths are relative to
+    ``path.parent``."""
+
+    path: Path
+    runs: dict[str, dict[str, Any]]
+    pairs: dict[str, dict[str, Any]]
+
+    def run_path(self, run_id: str) -> Path:
+        return self.path.parent / str(self.runs[run_id]["path"])
+
+
+def load_labels(corpus: str | Path) -> Labels:
+    """Read ``corpus/labels.json`` (or ``corpus`` itself when it is the file) for ``bench``."""
+    path = Path(corpus)
+    path = path / "labels.json" if path.is_dir() else path
     if not path.is_file():
-        raise ConfigError(f"{path}: no labels.json; pass a corpus folder written by `proxydiag synth`")
-    return path
-
-
-def _entries(path: Path) -> dict[str, dict[str, Any]]:
+        raise ConfigError(f"{path}: no labels.json; pass a corpus folder written by "
+                          "`proxydiag synth` or `proxydiag lab`")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read labels ({exc})") from exc
     runs = data.get("runs") if isinstance(data, dict) else None
     if not isinstance(runs, dict):
         raise ConfigError(f"{path}: labels.json has no 'runs' object")
-    return runs
+    pairs = data.get("pairs", {})
+    if not isinstance(pairs, dict):
+        raise ConfigError(f"{path}: 'pairs' in labels.json is not an object")
+    return Labels(path, runs, pairs)
+
+
+def check_format(fmt: str) -> None:
+    """Reject an unknown output format before any work is done."""
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt!r}: use {', '.join(FORMATS)}")
 
 
 def _config(config: DiagnoseConfig | str | Path | None) -> DiagnoseConfig:
