@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from proxydiag.errors import ConfigError
-from proxydiag.synth.corpus import write_planned
+from proxydiag.synth.corpus import group_pairs, write_planned
 from proxydiag.synth.naming import can_show
-from proxydiag.synth.plan import EXPERTS_TOTAL, PlannedRun, why
+from proxydiag.synth.plan import EXPERTS_TOTAL, PlannedRun
 from proxydiag.synth.proxy import proxy_fault
 from proxydiag.synth.readme import render_readme
 from proxydiag.synth.scenario import FaultSpec, Scenario
@@ -146,19 +146,11 @@ def write_sample_runs(out_dir: str | Path) -> Path:
             variant = p.scenario.fault.variant if p.scenario.fault else ""
             if not can_show(p.naming, p.fmt, variant=variant, precision=p.scenario.precision):
                 raise ConfigError(f"{p.name}: {p.fmt}/{p.naming} cannot show {variant or 'it'}")
-        fulls = [p.name for p in planned if p.scenario.role == "full"]
         for p in planned:
             entry = write_planned(out / group.name, p)
             entry["path"] = f"{group.name}/{p.name}"
             runs[p.name] = entry
-            if p.relation:
-                reason = why(p.relation)
-                pairs[p.name] = {"full": fulls, "proxy": p.name, "faithful": reason == "",
-                                 "why": reason}
-            else:
-                others = [f for f in fulls if f != p.name]
-                pairs[f"{p.name}-vs-seeds"] = {"full": others, "proxy": p.name,
-                                               "faithful": True, "why": ""}
+        pairs.update(group_pairs(planned))
     labels = out / "labels.json"
     labels.write_text(json.dumps({"runs": runs, "pairs": pairs}, indent=1) + "\n")
     stories = {g.name: g.story for g in GROUPS}
