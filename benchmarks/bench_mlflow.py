@@ -21,17 +21,14 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import socket
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from benchmarks.common import Context, Row, alternate, peak_rss_mb
-from proxydiag.mlflow_server import wait_healthy
+from proxydiag.mlflow_server import start
 
 QUIET = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
          "MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
@@ -204,18 +201,16 @@ def _server_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
 
     db = data["base"] / "server.db"
     shutil.copyfile(data["base"] / "mlflow.db", db)
-    proc, uri = _start_server(db, data["base"])
-    try:
+    # the server's default worker count (4), as users run it; the sequential baseline cannot
+    # use more than one, concurrent requests can
+    with start(data["base"], db=db, workers=None) as server:
         rid, n = data["ids"]["server"], data["server_points"]
-        client = MlflowClient(uri)
+        client = MlflowClient(server.uri)
         keys = sorted(client.get_run(rid).data.metrics)
         times = alternate({
-            "proxydiag": lambda: mlflow_uri.read_mlflow_runs(uri, [rid]),
+            "proxydiag": lambda: mlflow_uri.read_mlflow_runs(server.uri, [rid]),
             "sequential": lambda: _history_loop(client, rid, keys),
         }, repeat=ctx.repeat)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     group = f"mlflow tracking server, {n:,} points"
     return [
         Row(group, "proxydiag", times["proxydiag"], n,
@@ -223,19 +218,3 @@ def _server_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
         Row(group, "get_metric_history loop", times["sequential"], n, note="one key after another"),
     ]
 
-
-def _start_server(db: Path, cwd: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}",
-           "--serve-artifacts", "--artifacts-destination", str(cwd / "artifacts"),
-           # the server's default worker count (4), as users run it; the sequential baseline
-           # cannot use more than one, concurrent requests can
-           "--host", "127.0.0.1", "--port", str(port)]
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    uri = f"http://127.0.0.1:{port}"
-    if wait_healthy(uri, timeout_s=120.0, proc=proc):
-        return proc, uri
-    proc.terminate()
-    raise RuntimeError("mlflow server did not start within 120 s")

@@ -13,37 +13,19 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 
-from proxydiag.mlflow_server import wait_healthy
+from proxydiag.errors import MlflowError
+from proxydiag.mlflow_server import start
 
 os.environ.update(MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="true")
 
 KEEP = (64, 48, 32, 16, 8, 4)
 METRICS = ["loss", "grad_norm", "loss_scale", "skipped", "reward", "entropy", "kl"]
-
-
-def start_server(root: Path) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{root}/m.db",
-         "--serve-artifacts", "--artifacts-destination", str(root / "artifacts"),
-         "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    uri = f"http://127.0.0.1:{port}"
-    if wait_healthy(uri, timeout_s=120.0, proc=proc):
-        return proc, uri
-    proc.terminate()
-    raise SystemExit("mlflow server did not start")
 
 
 def log_sweep(uri: str) -> tuple[str, list[str]]:
@@ -118,13 +100,13 @@ def screenshot(uri: str, exp_id: str, run_ids: list[str], out: Path) -> None:
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).parent / "img" / "mlflow-compare.png")
     with tempfile.TemporaryDirectory() as tmp:
-        proc, uri = start_server(Path(tmp))
         try:
-            exp_id, ids = log_sweep(uri)
-            screenshot(uri, exp_id, ids, out)
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            server = start(Path(tmp))
+        except MlflowError as exc:
+            raise SystemExit(str(exc)) from exc
+        with server:
+            exp_id, ids = log_sweep(server.uri)
+            screenshot(server.uri, exp_id, ids, out)
     print(f"wrote {out} ({out.stat().st_size // 1024} KB)")
 
 
