@@ -4,21 +4,12 @@ noise per seed (independent of proxydiag.synth, so the tests run before it exist
 from __future__ import annotations
 
 import numpy as np
+from _noise import ar1
 
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.frame import raw
 from proxydiag.ingest.build import build_run
 from proxydiag.run import Run
-
-
-def ar1(rng: np.random.Generator, n: int, *, phi: float = 0.6, sigma: float = 1.0) -> np.ndarray:
-    """AR(1) noise with stationary standard deviation ``sigma``."""
-    e = rng.normal(scale=sigma * np.sqrt(1 - phi**2), size=n)
-    out = np.empty(n)
-    out[0] = rng.normal(scale=sigma)
-    for i in range(1, n):
-        out[i] = phi * out[i - 1] + e[i]
-    return out
 
 
 def curves(n: int, *, seed: int, ceiling: float = 0.8, tau: float = 0.25, noise: float = 1.0,

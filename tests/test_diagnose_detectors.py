@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
+from _noise import ar1
 
 from proxydiag.diagnose import divergence, drift, mismatch, nonfinite, scaler, spikes
 from proxydiag.diagnose._changepoint import (
@@ -21,13 +23,8 @@ from proxydiag.diagnose.config import DiagnoseConfig
 CFG = DiagnoseConfig()
 
 
-def _ar1(rng: np.random.Generator, n: int, *, phi: float = 0.6, sigma: float = 0.1) -> np.ndarray:
-    e = rng.normal(0.0, sigma, n)
-    out = np.empty(n)
-    out[0] = e[0]
-    for i in range(1, n):
-        out[i] = phi * out[i - 1] + e[i]
-    return out
+#: AR(1) noise whose ``sigma`` (default 0.1) is the innovations' standard deviation
+_ar1 = functools.partial(ar1, sigma=0.1, stationary=False)
 
 
 def _kinds(events: list) -> list[tuple[str, str | None, int | None, str]]:
