@@ -225,17 +225,13 @@ def _result(ctx: dict[str, Any], name: str) -> Any:
 
 
 def _assert_bad_input(r: Result, needle: str) -> None:
-    """exit 2; one stderr line naming ``needle`` (or click's usage error); no traceback."""
+    """exit 2; one stderr line naming ``needle`` (usage errors too); no traceback."""
     assert r.code == 2, r
     assert "Traceback" not in r.out + r.err, r
     assert r.out.strip() == "", r
     lines = [line for line in r.err.splitlines() if line.strip()]
-    if lines and lines[0].startswith("Usage: proxydiag"):
-        assert lines[-1].startswith("Error: ") and needle in lines[-1], r
-        assert len(lines) == 3, r  # Usage, Try ... --help, Error
-    else:
-        assert len(lines) == 1, r
-        assert lines[0].startswith("error: ") and needle in lines[0], r
+    assert len(lines) == 1, r
+    assert lines[0].startswith("error: ") and needle in lines[0], r
 
 
 @pytest.mark.parametrize(("name", "needle"), [(n, needle) for n, _, needle in BAD],
