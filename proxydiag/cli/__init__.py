@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> None:
         usage = hasattr(exc, "ctx") and getattr(exc, "exit_code", None) == 2
         if usage and type(exc).__name__ != "NoArgsIsHelpError":  # not a bare command's help
             # (typer vendors click: its UsageError is not click's, so it is told by shape)
-            where = exc.ctx.command_path if exc.ctx is not None else "proxydiag"
+            ctx = getattr(exc, "ctx", None)
+            where = ctx.command_path if ctx is not None else "proxydiag"
             _fail(f"{exc.format_message()} (see '{where} --help')")  # type: ignore[union-attr]
         exc.show()  # type: ignore[union-attr]
         sys.exit(getattr(exc, "exit_code", 2) or 2)
