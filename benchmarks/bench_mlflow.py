@@ -9,8 +9,9 @@ Inputs (generated, cached under ``benchmarks/.cache``): one run of 50 keys × 20
   client takes minutes. ``tests/test_mlflow_sql.py`` checks the reader on client-written rows.
 - a file store: MLflow creates the run folder; the metric files are written in MLflow's
   ``"<ts> <value> <step>"`` line format.
-- a tracking server (``mlflow server`` on a copy of the sqlite store, 1 worker) for a smaller
-  run of 10 keys × 10,000 steps (smoke: 2 × 200): each client reads the complete history.
+- a tracking server (``mlflow server`` with its default workers, on a copy of a sqlite store
+  of its own) for a smaller run of 10 keys × 10,000 steps (smoke: 2 × 200): each client
+  reads the complete history.
 
 ``MlflowClient.get_metric_history`` on the stores is measured on 5 of the 50 keys and scaled
 ×10 (it needs ~30 s per 10^6 points); the note says so.
@@ -94,22 +95,27 @@ def _inputs(ctx: Context) -> dict[str, Any]:
     keys, steps = ctx.size(50, 5), ctx.size(20_000, 200)
     server_keys, server_steps = ctx.size(10, 2), ctx.size(10_000, 200)
     base = ctx.cache / f"mlflow-{keys}x{steps}"
-    done = base / "done"
+    done = base / "done-v2"  # v2: the server's run in a store of its own
     if not done.exists():
         shutil.rmtree(base, ignore_errors=True)
         base.mkdir(parents=True)
-        make_sqlite(base / "mlflow.db", {"big": (keys, steps), "server": (server_keys, server_steps)})
+        make_sqlite(base / "mlflow.db", {"big": (keys, steps)})
+        make_sqlite(base / "server-src.db", {"server": (server_keys, server_steps)})
         make_file_store(base / "mlruns", keys, steps)
         done.write_text("ok")
-    from mlflow import MlflowClient
-
     uri = f"sqlite:///{base / 'mlflow.db'}"
-    ids = {r.info.run_name: r.info.run_id
-           for r in MlflowClient(uri).search_runs([MlflowClient(uri).get_experiment_by_name(
-               "bench").experiment_id])}
+    ids = {**_run_ids(uri), **_run_ids(f"sqlite:///{base / 'server-src.db'}")}
     run_dir = next(p for p in (base / "mlruns").glob("*/*") if (p / "metrics").is_dir())
     return {"base": base, "uri": uri, "ids": ids, "keys": keys, "steps": steps,
             "run_dir": run_dir, "server_points": server_keys * server_steps}
+
+
+def _run_ids(uri: str) -> dict[str, str]:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("bench").experiment_id  # type: ignore[union-attr]
+    return {r.info.run_name: r.info.run_id for r in client.search_runs([experiment])}
 
 
 def run(ctx: Context) -> list[Row]:
@@ -149,7 +155,8 @@ def _sqlite_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
     peak = peak_rss_mb(
         f"run = {read.format(uri=uri, rid=rid)}",
         warm="from proxydiag.ingest import ReadContext, mlflow_sql\n"
-             + read.format(uri=uri, rid=data["ids"]["server"]))
+             + read.format(uri=f"sqlite:///{data['base'] / 'server-src.db'}",
+                           rid=data["ids"]["server"]))
     return [
         Row(group, "proxydiag", times["proxydiag"], n, peak_mb=peak.mb,
             note=f"direct SQL per key into numpy, canonical frame out; {peak.note}"),
@@ -199,8 +206,8 @@ def _server_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
 
     from proxydiag.ingest import mlflow_uri
 
-    db = data["base"] / "server.db"
-    shutil.copyfile(data["base"] / "mlflow.db", db)
+    db = data["base"] / "server.db"  # the server may migrate or write: a copy of the small store
+    shutil.copyfile(data["base"] / "server-src.db", db)
     # the server's default worker count (4), as users run it; the sequential baseline cannot
     # use more than one, concurrent requests can
     with start(data["base"], db=db, workers=None) as server:
