@@ -71,8 +71,8 @@ def run(ctx: Context) -> list[Row]:
             "proxydiag parse only": partial(console.parse, path),
             "python re loop": partial(naive, path),
         }
-        times = alternate(tools, repeat=ctx.repeat)
-        cpu = {tool: _cpu_seconds(fn) for tool, fn in tools.items()}
+        cpu: dict[str, float] = {}
+        times = alternate(tools, repeat=ctx.repeat, cpu=cpu)
         notes = {
             "proxydiag": "lines/s; file -> canonical Run (incl. build_run: restarts, aliases, sort)",
             "proxydiag parse only": "lines/s; file -> raw frame (steps, overflows resolved)",
@@ -104,13 +104,6 @@ def _peak(path: Path, small: Path) -> Peak:
     """Peak memory of reading ``path`` (after reading ``small``, which warms the reader up)."""
     return peak_rss_mb(f"run = proxydiag.read_run(Path({str(path)!r}))",
                        warm=f"proxydiag.read_run(Path({str(small)!r}))")
-
-
-def _cpu_seconds(fn: Callable[[], object]) -> float:
-    """CPU time of one call (all threads): a rate that holds on a machine others share."""
-    t0 = time.process_time()
-    fn()
-    return max(time.process_time() - t0, 1e-9)
 
 
 def _cached(cache: Path, name: str) -> tuple[Path, bool]:

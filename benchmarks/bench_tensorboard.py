@@ -111,10 +111,10 @@ def _group(ctx: Context, form: str) -> list[Row]:
         "EventAccumulator": _accumulator(paths["EventAccumulator"], form),
         "EventFileLoader": _loader(paths["EventFileLoader"]),
     }
-    for tool, fn in fns.items():  # every tool reads every point of its input
-        n_steps = full_steps if tool == "proxydiag" else small[tool]
-        assert fn() == N_TAGS * n_steps, tool
-    times = alternate(fns, repeat=ctx.repeat)
+    def reads_every_point(tool: str, points: Any) -> None:
+        assert points == N_TAGS * (full_steps if tool == "proxydiag" else small[tool]), tool
+
+    times = alternate(fns, repeat=ctx.repeat, check=reads_every_point)
     points = N_TAGS * full_steps
     label = f"{points:,}" if ctx.smoke else "1M"
     rows = []

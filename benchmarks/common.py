@@ -60,17 +60,31 @@ def measure(fn: Callable[[], Any], *, repeat: int, warmup: int = 1) -> list[floa
     return times
 
 
-def alternate(fns: dict[str, Callable[[], Any]], *, repeat: int) -> dict[str, list[float]]:
-    """Time several tools alternately in the same session (fairer than one after the other)."""
-    for fn in fns.values():
-        fn()
+def alternate(
+    fns: dict[str, Callable[[], Any]], *, repeat: int,
+    check: Callable[[str, Any], None] | None = None, cpu: dict[str, float] | None = None,
+) -> dict[str, list[float]]:
+    """Time several tools alternately in the same session (fairer than one after the other).
+
+    Each tool runs once first to warm up; ``check(name, result)`` may verify that result (no
+    extra run). ``cpu``, when given, receives each tool's median CPU seconds per timed call
+    (all threads: a rate that holds on a machine others share).
+    """
+    for name, fn in fns.items():
+        result = fn()
+        if check is not None:
+            check(name, result)
     times: dict[str, list[float]] = {name: [] for name in fns}
+    cpu_times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
             gc.collect()
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
+            cpu_times[name].append(time.process_time() - c0)
+    if cpu is not None:
+        cpu.update({name: max(statistics.median(v), 1e-9) for name, v in cpu_times.items()})
     return times
 
 
