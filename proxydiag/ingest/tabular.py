@@ -285,16 +285,15 @@ def long_to_raw(
     if vals is None:
         raise IngestError(f"{locate(0)}: column {value} holds no numbers")
     keys = frame[key].cast(pl.Utf8)
-    _fail_first(keys.is_null() & vals.is_not_null(), locate, lambda r: f"no key in column {key}")
-    wall_col = (
+    if keys.has_nulls():
+        _fail_first(keys.is_null() & vals.is_not_null(), locate,
+                    lambda r: f"no key in column {key}")
+    out = pl.DataFrame({"step": steps(frame[step], locate=locate), "key": keys, "value": vals})
+    out = out.with_columns(  # no wall time: one null for the column
         _wall(frame[wall], locate=locate, notes=notes) if wall
-        else pl.repeat(None, frame.height, dtype=pl.Float64, eager=True)
+        else pl.lit(None, dtype=pl.Float64).alias("wall_time")
     )
-    out = pl.DataFrame({
-        "step": steps(frame[step], locate=locate), "key": keys, "value": vals,
-        "wall_time": wall_col,
-    })
-    return out.filter(pl.col("value").is_not_null())
+    return out.filter(pl.col("value").is_not_null()) if vals.has_nulls() else out
 
 
 def nonempty(raw: pl.DataFrame, where: object) -> pl.DataFrame:
