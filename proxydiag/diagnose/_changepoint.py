@@ -2,13 +2,15 @@
 
 Both are least-squares fits evaluated at every candidate split at once from cumulative sums
 (the same costs as ruptures' ``CostL2`` and a continuous piecewise-linear cost), so a
-20,000-point series costs a few vectorised passes. The onset of a climb is the hinge — where
+20,000-point series costs a few vectorised passes; the sums are computed once per series
+and shared by the fits (:class:`_Sums`). The onset of a climb is the hinge — where
 the climb starts — not where it crosses a threshold.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal
 
 import numpy as np
@@ -38,6 +40,37 @@ class ChangeFit:
         return 1.0 - self.sse / self.sse_null if self.sse_null > 0 else 0.0
 
 
+class _Sums:
+    """The sums of one series the fits share, each group computed once on first use
+    (:func:`best_change` runs three fits on the same series).
+
+    ``prefix``: sums of ``y`` and ``y²`` before each index ``0..n``, and ``y·y``.
+    ``suffix``: the time axis scaled to [0, 1] (better conditioned), and the sums of ``tt``,
+    ``tt²``, ``y``, ``tt·y``, ``y²`` from each index ``0..n`` (so ending in 0).
+    """
+
+    def __init__(self, t: np.ndarray | None, y: np.ndarray) -> None:
+        self.t, self.y, self.n = t, y, y.size
+
+    @cached_property
+    def prefix(self) -> tuple[np.ndarray, np.ndarray, float]:
+        y = self.y
+        c1, c2 = np.concatenate([[0.0], np.cumsum(y)]), np.concatenate([[0.0], np.cumsum(y * y)])
+        return c1, c2, float(np.dot(y, y))
+
+    @cached_property
+    def suffix(self) -> tuple[np.ndarray, ...]:
+        t, y = self.t, self.y
+        assert t is not None, "the hinge fits need the time axis"
+        tt = (t - t[0]) / max(float(t[-1] - t[0]), 1.0)
+        return tt, *(_suffix(a) for a in (tt, tt * tt, y, tt * y, y * y))
+
+
+def _suffix(a: np.ndarray) -> np.ndarray:
+    """``out[k] = sum(a[k:])`` for ``k`` in ``0..n``, accumulated from the end."""
+    return np.concatenate([np.cumsum(a[::-1])[::-1], [0.0]])
+
+
 def step_fit(y: np.ndarray, *, min_points: int = 3, sign: int = 1) -> ChangeFit | None:
     """Best single level change of ``y`` (finite values), restricted to ``sign`` of the change.
 
@@ -46,12 +79,16 @@ def step_fit(y: np.ndarray, *, min_points: int = 3, sign: int = 1) -> ChangeFit 
     >>> f.index, f.shift
     (20, 5.0)
     """
-    n = y.size
+    return _step_fit(_Sums(None, y), min_points=min_points, sign=sign)
+
+
+def _step_fit(s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
+    n = s.n
     if n < 2 * min_points:
         return None
     k = np.arange(min_points, n - min_points + 1)
-    c1 = np.concatenate([[0.0], np.cumsum(y)])
-    total, total2 = c1[-1], float(np.dot(y, y))
+    c1, _, total2 = s.prefix
+    total = c1[-1]
     s1, s2 = c1[k], total - c1[k]
     n1, n2 = k.astype(np.float64), (n - k).astype(np.float64)
     sse = total2 - s1**2 / n1 - s2**2 / n2
@@ -76,22 +113,22 @@ def ramp_fit(
     >>> f.index, round(f.shift, 6)
     (25, 7.0)
     """
-    n = y.size
+    return _ramp_fit(_Sums(t, y), min_points=min_points, sign=sign)
+
+
+def _ramp_fit(s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
+    n = s.n
     if n < 2 * min_points:
         return None
-    scale = max(float(t[-1] - t[0]), 1.0)
-    tt = (t - t[0]) / scale
     k = np.arange(min_points - 1, n - min_points)
-    # suffix sums from each candidate hinge (inclusive)
-    def suffix(a: np.ndarray) -> np.ndarray:
-        return np.cumsum(a[::-1])[::-1]
-
-    st, st2, sy, sty = suffix(tt), suffix(tt * tt), suffix(y), suffix(tt * y)
+    # suffix sums from each candidate hinge (inclusive), without the trailing 0
+    tt, *sums, _ = s.suffix
+    st, st2, sy, sty = (a[:-1] for a in sums)
     tk, cnt = tt[k], (n - k).astype(np.float64)
     su = st[k] - tk * cnt
     su2 = st2[k] - 2 * tk * st[k] + tk * tk * cnt
     suy = sty[k] - tk * sy[k]
-    total, total2 = float(sy[0]), float(np.dot(y, y))
+    total, total2 = float(sy[0]), s.prefix[2]
     det = n * su2 - su * su
     ok = det > 1e-18
     b = np.where(ok, (n * suy - su * total) / np.where(ok, det, 1.0), 0.0)
@@ -123,13 +160,9 @@ def hinge_from_level(t: np.ndarray, z: np.ndarray, *, min_points: int = 3) -> in
     n = z.size
     if n < 2 * min_points:
         return None
-    tt = (t - t[0]) / max(float(t[-1] - t[0]), 1.0)
     k = np.arange(min_points - 1, n - min_points)
-
-    def suffix(a: np.ndarray) -> np.ndarray:
-        return np.cumsum(a[::-1])[::-1]
-
-    st, st2, sz, stz = suffix(tt), suffix(tt * tt), suffix(z), suffix(tt * z)
+    tt, *sums, _ = _Sums(t, z).suffix
+    st, st2, sz, stz = (a[:-1] for a in sums)
     tk, cnt = tt[k], (n - k).astype(np.float64)
     su2 = st2[k] - 2 * tk * st[k] + tk * tk * cnt
     suz = stz[k] - tk * sz[k]
@@ -151,18 +184,16 @@ def jump_ramp_fit(
     >>> f.index, f.kind, round(f.shift, 6)
     (40, 'step', 4.9)
     """
-    n = y.size
+    return _jump_ramp_fit(_Sums(t, y), min_points=min_points, sign=sign)
+
+
+def _jump_ramp_fit(s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
+    n = s.n
     if n < 2 * min_points:
         return None
-    scale = max(float(t[-1] - t[0]), 1.0)
-    tt = (t - t[0]) / scale
     k = np.arange(min_points, n - min_points + 1)
-    c1, c2 = np.concatenate([[0.0], np.cumsum(y)]), np.concatenate([[0.0], np.cumsum(y * y)])
-
-    def suffix(a: np.ndarray) -> np.ndarray:
-        return np.concatenate([np.cumsum(a[::-1])[::-1], [0.0]])
-
-    st, st2, sy, sty, sy2 = suffix(tt), suffix(tt * tt), suffix(y), suffix(tt * y), suffix(y * y)
+    c1, c2, _ = s.prefix
+    tt, st, st2, sy, sty, sy2 = s.suffix
     n1, m = k.astype(np.float64), (n - k).astype(np.float64)
     sse1 = c2[k] - c1[k] ** 2 / n1
     sxx = st2[k] - st[k] ** 2 / m
@@ -203,13 +234,14 @@ def best_change(
     >>> best_change(t, np.where(t < 30, 0.0, 0.2 * (t - 30))).kind
     'ramp'
     """
-    step = step_fit(y, min_points=min_points, sign=sign)
-    ramp = ramp_fit(t, y, min_points=min_points, sign=sign)
+    sums = _Sums(t, y)
+    step = _step_fit(sums, min_points=min_points, sign=sign)
+    ramp = _ramp_fit(sums, min_points=min_points, sign=sign)
     if step is None or ramp is None:
         best = step or ramp
     else:
         best = ramp if ramp.sse < 0.9 * step.sse else step
-    both = jump_ramp_fit(t, y, min_points=min_points, sign=sign)
+    both = _jump_ramp_fit(sums, min_points=min_points, sign=sign)
     if best is None or (both is not None and _better(both.sse, best.sse, n=y.size)):
         return both
     return best

@@ -124,14 +124,15 @@ def _locate_change(
     end = _reach(ys, fit.index, sign=sign, level_points=max(3, int(tail_fraction * n)))
     end = min(n, end + max(2 * min_points, 5))
     lo = _settled(ys, fit.index)
+    window = space[lo:end]  # the hinge is refined on this stretch only
     if (lo > 0 or end < n) and end - fit.index >= min_points and fit.index - lo >= min_points:
         refound = _locate(t[lo:end], ys[lo:end], sign=sign, min_points=min_points, locate_power=locate_power)
         if refound is not None:
-            refit, space_part = refound
+            refit, window = refound
             fit = replace(refit, index=refit.index + lo)
-            space = np.concatenate([space[:lo], space_part, space[end:]])
     if fit.model == "hinge":
-        fit = _refine_hinge(t, space, fit, lo=lo, end=end, sign=sign, min_points=min_points)
+        hinge = _refine_hinge(t[lo:end], window, fit.index - lo, sign=sign, min_points=min_points)
+        fit = replace(fit, index=lo + hinge)
     return fit.index, fit.kind, lo, fit.model
 
 
@@ -166,24 +167,22 @@ def _settled(ys: np.ndarray, k: int) -> int:
     return min(int(near[0]), k // 4) if near.size else 0
 
 
-def _refine_hinge(
-    t: np.ndarray, ys: np.ndarray, fit: ChangeFit, *, lo: int, end: int, sign: int, min_points: int
-) -> ChangeFit:
-    """Re-place a climb's hinge against the robust level before it, on the foot of the climb
-    (up to where it first stands 16 robust σ clear of that level), so that a climb that
+def _refine_hinge(t: np.ndarray, ys: np.ndarray, k: int, *, sign: int, min_points: int) -> int:
+    """Re-place a climb's hinge ``k`` against the robust level before it, on the foot of the
+    climb (up to where it first stands 16 robust σ clear of that level), so that a climb that
     steepens later (a climb that tips into divergence) or levels off does not tilt it.
-    Twice: the level moves with the hinge."""
-    k = fit.index
+    Twice: the level moves with the hinge. ``t``, ``ys`` are the stretch the climb was located
+    on (after any leading transient, up to just past the rise); indices are into it."""
     for _ in range(2):
-        if k - lo < min_points:
+        if k < min_points:
             break
-        ref = ys[(lo + k) // 2 : k]
+        ref = ys[k // 2 : k]
         level, spread = robust_level(ref)
         sigma = max(spread, noise_sigma(ref), 1e-12)
-        clear = np.flatnonzero(sign * (ys[k:end] - level) > 16.0 * sigma)
-        foot = min(end, k + int(clear[0]) + max(min_points, 2)) if clear.size else end
-        found = hinge_from_level(t[lo:foot], sign * (ys[lo:foot] - level), min_points=min_points)
+        clear = np.flatnonzero(sign * (ys[k:] - level) > 16.0 * sigma)
+        foot = min(ys.size, k + int(clear[0]) + max(min_points, 2)) if clear.size else ys.size
+        found = hinge_from_level(t[:foot], sign * (ys[:foot] - level), min_points=min_points)
         if found is None:
             break
-        k = found + lo
-    return replace(fit, index=k)
+        k = found
+    return k
