@@ -18,6 +18,7 @@ import numpy as np
 from proxydiag.diagnose._stats import safe_log
 from proxydiag.diagnose._sustained import Change, sustained_change
 from proxydiag.diagnose._view import RunView, Series, view
+from proxydiag.diagnose._warmup import warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.events import Event, Severity
 from proxydiag.run import Run
@@ -81,26 +82,6 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
                             evidence=f"{event.evidence} (starts during warm-up, before step {warm})")
         events.append(event)
     return events
-
-
-def warmup_end(rv: RunView) -> int:
-    """The step where the learning rate first reaches 95% of its peak when it warms up, else
-    5% into the run.
-
-    >>> from proxydiag.diagnose._view import from_arrays
-    >>> warmup_end(from_arrays({"lr": (range(100), np.minimum(1.0, np.arange(100) / 20.0))}))
-    19
-    """
-    first = rv.first_step or 0
-    fallback = int(first + 0.05 * rv.span)
-    lr = rv.get("lr")
-    if lr is None or not lr.finite.any():
-        return fallback
-    values = np.where(lr.finite, lr.values, -np.inf)
-    peak = float(values.max())
-    if not peak > 0 or values[lr.finite][0] >= 0.5 * peak:
-        return fallback
-    return int(lr.steps[int(np.argmax(values >= 0.95 * peak))])
 
 
 def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:

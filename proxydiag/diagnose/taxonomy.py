@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from proxydiag.diagnose._view import RunView
+from proxydiag.diagnose._warmup import warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.events import Event
 
@@ -130,7 +131,7 @@ def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None
     gradient agrees: a grad norm (or loss) that moved to another level and did not come back,
     around the same time. Seen in the lab's real GRPO runs with a too-high learning rate: the
     grad norm turns erratic rather than growing smoothly while reward and entropy collapse."""
-    start = (rv.first_step or 0) + 0.1 * rv.span
+    start = warmup_end(rv)
     near = 0.2 * rv.span + tol
     for reward in sorted((e for e in events if e.kind == "reward_collapse"
                           and e.onset_step is not None and _at(e) >= start), key=_at):
@@ -185,8 +186,8 @@ def _symptom_cluster(events: list[Event], rv: RunView, *, core: set[str] | froze
                      ) -> Event | None:
     """Two or more distinct RL symptoms starting close together (within 10% of the run), one of
     them in ``core``. Entropy falling and KL rising alone are what healthy RL runs do, and
-    symptoms in the first 10% of the run are warm-up."""
-    start = (rv.first_step or 0) + 0.1 * rv.span
+    symptoms that start in the warm-up (:func:`._warmup.warmup_end`) are not counted."""
+    start = warmup_end(rv)
     found = sorted(
         (e for e in events if e.kind in SYMPTOMS and e.onset_step is not None and _at(e) >= start),
         key=_at,

@@ -1,0 +1,40 @@
+"""Where a run's warm-up ends: the stretch at its start where changes are not faults.
+
+While the learning rate warms up, grad norms settle at a new level and the policy starts to
+move (KL rises, entropy and clip fraction change): the divergence detector downgrades growth
+that starts there, and the taxonomy does not count RL symptoms that start there.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from proxydiag.diagnose._view import RunView
+
+#: without a learning-rate warm-up to read, the first 10% of the run is its warm-up
+FALLBACK_FRACTION = 0.1
+
+
+def warmup_end(rv: RunView) -> int:
+    """The step where the learning rate first reaches 95% of its peak when it warms up (its
+    first logged value is below half the peak), else :data:`FALLBACK_FRACTION` into the run.
+
+    >>> from proxydiag.diagnose._view import from_arrays
+    >>> warmup_end(from_arrays({"lr": (range(100), np.minimum(1.0, np.arange(100) / 20.0))}))
+    19
+    >>> warmup_end(from_arrays({"lr": (range(100), np.full(100, 1e-5))}))  # constant: 10%
+    10
+    """
+    first = rv.first_step or 0
+    # the first step at or after that fraction (steps are integers)
+    fallback = math.ceil(first + FALLBACK_FRACTION * rv.span)
+    lr = rv.get("lr")
+    if lr is None or not lr.finite.any():
+        return fallback
+    values = np.where(lr.finite, lr.values, -np.inf)
+    peak = float(values.max())
+    if not peak > 0 or values[lr.finite][0] >= 0.5 * peak:
+        return fallback
+    return int(lr.steps[int(np.argmax(values >= 0.95 * peak))])
