@@ -12,7 +12,7 @@ import numpy as np
 from proxydiag.diagnose._stats import cluster_start, window_sum
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
-from proxydiag.diagnose.scaler import leading_burst_end
+from proxydiag.diagnose.scaler import calibration_end
 from proxydiag.events import Event, Severity
 from proxydiag.run import Run
 
@@ -22,7 +22,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
 
     Critical when non-finite values persist (more than ``scaler.max_skip_fraction`` of a
     window's logged points; an fp16 run's leading calibration burst excluded, see
-    :func:`_calibration_end`) or the run ends
+    :func:`proxydiag.diagnose.scaler.calibration_end`) or the run ends
     non-finite (its last ``min_count`` points); isolated ones are a warning (a skipped step),
     a calibration burst is info.
 
@@ -69,7 +69,7 @@ def _values(
     first = int(idx[0])
     tail = bad[-min_count:]
     terminal = bool(tail.size >= min_count and tail.all())
-    calib_end = _calibration_end(s, bad, scaler) if fp16 else None
+    calib_end = calibration_end(_overflow_steps(s, bad), scaler) if fp16 else None
     burst = _burst(s, bad, scaler, calib_end=calib_end)
     critical = (burst is not None or terminal) and not scaler_owned
     onset = burst if burst is not None else (int(s.steps[first]) if not terminal else
@@ -97,20 +97,11 @@ def _values(
     )]
 
 
-def _calibration_end(s: Series, bad: np.ndarray, c: ScalerConfig) -> int | None:
-    """Last step of an fp16 scaler's calibration: the leading burst of non-finite points when it
-    ends within ``calibration_steps`` of the first step. A burst that lasts longer or never ends
-    is no calibration (a run NaN from its first step has its onset there).
-
-    >>> bad = np.r_[np.ones(8), np.zeros(92)].astype(bool)
-    >>> s = Series("grad_norm", np.arange(100), np.where(bad, np.nan, 1.0))
-    >>> _calibration_end(s, bad, ScalerConfig()), _calibration_end(s, np.ones(100, bool), ScalerConfig())
-    (7, None)
-    """
-    end = leading_burst_end(Series(s.name, s.steps, bad.astype(np.float64)), c)
-    if end is None or end >= int(s.steps[-1]) or end - int(s.steps[0]) > c.calibration_steps:
-        return None
-    return end
+def _overflow_steps(s: Series, bad: np.ndarray) -> Series:
+    """Non-finite points as overflow steps per logged step: a non-finite point stands for the
+    steps since the previous logged point (the first for one log interval)."""
+    span = np.diff(s.steps, prepend=s.steps[0] - s.interval)
+    return Series(s.name, s.steps, np.where(bad, span, 0.0).astype(np.float64))
 
 
 def _burst(s: Series, bad: np.ndarray, c: ScalerConfig, *, calib_end: int | None) -> int | None:

@@ -68,18 +68,46 @@ def _skip_counts(rv: RunView) -> Series | None:
 
 
 def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
-    """Last step of the leading burst of overflows (at most ``calibration_steps`` after the first
-    step), or None when the run does not start with one."""
-    end = leading_burst_end(counts, c)
-    return None if end is None else min(end, int(counts.steps[0]) + c.calibration_steps)
+    """Last step of the loss scaler's calibration, or None when the run has none.
+
+    A dynamic scaler starts high (2^16 in DeepSpeed, 2^32 in Megatron) and halves on overflow
+    steps until it settles (65536 -> 1024 in the DeepSpeed-Chat logs): those first overflows
+    are calibration, not a fault. ``counts`` are overflow (skipped) steps per logged step; the
+    burst the run starts with (hits closer together than ``calibration_gap_steps``) is the
+    calibration when it ends within ``calibration_steps`` of the first step. A burst that
+    lasts longer, or that the data ends in, is calibration up to there only if the overflows
+    never persisted (more than ``max_skip_fraction`` of a ``window_steps`` window, the
+    detectors' own rule; a stretch shorter than a window cannot show it): a run that
+    overflows continuously from its start has a fault there.
+
+    >>> steps = np.arange(300)
+    >>> def end(hits): return calibration_end(Series("skipped", steps, hits), ScalerConfig())
+    >>> end(np.where((steps < 8) | (steps >= 200), 1.0, 0.0))  # calibration, then a fault
+    7
+    >>> end(np.where(steps >= 200, 1.0, 0.0)), end(np.ones(300))  # none; a fault from the start
+    (None, None)
+    """
+    end = _leading_burst_end(counts, c)
+    if end is None:
+        return None
+    first, last = int(counts.steps[0]), int(counts.steps[-1])
+    if end < last and end - first <= c.calibration_steps:
+        return end
+    # sparse overflows may chain into a long burst while the scale settles (the DeepSpeed-Chat
+    # DPO log: 7 overflows in its first 209 steps); a dense one is still overflowing
+    end = min(end, first + c.calibration_steps)
+    window = max(float(c.window_steps), 4 * counts.interval)
+    upto = counts.steps <= end
+    rate = window_sum(counts.steps[upto], counts.values[upto], window_steps=window) / window
+    return None if (rate > c.max_skip_fraction).any() else end
 
 
-def leading_burst_end(counts: Series, c: ScalerConfig) -> int | None:
+def _leading_burst_end(counts: Series, c: ScalerConfig) -> int | None:
     """Last step of the burst of positive counts the run starts with (hits closer together than
     ``calibration_gap_steps`` belong to it), or None when the run does not start with one.
 
-    >>> leading_burst_end(Series("skipped", np.arange(50), np.r_[np.ones(5), np.zeros(45)]),
-    ...                   ScalerConfig())
+    >>> _leading_burst_end(Series("skipped", np.arange(50), np.r_[np.ones(5), np.zeros(45)]),
+    ...                    ScalerConfig())
     4
     """
     hit = np.flatnonzero(counts.values > 0)
