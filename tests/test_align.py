@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import _minmax_reference
 import numpy as np
 import pytest
 from _fidelity_runs import curves, make_run
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 from proxydiag.align import progress, step, tokens
 from proxydiag.align.grid import build_grid
@@ -14,6 +18,7 @@ from proxydiag.align.resample import minmax_downsample, resample
 from proxydiag.align.smooth import smooth
 from proxydiag.errors import AnalysisError
 from proxydiag.fidelity.config import FidelityConfig
+from proxydiag.report import downsample
 
 
 def test_step_and_progress_axes() -> None:
@@ -146,3 +151,43 @@ def test_a_registered_grid_reusing_the_series_equals_one_built_afresh() -> None:
     for name, mg in fresh.metrics.items():
         np.testing.assert_array_equal(reused.metrics[name].sample, mg.sample)
         np.testing.assert_array_equal(reused.metrics[name].envelope, mg.envelope)
+
+
+# --- the min/max reduction shared with report.downsample: oracle against the two copies ----
+
+_ties = st.sampled_from([0.0, -0.0, 1.0, 2.0, -1.0])  # few values: many ties, both zeros
+_any = st.one_of(_ties, st.floats(allow_nan=True, allow_infinity=True, width=64))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    values=arrays(np.float64, st.integers(0, 120), elements=_any),
+    max_points=st.integers(2, 130),
+)
+def test_minmax_downsample_equals_its_previous_copy(values: np.ndarray, max_points: int) -> None:
+    new = minmax_downsample(values, max_points=max_points)
+    old = _minmax_reference.minmax_downsample(values, max_points=max_points)
+    assert new.dtype == old.dtype and new.tobytes() == old.tobytes()
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=arrays(np.float64, st.integers(0, 400),
+                     elements=st.one_of(_ties, st.floats(-1e300, 1e300))),
+       n_buckets=st.integers(1, 150))
+def test_report_minmax_indices_equal_its_previous_copy(values: np.ndarray, n_buckets: int) -> None:
+    new = downsample.minmax_indices(values, n_buckets=n_buckets)
+    old = _minmax_reference.minmax_indices(values, n_buckets=n_buckets)
+    assert new.dtype == old.dtype and new.tolist() == old.tolist()
+
+
+def test_minmax_reductions_equal_their_previous_copies_on_long_series() -> None:
+    rng = np.random.default_rng(7)
+    for n in (1_999, 2_000, 20_000, 100_003):
+        y = np.round(rng.normal(size=n), 1)  # rounded: ties in most buckets
+        y[rng.random(n) < 0.01] = np.nan
+        for points in (500, 2_000):
+            assert minmax_downsample(y, max_points=points).tobytes() == (
+                _minmax_reference.minmax_downsample(y, max_points=points).tobytes())
+        finite = y[np.isfinite(y)]
+        assert np.array_equal(downsample.minmax_indices(finite, n_buckets=1000),
+                              _minmax_reference.minmax_indices(finite, n_buckets=1000))

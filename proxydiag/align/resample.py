@@ -13,6 +13,7 @@ their positions kept; they never enter a curve.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -75,17 +76,40 @@ def minmax_downsample(values: Floats, *, max_points: int) -> Floats:
     >>> minmax_downsample(np.array([1.0, 9, 2, 3, np.nan, 0, 5, 5]), max_points=4).tolist()
     [1.0, 9.0, 0.0, 5.0]
     """
-    finite = values[np.isfinite(values)]
     if values.size <= max_points:
-        return finite
+        return values[np.isfinite(values)]
     group = -(-values.size // (max_points // 2))
-    padded = np.pad(values, (0, (-values.size) % group), constant_values=np.nan)
-    rows = padded.reshape(-1, group)
-    keep = np.isfinite(rows).any(axis=1)
-    rows = rows[keep]
-    i_lo = np.nanargmin(rows, axis=1)
-    i_hi = np.nanargmax(rows, axis=1)
-    r = np.arange(rows.shape[0])
-    first = np.where(i_lo <= i_hi, rows[r, i_lo], rows[r, i_hi])
-    second = np.where(i_lo <= i_hi, rows[r, i_hi], rows[r, i_lo])
+    return values[extrema_indices(values, np.arange(0, values.size, group))]
+
+
+def extrema_indices(
+    values: Floats, starts: npt.NDArray[np.int64], *, ties: Literal["first", "spread"] = "first"
+) -> npt.NDArray[np.int64]:
+    """Indices of the min and the max of each group of consecutive points, two per group in
+    order of occurrence; the min/max-preserving reduction shared by the analysis resolution
+    (:func:`minmax_downsample`) and the drawn curves (``report.downsample``).
+
+    Group ``i`` is ``values[starts[i]:starts[i + 1]]`` (the last one runs to the end; none is
+    empty). NaN is ignored and a group without a finite value is dropped. ``ties``: the first
+    occurrence of the min and of the max (``"first"``), or the first of the min and the last
+    of the max (``"spread"``: a flat group keeps both its ends, so a drawn line stays flat).
+
+    >>> v = np.array([3.0, 1, 3, np.nan, np.nan, 2, 2, 2])
+    >>> extrema_indices(v, np.array([0, 3, 5])).tolist()
+    [0, 1, 5, 5]
+    >>> extrema_indices(v, np.array([0, 3, 5]), ties="spread").tolist()
+    [1, 2, 5, 7]
+    """
+    n = values.size
+    finite = np.add.reduceat(np.isfinite(values).astype(np.int64), starts) > 0
+    group = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, n]))
+    pos = np.arange(n, dtype=np.int64)
+    lo = np.fmin.reduceat(values, starts)[group]  # fmin/fmax skip NaN
+    hi = np.fmax.reduceat(values, starts)[group]
+    i_lo = np.minimum.reduceat(np.where(values == lo, pos, n), starts)
+    if ties == "first":
+        i_hi = np.minimum.reduceat(np.where(values == hi, pos, n), starts)
+    else:
+        i_hi = np.maximum.reduceat(np.where(values == hi, pos, -1), starts)
+    first, second = np.minimum(i_lo, i_hi)[finite], np.maximum(i_lo, i_hi)[finite]
     return np.column_stack([first, second]).ravel()

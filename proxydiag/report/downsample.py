@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from proxydiag.align.resample import extrema_indices
+
 FloatArray = npt.NDArray[np.float64]
 
 #: buckets per curve; each keeps its min and max, so at most twice as many points are drawn
@@ -50,7 +52,8 @@ class Drawable:
 def minmax_indices(y: FloatArray, *, n_buckets: int = DEFAULT_BUCKETS) -> npt.NDArray[np.int64]:
     """Sorted indices keeping each bucket's min and max plus the first and last point.
 
-    ``y`` must be finite. Buckets are consecutive runs of equal length.
+    ``y`` must be finite. Buckets are consecutive runs of equal length; a flat bucket keeps
+    both its ends (:func:`proxydiag.align.resample.extrema_indices` with ``ties="spread"``).
 
     >>> y = np.zeros(10_000); y[4321] = 50.0; y[777] = -3.0
     >>> idx = minmax_indices(y, n_buckets=10)
@@ -61,10 +64,8 @@ def minmax_indices(y: FloatArray, *, n_buckets: int = DEFAULT_BUCKETS) -> npt.ND
     if n <= 2 * n_buckets:
         return np.arange(n, dtype=np.int64)
     bucket = np.arange(n, dtype=np.int64) * n_buckets // n
-    order = np.lexsort((y, bucket))  # by bucket, then by value
-    starts = np.searchsorted(bucket[order], np.arange(n_buckets), side="left")
-    ends = np.append(starts[1:], n) - 1
-    keep = np.concatenate([order[starts], order[ends], [0, n - 1]])
+    starts = np.searchsorted(bucket, np.arange(n_buckets), side="left")
+    keep = np.concatenate([extrema_indices(y, starts, ties="spread"), [0, n - 1]])
     return np.unique(keep)
 
 
