@@ -19,12 +19,18 @@ FALLBACK_FRACTION = 0.1
 
 def warmup_end(rv: RunView) -> int:
     """The step where the learning rate first reaches 95% of its peak when it warms up (its
-    first logged value is below half the peak), else :data:`FALLBACK_FRACTION` into the run.
+    first logged value is below half the peak, and it *ramps* there: it rises on at least
+    half of its logged points up to that step), else :data:`FALLBACK_FRACTION` into the run.
+
+    A learning rate that sits still and then jumps (a schedule bug, a blow-up injected at
+    step 40) is not a warm-up: its jump is where a fault may start, not where one is excused.
 
     >>> from proxydiag.diagnose._view import from_arrays
     >>> warmup_end(from_arrays({"lr": (range(100), np.minimum(1.0, np.arange(100) / 20.0))}))
     19
     >>> warmup_end(from_arrays({"lr": (range(100), np.full(100, 1e-5))}))  # constant: 10%
+    10
+    >>> warmup_end(from_arrays({"lr": (range(100), np.where(np.arange(100) < 40, 3e-4, 1.2e-2))}))
     10
     """
     first = rv.first_step or 0
@@ -33,8 +39,11 @@ def warmup_end(rv: RunView) -> int:
     lr = rv.get("lr")
     if lr is None or not lr.finite.any():
         return fallback
-    values = np.where(lr.finite, lr.values, -np.inf)
+    steps, values = lr.steps[lr.finite], lr.values[lr.finite]
     peak = float(values.max())
-    if not peak > 0 or values[lr.finite][0] >= 0.5 * peak:
+    if not peak > 0 or values[0] >= 0.5 * peak:
         return fallback
-    return int(lr.steps[int(np.argmax(values >= 0.95 * peak))])
+    end = int(np.argmax(values >= 0.95 * peak))
+    if np.count_nonzero(np.diff(values[: end + 1]) > 0) < 0.5 * end:
+        return fallback  # a jump, not a ramp
+    return int(steps[end])
