@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from proxydiag.diagnose.api import diagnose
@@ -237,3 +238,31 @@ def test_reward_and_entropy_collapsing_together_is_a_divergence() -> None:
     d = diagnose(_run(s))
     assert d.label == "loss_divergence"
     assert d.onset_step is not None and abs(d.onset_step - 300) <= 10
+
+
+LAB = Path(__file__).resolve().parents[1] / "sample_runs" / "lab"
+
+
+def test_a_grad_norm_that_ends_below_its_level_is_not_a_divergence() -> None:
+    """The lab's 4-expert proxy: its grad norm turns erratic after the learning-rate blow-up
+    (the change is located going up) but ends at a third of its level before: growth that
+    did not last is no divergence (it was read as one, '0.327x')."""
+    from proxydiag.diagnose import divergence
+    from proxydiag.ingest import read_run
+
+    events = divergence.detect(read_run(LAB / "lr_blowup-fp32-proxy4-s0"), DiagnoseConfig())
+    assert [e.evidence for e in events if e.kind == "divergence"] == []
+
+
+def test_a_proxys_smaller_reward_fall_with_entropy_collapse_and_unstable_gradient_diverges() -> None:
+    """The lab's 1-expert proxy with a 40x learning rate from step 40 (real GRPO run): its
+    reward falls 0.42 -> 0.22 (2.9 sigma, too noisy for a collapse) while entropy collapses and
+    grad_norm shifts level. Without the unstable gradient the same run is healthy."""
+    from proxydiag.ingest import read_run
+
+    run = read_run(LAB / "lr_blowup-fp32-proxy1-s0")
+    d = diagnose(run)
+    assert d.label == "loss_divergence" and abs(int(d.onset_step or 0) - 40) <= 5, d.summary
+    calm = run.frame.with_columns(
+        value=pl.when(pl.col("metric") == "grad_norm").then(0.45).otherwise(pl.col("value")))
+    assert diagnose(Run(calm, run.name, run.attrs, run.mapping, run.events)).label == "healthy"

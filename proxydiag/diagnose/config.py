@@ -98,6 +98,9 @@ class DivergenceConfig:
     symptom_fold: float = ranged(3.0, lo=1.01, hi=1e6)
     #: reward collapse: the tail falls this many robust σ below the level before the change
     reward_z_min: float = ranged(6.0, lo=0.5, hi=1e3)
+    #: a smaller fall (this many σ) is a ``reward_decline`` (info): a divergence only together
+    #: with an entropy collapse and a gradient gone unstable (small, noisy RL batches)
+    reward_z_weak: float = ranged(2.0, lo=0.5, hi=1e3)
 
     def __post_init__(self) -> None:
         check_ranges(self, section="divergence")

@@ -96,26 +96,39 @@ def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:
         steps.astype(np.float64), y, sign=rule.sign, tail_fraction=c.tail_fraction,
         sigma_floor=1e-3 if rule.log else 1e-9,
     )
-    if change is None or not _large(change, rule, cfg):
+    if change is None:
         return None
+    kind, severity = rule.kind, rule.severity
+    if not _large(change, rule, cfg):
+        if not _weak_reward_fall(change, rule, cfg):
+            return None
+        kind, severity = "reward_decline", "info"
     z = change.z
     strength = 1.0 - c.z_min / max(z, c.z_min)
     # a symptom alone is weak evidence (KL grows and entropy falls in healthy RL runs too)
     weight = (0.6, 0.4) if rule.severity == "critical" else (0.4, 0.2)
     conf = float(min(0.99, weight[0] + weight[1] * strength))
     return Event(
-        rule.kind, rule.metric, change.onset_step, None, rule.severity, conf,
+        kind, rule.metric, change.onset_step, None, severity, conf,
         _evidence(s.name, change.onset_step, change, rule),
     )
 
 
 def _large(change: Change, rule: _Rule, cfg: DiagnoseConfig) -> bool:
     c = cfg.divergence
+    if rule.sign * change.rise <= 0:  # located going one way, the tail ended the other way
+        return False
     if rule.metric == "reward":
         return change.z >= c.reward_z_min
     fold = c.min_fold if rule.severity == "critical" else c.symptom_fold
     big = abs(change.rise) >= np.log(fold) if rule.log else True
     return bool(big and change.z >= c.z_min)
+
+
+def _weak_reward_fall(change: Change, rule: _Rule, cfg: DiagnoseConfig) -> bool:
+    """A reward that falls and stays down, but less than a collapse (see the taxonomy)."""
+    return (rule.metric == "reward" and rule.sign * change.rise > 0
+            and change.z >= cfg.divergence.reward_z_weak)
 
 
 def _evidence(name: str, step: int, change: Change, rule: _Rule) -> str:

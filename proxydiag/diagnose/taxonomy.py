@@ -130,12 +130,18 @@ def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None
     """A reward collapse with an entropy collapse (or explosion) is a divergence when the
     gradient agrees: a grad norm (or loss) that moved to another level and did not come back,
     around the same time. Seen in the lab's real GRPO runs with a too-high learning rate: the
-    grad norm turns erratic rather than growing smoothly while reward and entropy collapse."""
+    grad norm turns erratic rather than growing smoothly while reward and entropy collapse.
+
+    A smaller reward fall (``reward_decline``: a pruned proxy's noisy reward) counts only with
+    an entropy collapse and a gradient that is unstable itself (a level shift or repeated
+    spikes), never with the reward-and-entropy pair alone."""
     start = warmup_end(rv)
     near = 0.2 * rv.span + tol
-    for reward in sorted((e for e in events if e.kind == "reward_collapse"
+    for reward in sorted((e for e in events if e.kind in ("reward_collapse", "reward_decline")
                           and e.onset_step is not None and _at(e) >= start), key=_at):
-        entropy = [e for e in events if e.kind in ("entropy_collapse", "entropy_explosion")
+        weak = reward.kind == "reward_decline"
+        entropy = [e for e in events if e.kind in (
+                       ("entropy_collapse",) if weak else ("entropy_collapse", "entropy_explosion"))
                    and e.onset_step is not None and abs(_at(e) - _at(reward)) <= near]
         grad = [e for e in events if e.kind in ("level_shift", "spike")
                 and e.metric in ("grad_norm", "loss")
@@ -146,7 +152,7 @@ def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None
         # on its own: healthy RL trades entropy for reward, it does not lose both
         together = [e for e in entropy if e.kind == "entropy_collapse"
                     and abs(_at(e) - _at(reward)) <= 0.1 * rv.span]
-        if together and not shifts:
+        if together and not shifts and not weak:
             shifts = together
         if entropy and shifts:
             # entropy falling is what healthy RL does: the reward collapse or the gradient's
@@ -155,7 +161,8 @@ def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None
             return Event(
                 "divergence", first.metric, first.onset_step, None, "critical",
                 min(0.8, reward.confidence),
-                f"reward collapses (step {reward.onset_step}) with {entropy[0].kind.replace('_', ' ')} "
+                f"reward {'declines' if weak else 'collapses'} (step {reward.onset_step}) with "
+                f"{entropy[0].kind.replace('_', ' ')} "
                 f"and an unstable {shifts[0].metric} ({shifts[0].kind.replace('_', ' ')} at step "
                 f"{shifts[0].onset_step}); "
                 f"{reward.evidence}",
