@@ -76,8 +76,9 @@ def start(
     if timeout_s < 0 or (workers is not None and workers < 1):
         raise ConfigError(f"timeout_s must be >= 0 and workers >= 1 (or None), got "
                           f"{timeout_s} and {workers}")
+    root = root.resolve()  # the server runs in ``root``: relative paths would move
     root.mkdir(parents=True, exist_ok=True)
-    db = db if db is not None else root / "mlflow.db"
+    db = db.resolve() if db is not None else root / "mlflow.db"
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}",

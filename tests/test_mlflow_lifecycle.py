@@ -79,3 +79,16 @@ def _running_in(root: Path) -> set[int]:
         except OSError:
             continue
     return found
+
+
+def test_relative_paths_mean_the_callers_directory(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server runs in ``root``: a relative ``db`` is still the caller's file, not a new
+    empty store beside the server (the benchmark's tracking-server run was not found)."""
+    from mlflow import MlflowClient
+
+    MlflowClient(f"sqlite:///{tmp_path / 'src.db'}").create_experiment("mine")
+    monkeypatch.chdir(tmp_path)
+    with start(Path("srv"), db=Path("src.db")) as server:
+        assert MlflowClient(server.uri).get_experiment_by_name("mine") is not None
+        assert server.db == tmp_path / "src.db"
