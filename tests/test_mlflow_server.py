@@ -9,6 +9,7 @@ import urllib.request
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pytest
 from mlflow_fixtures import MlflowServer, free_port
 
@@ -49,7 +50,11 @@ def logged(mlflow_server: MlflowServer) -> dict[str, str]:
 
 
 def test_runs_uri_reads_complete_paginated_history(mlflow_server: MlflowServer,
-                                                   logged: dict[str, str]) -> None:
+                                                   logged: dict[str, str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from proxydiag.ingest import mlflow_rest
+
+    monkeypatch.setattr(mlflow_rest, "BULK_MAX", 20)  # the bulk reply may be cut: page instead
     ctx = ReadContext(options={"tracking_uri": mlflow_server.uri, "page_size": 25})
     run = mlflow_uri.read(f"runs:/{logged['full']}", ctx)[0]
     steps, values = run.series("pg_loss")
@@ -61,6 +66,20 @@ def test_runs_uri_reads_complete_paginated_history(mlflow_server: MlflowServer,
     assert run.attrs["mlflow_tracking_uri"] == mlflow_server.uri
     page = f"{mlflow_server.uri}/#/experiments/1/runs/{logged['full']}"
     assert mlflow_uri.read(page, ReadContext())[0].id == run.id
+
+
+def test_bulk_and_paged_histories_agree(mlflow_server: MlflowServer, logged: dict[str, str],
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One bulk reply per key, or get-history page by page: the same frame, NaN/±inf kept."""
+    from polars.testing import assert_frame_equal
+
+    from proxydiag.ingest import mlflow_rest
+
+    bulk = mlflow_uri.read_mlflow_runs(mlflow_server.uri, [logged["full"]])[0].frame
+    monkeypatch.setattr(mlflow_rest, "BULK_MAX", 1)
+    paged = mlflow_uri.read_mlflow_runs(mlflow_server.uri, [logged["full"]])[0].frame
+    assert_frame_equal(bulk, paged, check_exact=True)
+    assert bulk.filter(pl.col("value").is_nan()).height == 1
 
 
 def test_server_sqlite_and_rest_agree(mlflow_server: MlflowServer, logged: dict[str, str]) -> None:

@@ -1,10 +1,14 @@
 """MLflow tracking servers over REST: complete metric histories, fetched concurrently.
 
-Every (run, key) history is read with ``GET /api/2.0/mlflow/metrics/get-history`` page by
-page (``max_results`` + ``next_page_token``) until the server has no next page, in a thread
-pool, and parsed straight into columns (no ``Metric`` object per point). Nothing is sampled:
-``get-history-bulk-interval`` (what the UI uses) returns at most a few hundred points per key,
-so it is never used. Each history is checked against the run's latest value of that key
+Every (run, key) history is read in a thread pool and parsed straight into columns (no
+``Metric`` object per point), first with ``GET /ajax-api/2.0/mlflow/metrics/get-history-bulk``
+(the UI's endpoint for whole histories: compact JSON, about 25% less server time than
+``get-history``; at most :data:`BULK_MAX` points and no pagination), and when that may have
+been cut short, is refused or is missing (an older server, a proxy that forwards only
+``/api``) with ``GET /api/2.0/mlflow/metrics/get-history`` page by page (``max_results`` +
+``next_page_token``) until the server has no next page. Nothing is sampled:
+``get-history-bulk-interval`` returns at most a few hundred points per key, so it is never
+used. Each history is checked against the run's latest value of that key
 (``runs/get``): a history that stops short of it raises :class:`~proxydiag.errors.MlflowError`.
 
 Credentials come only from MLflow's environment variables (``MLFLOW_TRACKING_USERNAME`` /
@@ -35,6 +39,10 @@ PAGE_SIZE = 25_000
 #: concurrent requests (the server does the work; threads overlap its latency with parsing)
 WORKERS = 8
 _API = "/api/2.0/mlflow"
+_AJAX = "/ajax-api/2.0/mlflow"
+#: the bulk endpoint's cap per run and key (MLflow's MAX_HISTORY_RESULTS): a reply this long
+#: may be cut short, so that history is read again page by page
+BULK_MAX = 25_000
 
 
 def redact(uri: str) -> str:
@@ -53,7 +61,8 @@ def _timeouts() -> dict[str, Any]:
     }
 
 
-def get_json(tracking_uri: str, endpoint: str, params: dict[str, Any]) -> dict[str, Any]:
+def get_json(tracking_uri: str, endpoint: str, params: dict[str, Any], *, api: str = _API,
+             ) -> dict[str, Any]:
     """``GET`` an MLflow REST endpoint; any failure is one :class:`MlflowError` line."""
     from mlflow.utils.credentials import get_default_host_creds
     from mlflow.utils.rest_utils import http_request
@@ -62,7 +71,7 @@ def get_json(tracking_uri: str, endpoint: str, params: dict[str, Any]) -> dict[s
     try:
         creds = get_default_host_creds(tracking_uri)  # type: ignore[no-untyped-call]
         resp = http_request(  # type: ignore[no-untyped-call]
-            creds, f"{_API}/{endpoint}", "GET", params=params, raise_on_status=False, **_timeouts()
+            creds, f"{api}/{endpoint}", "GET", params=params, raise_on_status=False, **_timeouts()
         )
     except Exception as exc:  # requests/urllib3 raise many types; all mean "not reachable"
         text = str(exc).lower()
@@ -119,6 +128,28 @@ def histories(tracking_uri: str, runs: Sequence[dict[str, Any]], *,
 def _history(tracking_uri: str, run_id: str, latest: dict[str, Any], *,
              page_size: int) -> pl.DataFrame:
     key = latest["key"]
+    metrics = _bulk(tracking_uri, run_id, key)
+    if metrics is None:
+        metrics = _pages(tracking_uri, run_id, key, page_size=page_size)
+    frame = _columns(metrics, key)
+    _check_complete(frame, latest, where=f"{redact(tracking_uri)} run {run_id} key {key!r}")
+    return frame
+
+
+def _bulk(tracking_uri: str, run_id: str, key: str) -> list[dict[str, Any]] | None:
+    """The whole history in one reply, or None when the bulk endpoint cannot vouch for it
+    (refused, missing, or :data:`BULK_MAX` points long: maybe cut short)."""
+    try:
+        body = get_json(tracking_uri, "metrics/get-history-bulk",
+                        {"run_id": run_id, "metric_key": key, "max_results": BULK_MAX}, api=_AJAX)
+    except MlflowError:
+        return None  # get-history says what is wrong, if anything is
+    metrics: list[dict[str, Any]] = body.get("metrics", [])
+    return metrics if len(metrics) < BULK_MAX else None
+
+
+def _pages(tracking_uri: str, run_id: str, key: str, *, page_size: int) -> list[dict[str, Any]]:
+    """The history page by page from ``get-history``."""
     pages: list[list[dict[str, Any]]] = []
     token: str | None = None
     seen: set[str] = set()
@@ -134,9 +165,7 @@ def _history(tracking_uri: str, run_id: str, latest: dict[str, Any], *,
         if token in seen:
             raise MlflowError(f"{redact(tracking_uri)} run {run_id} key {key!r}: pagination loops")
         seen.add(token)
-    frame = _columns([m for page in pages for m in page], key)
-    _check_complete(frame, latest, where=f"{redact(tracking_uri)} run {run_id} key {key!r}")
-    return frame
+    return [m for page in pages for m in page]
 
 
 def _columns(metrics: list[dict[str, Any]], key: str) -> pl.DataFrame:
