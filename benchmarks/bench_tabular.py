@@ -72,13 +72,14 @@ def _floor(fmt: str, path: Path) -> pl.DataFrame:
     per_row = pl.Series(np.repeat(np.arange(k, dtype=np.uint32), n))
     name = pl.Series(names)
     return pl.DataFrame([
-        pl.repeat("run", n * k, eager=True).alias("run"),
         pl.Series("step", np.tile(wide["step"].to_numpy(), k)),
         name.gather(per_row).alias("metric"),
         name.gather(per_row).alias("key"),
         pl.concat([wide[c].cast(pl.Float64) for c in names], rechunk=True).alias("value"),
-        pl.repeat(None, n * k, dtype=pl.Float64, eager=True).alias("wall_time"),
-    ])
+    ]).select(  # one value for a constant column, as proxydiag's frame has
+        pl.lit("run").alias("run"), "step", "metric", "key", "value",
+        pl.lit(None, dtype=pl.Float64).alias("wall_time"),
+    )
 
 
 def _raw_only(fmt: str, path: Path) -> object:
