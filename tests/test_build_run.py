@@ -3,7 +3,7 @@
 The fast path works on integer key codes, block slices and a stable integer sort; the
 reference below hashes and sorts strings the obvious way. Both must give the same frame for
 any raw frame: interleaved or blocked keys, restarts, duplicates, aliases, counters, NaN/±inf,
-text or ``Enum`` keys.
+text, ``Enum`` or ``Categorical`` keys.
 """
 
 from __future__ import annotations
@@ -72,9 +72,12 @@ def raw_frames(draw: st.DrawFn) -> pl.DataFrame:
     walls = draw(st.one_of(st.none(), st.just([float(i) for i in range(len(rows))])))
     frame = pl.DataFrame({"step": list(steps), "key": list(ks), "value": list(values),
                           "wall_time": walls}, schema_overrides={"wall_time": pl.Float64})
-    if draw(st.booleans()):
+    coding = draw(st.sampled_from(["text", "enum", "categorical"]))
+    if coding == "enum":
         codes = keys.of(frame["key"])
         frame = frame.with_columns(keys.enum_keys(codes.per_row(), codes.names))
+    elif coding == "categorical":  # as the console reader keeps its records
+        frame = frame.with_columns(pl.col("key").cast(pl.Categorical))
     return frame
 
 

@@ -262,6 +262,7 @@ def wide_to_raw(
     value = pl.concat(metrics, rechunk=True).alias("value")
     raw = pl.DataFrame([
         pl.Series("step", np.tile(step_col.to_numpy(), k)),
+        # column names are distinct (polars frames have no duplicate names): Enum categories
         enum_keys(np.repeat(np.arange(k, dtype=np.min_scalar_type(k)), n), [m.name for m in metrics]),
         value,
     ])
