@@ -171,3 +171,13 @@ def test_garbage_raises_only_ingest_error(tmp_path: Path, data: bytes, header: b
             assert "\n" not in str(exc)
             return
     assert run.frame.schema["value"] == pl.Float64
+
+
+def test_an_empty_column_wins_no_alias(tmp_path: Path) -> None:
+    """``loss`` logged nothing, ``train/loss`` did: the canonical ``loss`` is ``train/loss``,
+    and a metric without a value is not in the run's mapping."""
+    path = tmp_path / "m.csv"
+    path.write_text("step,loss,train/loss,grad_norm\n1,,0.5,\n2,,0.4,\n")
+    run = read_run(path)
+    assert run.mapping == {"loss": "train/loss"}
+    assert run.frame["metric"].unique().to_list() == ["loss"]

@@ -55,10 +55,13 @@ def build_run(
     """
     table = aliases or AliasTable.default()
     frame = coerce_raw(raw)
-    del raw  # a caller that hands over its only reference frees the key column early
+    del raw  # with the caller's only reference, ``del frame`` below frees the key column
     coded = keys.of(frame["key"])
-    resolved = table.resolve(coded.names)
-    grouped = _group_by_metric(frame, coded, [resolved[k] for k in coded.names])
+    # aliases compete among the keys that have rows: an Enum may name keys without any (an
+    # empty column of a wide table), and those must not win a canonical name
+    present = np.bincount(coded.run_codes, minlength=len(coded.names)) > 0
+    resolved = table.resolve([k for k, has in zip(coded.names, present, strict=True) if has])
+    grouped = _group_by_metric(frame, coded, [resolved.get(k, k) for k in coded.names])
     if not monotonic and grouped.steps_not_increasing():
         frame, seg_events = segments.resolve(frame)
         return build_run(
