@@ -120,7 +120,10 @@ def test_quoted_cell_spanning_lines_keeps_line_numbers(tmp_path: Path) -> None:
 
 def test_null_cells_are_noted_on_their_run(tmp_path: Path) -> None:
     path = tmp_path / "export.csv"
-    path.write_text('"Step","a - loss","b - loss"\n0,null,1.0\n1,0.5,2.0\n')
+    path.write_text('"Step","a - loss","b - loss","b - loss__MIN"\n0,null,NaN,null\n'
+                    '1,0.5,inf,x\n2,null,2.0,1\n')
     runs = {r.name: r for r in read_runs(path)}
-    assert runs["a"].attrs["null_as_nan"] == 1 and math.isnan(runs["a"].series("loss")[1][0])
-    assert "null_as_nan" not in runs["b"].attrs
+    assert runs["a"].attrs["null_as_nan"] == 2 and math.isnan(runs["a"].series("loss")[1][0])
+    # b logged a NaN itself, and its band's null and bad cell are not read at all
+    assert "null_as_nan" not in runs["b"].attrs and math.isnan(runs["b"].series("loss")[1][0])
+    assert runs["b"].attrs["band_columns_skipped"] == ["loss"]

@@ -30,6 +30,7 @@ import csv as _csv
 import io
 import re
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +81,13 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     ]
 
 
-def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
-    """Read one CSV/TSV file into a raw frame (``step, key, value, wall_time``)."""
+def read_table(path: Path, *, skip: Callable[[str], bool] | None = None,
+               ) -> tuple[pl.DataFrame, tabular.Notes]:
+    """Read one CSV/TSV file into a raw frame (``step, key, value, wall_time``).
+
+    Columns for which ``skip(name)`` is true are left out before their cells are read (listed
+    in ``notes.skipped_columns``); the file's shape is still checked whole.
+    """
     mapped = tabular.map_file(path)
     if _blank(mapped, 0):
         raise IngestError(f"{path}: empty file; nothing to ingest")
@@ -111,6 +117,9 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
         return f"{path}:{_line_of_row(data, body_at, sep, row)}"
 
     frame, locate = _drop_repeated_headers(frame, header, step, line_of)
+    if skip is not None and not layout:
+        notes.skipped_columns = [c for c in frame.columns if c != step and skip(c)]
+        frame = frame.drop(notes.skipped_columns)
     if layout:
         raw = tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes)
         return tabular.nonempty(raw, path), notes

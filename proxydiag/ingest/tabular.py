@@ -58,6 +58,10 @@ class Notes:
     """What a tabular reader learned besides the data (goes into ``Run.attrs``)."""
 
     null_as_nan: int = 0
+    #: the same count per column (a reader that splits a file into runs counts per run)
+    null_columns: dict[str, int] = field(default_factory=dict)
+    #: columns the caller asked to leave out, unread (e.g. W&B's min/max bands)
+    skipped_columns: list[str] = field(default_factory=list)
     #: every key's steps strictly increase (a wide table with an increasing step column)
     monotonic: bool = False
     ignored_columns: list[str] = field(default_factory=list)
@@ -232,7 +236,9 @@ def values(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series | No
     _fail_first(bad, locate, lambda r: f"{column[r]!r} is not a number in column {column.name}")
     if not is_null_word.any():
         return parsed.alias(column.name)
-    notes.null_as_nan += int(is_null_word.sum())
+    count = int(is_null_word.sum())
+    notes.null_as_nan += count
+    notes.null_columns[column.name] = notes.null_columns.get(column.name, 0) + count
     frame = pl.DataFrame({"v": parsed, "n": is_null_word})
     return frame.select(
         pl.when(pl.col("n")).then(float("nan")).otherwise(pl.col("v")).alias(column.name)

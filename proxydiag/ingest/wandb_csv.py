@@ -74,11 +74,10 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     naming ``file:line`` (quoted cells spanning lines counted) and the column.
     """
     path = Path(source)
-    raw, notes = csv.read_table(path)
+    raw, notes = csv.read_table(path, skip=lambda column: split_column(column)[2])
     coded = keys.of(raw.get_column("key"))
     split = [split_column(c) for c in coded.names]
-    ignored = [split_column(c) for c in notes.ignored_columns]
-    bands = sorted({metric for _, metric, band in [*split, *ignored] if band})
+    bands = sorted({split_column(c)[1] for c in notes.skipped_columns})
     names = list(dict.fromkeys(run for run, _, band in split if not band))
     per_row = coded.per_row()
     runs = []
@@ -88,7 +87,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
         if rows.height == 0:
             continue
         attrs = {"wandb_export": True, "band_columns_skipped": bands,
-                 **_notes_of(name, notes, rows).attrs()}
+                 **_notes_of(name, notes).attrs()}
         # one sidecar cannot name several runs
         sidecar = sidecar_for(path) if len(names) == 1 else None
         runs.append(build_run(rows, name=name, source=path, fmt=NAME, aliases=ctx.aliases,
@@ -110,13 +109,12 @@ def _rows_of(raw: pl.DataFrame, per_row: np.ndarray, metric_of: list[str | None]
     )
 
 
-def _notes_of(name: str, notes: tabular.Notes, rows: pl.DataFrame) -> tabular.Notes:
-    """The file's notes that concern run ``name``, in its metric names. The CSV reader counts
-    ``null`` cells per file: that count goes to each run that holds a NaN."""
+def _notes_of(name: str, notes: tabular.Notes) -> tabular.Notes:
+    """The file's notes that concern run ``name``, in its metric names (``null`` cells counted
+    in that run's own columns)."""
     ignored = [metric for run, metric, band in map(split_column, notes.ignored_columns)
                if run == name and not band]
     renamed = {split_column(new)[1]: split_column(old)[1]
                for new, old in notes.renamed_columns.items() if split_column(new)[0] == name}
-    null_as_nan = notes.null_as_nan if rows.get_column("value").is_nan().any() else 0
-    return tabular.Notes(null_as_nan=null_as_nan, ignored_columns=ignored,
-                         renamed_columns=renamed)
+    nulls = sum(n for column, n in notes.null_columns.items() if split_column(column)[0] == name)
+    return tabular.Notes(null_as_nan=nulls, ignored_columns=ignored, renamed_columns=renamed)
