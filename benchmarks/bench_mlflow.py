@@ -221,7 +221,7 @@ def _server_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
     group = f"mlflow tracking server, {n:,} points"
     return [
         Row(group, "proxydiag", times["proxydiag"], n,
-            note="one bulk history request per key (paged get-history past 25,000 points), "
+            note="one bulk history request per key (paged get-history from 25,000 points), "
                  "8 concurrent, completeness checked"),
         Row(group, "get_metric_history loop", times["sequential"], n, note="one key after another"),
     ]

@@ -75,10 +75,24 @@ def test_bulk_and_paged_histories_agree(mlflow_server: MlflowServer, logged: dic
 
     from proxydiag.ingest import mlflow_rest
 
+    calls: list[str] = []
+    real = mlflow_rest.get_json
+
+    def spy(uri: str, endpoint: str, params: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        calls.append(endpoint)
+        return real(uri, endpoint, params, **kw)
+
+    monkeypatch.setattr(mlflow_rest, "get_json", spy)
     bulk = mlflow_uri.read_mlflow_runs(mlflow_server.uri, [logged["full"]])[0].frame
-    monkeypatch.setattr(mlflow_rest, "BULK_MAX", 1)
+    assert calls.count("metrics/get-history-bulk") == 2 and "metrics/get-history" not in calls
+    calls.clear()
+    monkeypatch.setattr(mlflow_rest, "_AJAX", "/no-such-api/2.0/mlflow")  # e.g. a proxy: 404
+    fallback = mlflow_uri.read_mlflow_runs(mlflow_server.uri, [logged["full"]])[0].frame
+    assert calls.count("metrics/get-history") == 2
+    monkeypatch.setattr(mlflow_rest, "BULK_MAX", 1)  # a reply that may be cut: paged at once
     paged = mlflow_uri.read_mlflow_runs(mlflow_server.uri, [logged["full"]])[0].frame
-    assert_frame_equal(bulk, paged, check_exact=True)
+    for other in (fallback, paged):
+        assert_frame_equal(bulk, other, check_exact=True)
     assert bulk.filter(pl.col("value").is_nan()).height == 1
 
 
@@ -289,3 +303,36 @@ def test_cli_ingest_selects_an_experiment_by_filter(mlflow_server: MlflowServer,
     runs = RunStore(tmp_path / "s").runs().sort("experts_kept")
     assert runs["name"].to_list() == ["proxy-8", "proxy-32"]
     assert runs["role"].to_list() == ["proxy", "proxy"] and runs["n_points"].to_list() == [240, 240]
+
+
+def test_a_server_answering_html_is_one_error_line(tmp_path: Any) -> None:
+    """A proxy's login page (HTTP 200, HTML) is no MLflow reply: one MlflowError, no JSON
+    traceback; the bulk endpoint answering so falls back to get-history, which says it."""
+    import http.server
+    import threading
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html><body>please log in</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        from proxydiag.ingest import mlflow_rest
+
+        uri = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(MlflowError, match="did not answer with a JSON object"):
+            mlflow_rest.get_json(uri, "runs/get", {"run_id": "x"})
+        with pytest.raises(MlflowError, match="metrics/get-history did not answer"):
+            mlflow_rest.histories(uri, [{"info": {"run_id": "r"},
+                                         "data": {"metrics": [{"key": "loss", "step": 3}]}}])
+    finally:
+        server.shutdown()

@@ -6,10 +6,13 @@ Every (run, key) history is read in a thread pool and parsed straight into colum
 ``get-history``; at most :data:`BULK_MAX` points and no pagination), and when that may have
 been cut short, is refused or is missing (an older server, a proxy that forwards only
 ``/api``) with ``GET /api/2.0/mlflow/metrics/get-history`` page by page (``max_results`` +
-``next_page_token``) until the server has no next page. Nothing is sampled:
-``get-history-bulk-interval`` returns at most a few hundred points per key, so it is never
-used. Each history is checked against the run's latest value of that key
-(``runs/get``): a history that stops short of it raises :class:`~proxydiag.errors.MlflowError`.
+``next_page_token``) until the server has no next page (a key already logged at 25,000 steps
+or more is paged at once). Points that tie on timestamp and step come from the bulk endpoint
+in value order, from ``get-history`` in the store's order (the same for SQL stores). Nothing is
+sampled: ``get-history-bulk-interval`` returns at most a few hundred points per key, so it is
+never used. Each history is checked against the run's latest value of that key (``runs/get``):
+a bulk reply that stops short of it is read again page by page, and a paged one that does
+raises :class:`~proxydiag.errors.MlflowError`.
 
 Credentials come only from MLflow's environment variables (``MLFLOW_TRACKING_USERNAME`` /
 ``_PASSWORD`` / ``_TOKEN``, TLS settings) through ``mlflow.utils.credentials``; they are never
@@ -88,7 +91,13 @@ def get_json(tracking_uri: str, endpoint: str, params: dict[str, Any], *, api: s
     if resp.status_code != 200:
         detail = _error_message(resp.text)
         raise MlflowError(f"{where}: {endpoint} failed (HTTP {resp.status_code}: {detail})")
-    data: dict[str, Any] = json.loads(resp.content)
+    try:
+        data = json.loads(resp.content)
+    except ValueError:  # a proxy's HTML page, a cut reply
+        data = None
+    if not isinstance(data, dict):
+        raise MlflowError(f"{where}: {endpoint} did not answer with a JSON object "
+                          f"(HTTP 200, {len(resp.content)} bytes); is this an MLflow server?")
     return data
 
 
@@ -128,24 +137,36 @@ def histories(tracking_uri: str, runs: Sequence[dict[str, Any]], *,
 def _history(tracking_uri: str, run_id: str, latest: dict[str, Any], *,
              page_size: int) -> pl.DataFrame:
     key = latest["key"]
-    metrics = _bulk(tracking_uri, run_id, key)
-    if metrics is None:
-        metrics = _pages(tracking_uri, run_id, key, page_size=page_size)
-    frame = _columns(metrics, key)
-    _check_complete(frame, latest, where=f"{redact(tracking_uri)} run {run_id} key {key!r}")
+    where = f"{redact(tracking_uri)} run {run_id} key {key!r}"
+    # a key logged at BULK_MAX steps or more cannot fit one bulk reply: page it at once
+    if int(latest.get("step", 0)) + 1 < BULK_MAX:
+        metrics = _bulk(tracking_uri, run_id, key)
+        if metrics is not None:
+            frame = _columns(metrics, key)
+            if _complete(frame, latest):
+                return frame
+    frame = _columns(_pages(tracking_uri, run_id, key, page_size=page_size), key)
+    if not _complete(frame, latest):
+        got = int(frame["step"].max()) if frame.height else None  # type: ignore[arg-type]
+        raise MlflowError(
+            f"{where}: history stops at step {got} but the latest value is at step "
+            f"{int(latest.get('step', 0))}; the server returned an incomplete history, retry"
+        )
     return frame
 
 
 def _bulk(tracking_uri: str, run_id: str, key: str) -> list[dict[str, Any]] | None:
     """The whole history in one reply, or None when the bulk endpoint cannot vouch for it
-    (refused, missing, or :data:`BULK_MAX` points long: maybe cut short)."""
+    (refused, missing, not JSON, or :data:`BULK_MAX` points long: maybe cut short)."""
     try:
         body = get_json(tracking_uri, "metrics/get-history-bulk",
                         {"run_id": run_id, "metric_key": key, "max_results": BULK_MAX}, api=_AJAX)
     except MlflowError:
         return None  # get-history says what is wrong, if anything is
-    metrics: list[dict[str, Any]] = body.get("metrics", [])
-    return metrics if len(metrics) < BULK_MAX else None
+    metrics = body.get("metrics")
+    if not isinstance(metrics, list) or len(metrics) >= BULK_MAX:
+        return None
+    return metrics
 
 
 def _pages(tracking_uri: str, run_id: str, key: str, *, page_size: int) -> list[dict[str, Any]]:
@@ -182,12 +203,8 @@ def _columns(metrics: list[dict[str, Any]], key: str) -> pl.DataFrame:
     )
 
 
-def _check_complete(frame: pl.DataFrame, latest: dict[str, Any], *, where: str) -> None:
-    """The history must reach the step of the run's latest value of this key."""
+def _complete(frame: pl.DataFrame, latest: dict[str, Any]) -> bool:
+    """The history reaches the step of the run's latest value of this key."""
     want = int(latest.get("step", 0))
     got = int(frame["step"].max()) if frame.height else None  # type: ignore[arg-type]
-    if got is None or got < want:
-        raise MlflowError(
-            f"{where}: history stops at step {got} but the latest value is at step {want}; "
-            "the server returned an incomplete history, retry"
-        )
+    return got is not None and got >= want
