@@ -50,15 +50,28 @@ class MlflowServer:
 
     def stop(self) -> None:
         """Stop the server's process group (SIGTERM, then SIGKILL after a grace period)."""
-        if self.proc.poll() is not None:
+        # its own group (start_new_session below), whose id is the parent's pid: signalled
+        # even when the parent is gone already, since its workers may outlive it
+        if not _signal_group(self.proc.pid, signal.SIGTERM):
+            self.proc.poll()
             return
-        pgid = os.getpgid(self.proc.pid)  # its own group: start_new_session below
-        os.killpg(pgid, signal.SIGTERM)
         try:
             self.proc.wait(timeout=_STOP_GRACE_S)
         except subprocess.TimeoutExpired:
-            os.killpg(pgid, signal.SIGKILL)
+            _signal_group(self.proc.pid, signal.SIGKILL)
             self.proc.wait(timeout=_STOP_GRACE_S)
+        else:  # workers that have not exited with their parent
+            time.sleep(0.2)
+            _signal_group(self.proc.pid, signal.SIGKILL)
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+    """Send ``sig`` to process group ``pgid``; False when no process is left in it."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def start(

@@ -92,3 +92,16 @@ def test_relative_paths_mean_the_callers_directory(tmp_path: Path,
     with start(Path("srv"), db=Path("src.db")) as server:
         assert MlflowClient(server.uri).get_experiment_by_name("mine") is not None
         assert server.db == tmp_path / "src.db"
+
+
+def test_stop_ends_the_workers_of_a_parent_that_died(tmp_path: Path) -> None:
+    import signal
+
+    server = start(tmp_path, workers=2)
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait(timeout=10)
+    server.stop()  # the workers outlive their parent: the group is still signalled
+    deadline = time.monotonic() + 10.0
+    while _group(server.proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _group(server.proc.pid)
