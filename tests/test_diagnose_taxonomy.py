@@ -266,3 +266,21 @@ def test_a_proxys_smaller_reward_fall_with_entropy_collapse_and_unstable_gradien
     calm = run.frame.with_columns(
         value=pl.when(pl.col("metric") == "grad_norm").then(0.45).otherwise(pl.col("value")))
     assert diagnose(Run(calm, run.name, run.attrs, run.mapping, run.events)).label == "healthy"
+
+
+def test_a_reward_sag_with_entropy_sharpening_and_two_reverted_spikes_is_healthy() -> None:
+    """Healthy GRPO can sag a little in reward while entropy sharpens; two isolated grad-norm
+    spikes that came back are no unstable gradient (found in review: 8 of 20 such runs were
+    called loss_divergence)."""
+    n, t = 500, np.arange(500)
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        reward = (0.25 + 0.45 * (1 - np.exp(-t / 60)) - 0.12 * np.clip((t - 300) / 100, 0, 1)
+                  + rng.normal(0, 0.03, n))
+        entropy = np.exp(-np.clip(t - 250, 0, None) / 150) + np.abs(rng.normal(0, 0.02, n))
+        grad = np.exp(rng.normal(0, 0.15, n))
+        grad[[280, 380]] *= 6
+        series = {"reward": reward, "entropy": entropy, "grad_norm": grad,
+                  "lr": np.minimum(1.0, (t + 1) / 20) * 1e-6}
+        frame = raw(np.tile(t, 4), [k for k in series for _ in t], np.concatenate(list(series.values())))
+        assert diagnose(build_run(frame, name=f"s{seed}", source="synthetic", fmt="test")).label == "healthy"

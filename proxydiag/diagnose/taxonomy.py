@@ -133,8 +133,9 @@ def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None
     grad norm turns erratic rather than growing smoothly while reward and entropy collapse.
 
     A smaller reward fall (``reward_decline``: a pruned proxy's noisy reward) counts only with
-    an entropy collapse and a gradient that is unstable itself (a level shift or repeated
-    spikes), never with the reward-and-entropy pair alone."""
+    an entropy collapse and a gradient that is unstable itself: a level shift, or a burst of
+    three or more spikes within 10% of the run from the decline on (two isolated spikes that
+    reverted are what healthy runs show); never with the reward-and-entropy pair alone."""
     start = warmup_end(rv)
     near = 0.2 * rv.span + tol
     for reward in sorted((e for e in events if e.kind in ("reward_collapse", "reward_decline")
@@ -146,8 +147,15 @@ def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None
         grad = [e for e in events if e.kind in ("level_shift", "spike")
                 and e.metric in ("grad_norm", "loss")
                 and e.onset_step is not None and -near / 2 <= _at(e) - _at(reward) <= near]
-        # a lasting shift, or a gradient gone erratic (repeated spikes): either way unstable
-        shifts = [e for e in grad if e.kind == "level_shift"] or (grad if len(grad) >= 2 else [])
+        # a lasting shift, or a gradient gone erratic (repeated spikes): either way unstable;
+        # a mere decline needs a shift or a burst of spikes after it, and only a shift (not a
+        # spike that reverted) may set its onset
+        level = [e for e in grad if e.kind == "level_shift"]
+        if weak:
+            shifts = level or _burst([e for e in grad if e.kind == "spike"
+                                      and _at(e) >= _at(reward) - tol], width=0.1 * rv.span + tol)
+        else:
+            shifts = level or (grad if len(grad) >= 2 else [])
         # reward and entropy collapsing together within 10% of the run is a policy collapse
         # on its own: healthy RL trades entropy for reward, it does not lose both
         together = [e for e in entropy if e.kind == "entropy_collapse"
@@ -157,7 +165,7 @@ def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None
         if entropy and shifts:
             # entropy falling is what healthy RL does: the reward collapse or the gradient's
             # shift, whichever comes first, sets the onset
-            first = min([reward, *shifts], key=_at)
+            first = min([reward, *(level if weak else shifts)], key=_at)
             return Event(
                 "divergence", first.metric, first.onset_step, None, "critical",
                 min(0.8, reward.confidence),
@@ -168,6 +176,15 @@ def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None
                 f"{reward.evidence}",
             )
     return None
+
+
+def _burst(spikes: list[Event], *, width: float) -> list[Event]:
+    """Three or more spikes within ``width`` steps (the first such run of them), else []."""
+    found = sorted(spikes, key=_at)
+    for i in range(len(found) - 2):
+        if _at(found[i + 2]) - _at(found[i]) <= width:
+            return found[i:]
+    return []
 
 
 def _at(event: Event) -> int:
