@@ -284,3 +284,21 @@ def test_a_reward_sag_with_entropy_sharpening_and_two_reverted_spikes_is_healthy
                   "lr": np.minimum(1.0, (t + 1) / 20) * 1e-6}
         frame = raw(np.tile(t, 4), [k for k in series for _ in t], np.concatenate(list(series.values())))
         assert diagnose(build_run(frame, name=f"s{seed}", source="synthetic", fmt="test")).label == "healthy"
+
+
+@pytest.mark.parametrize("lr", ["none", "constant", "jump"])
+def test_an_early_divergence_is_not_excused_as_warm_up(lr: str) -> None:
+    """Grad norm and loss grow from step 63 of 1000 (6%): without a learning-rate ramp only
+    the first 5% is warm-up for growth, and a learning rate that jumps ends it at the jump."""
+    n, t = 1000, np.arange(1000)
+    rng = np.random.default_rng(0)
+    series = {
+        "grad_norm": np.exp(rng.normal(0, 0.1, n) + np.where(t < 63, 0.0, 0.01 * (t - 63))),
+        "loss": 2.0 + 0.01 * rng.normal(size=n) + np.where(t < 63, 0, 0.004 * (t - 63)),
+    }
+    if lr != "none":
+        series["lr"] = np.where((t < 40) | (lr == "constant"), 3e-4, 1.2e-2)
+    frame = raw(np.tile(t, len(series)), [k for k in series for _ in t],
+                np.concatenate(list(series.values())))
+    d = diagnose(build_run(frame, name="early", source="synthetic", fmt="test"))
+    assert d.label == "loss_divergence" and abs(int(d.onset_step or 0) - 63) <= 5, d.summary

@@ -18,7 +18,7 @@ import numpy as np
 from proxydiag.diagnose._stats import safe_log
 from proxydiag.diagnose._sustained import Change, sustained_change
 from proxydiag.diagnose._view import RunView, Series, view
-from proxydiag.diagnose._warmup import warmup_end
+from proxydiag.diagnose._warmup import GROWTH_FALLBACK_FRACTION, warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.events import Event, Severity
 from proxydiag.run import Run
@@ -67,7 +67,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     [('divergence', 'grad_norm', True)]
     """
     rv = view(run)
-    warm = warmup_end(rv)
+    warm = warmup_end(rv, fallback_fraction=GROWTH_FALLBACK_FRACTION)
     events = []
     for rule in _rules(cfg):
         s = rv.get(rule.metric)
