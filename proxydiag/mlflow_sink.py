@@ -50,11 +50,12 @@ def log_diagnosis(diagnosis: Diagnosis, run: Run, *, report_html: str | Path | N
                   tracking_uri: str | None = None, experiment: str | None = None,
                   store: RunStore | None = None) -> str:
     """Log ``diagnosis`` to ``run``'s MLflow run (created if needed); return the MLflow run id."""
-    html = _html(report_html)
-    if store is not None:
+    if store is not None:  # the run too: a sync needs it to find its MLflow run
+        store.put(run)
         store.put_diagnosis(diagnosis)
-        if html is not None:  # kept until MLflow accepts the result: a sync attaches it
-            store.put_pending_report("diagnosis", diagnosis.run, html)
+    html = _html(report_html)
+    if store is not None and html is not None:  # kept until MLflow accepts the result
+        store.put_pending_report("diagnosis", diagnosis.run, html)
     result = diagnosis.to_dict()
     tags, metrics = diagnosis_fields(result)
     mlflow_id = log_result("diagnosis", result, run.attrs, run_id=run.id, run_name=run.name,
@@ -69,12 +70,16 @@ def log_comparison(comparison: Comparison, proxy: Run, full: Run | list[Run], *,
                    report_html: str | Path | None = None, tracking_uri: str | None = None,
                    experiment: str | None = None, store: RunStore | None = None) -> str:
     """Log ``comparison`` to the proxy's MLflow run (created if needed); return its run id."""
+    fulls = full if isinstance(full, list) else [full]
+    key = None
+    if store is not None:  # the runs too: a sync needs them to find their MLflow runs
+        for run in (proxy, *fulls):
+            store.put(run)
+        key = store.put_comparison(comparison)
     html = _html(report_html)
-    key = store.put_comparison(comparison) if store is not None else None
     if store is not None and key is not None and html is not None:
         store.put_pending_report("comparison", key, html)
     result = comparison.to_dict()
-    fulls = full if isinstance(full, list) else [full]
     tags, metrics = comparison_fields(result, [_mlflow_name(f) for f in fulls])
     mlflow_id = log_result("comparison", result, proxy.attrs, run_id=proxy.id,
                            run_name=proxy.name, tags=tags, metrics=metrics,
@@ -209,7 +214,10 @@ def _quote(text: str) -> str:
 def _html(report_html: str | Path | None) -> str | None:
     if report_html is None or isinstance(report_html, str):
         return report_html
-    return Path(report_html).read_text(encoding="utf-8")
+    try:
+        return Path(report_html).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MlflowError(f"{report_html}: cannot read the report to attach ({exc})") from exc
 
 
 def _now_ms() -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,20 +31,16 @@ class SyncResult:
 
 
 def sync(store: RunStore, *, tracking_uri: str | None = None, experiment: str | None = None,
-         report: Callable[[str, Mapping[str, Any], list[Run]], str | None] | None = None,
          ) -> SyncResult:
-    """Log every pending result of ``store``; one failure does not stop the others.
-
-    Each result takes the HTML report kept with it when it was first logged, or what
-    ``report(kind, result, runs)`` renders instead (None: no report).
-    """
+    """Log every pending result of ``store``, with the HTML report kept beside it when it was
+    first logged (if any); one failure does not stop the others."""
     pushed, failed = [], []
     for item in store.pending_mlflow():
         kind, key = str(item["kind"]), str(item["key"])
         try:
             result = _result(item)
             runs = _runs(store, kind, result)
-            html = report(kind, result, runs) if report is not None else store.pending_report(kind, key)
+            html = store.pending_report(kind, key)
             target = runs[0]
             if kind == "diagnosis":
                 tags, metrics = diagnosis_fields(result)

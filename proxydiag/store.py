@@ -273,7 +273,8 @@ class RunStore:
             with self._session() as con:
                 catalog.create(con, self.db)
             self._ready = True
-        for tmp in (self.path / "runs").glob(".*.tmp"):
+        for tmp in [*(self.path / "runs").glob(".*.tmp"),
+                    *(self.path / PENDING_REPORTS).glob(".*.tmp")]:  # a killed writer's
             tmp.unlink(missing_ok=True)
         journal = self.path / JOURNAL
         if not journal.exists():

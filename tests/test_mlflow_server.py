@@ -189,6 +189,10 @@ class MemoryStore:
     def get(self, run_id: str) -> Run:
         return self.runs[run_id]
 
+    def put(self, run: Run) -> str:
+        self.runs[run.id] = run
+        return run.id
+
     def put_diagnosis(self, d: Diagnosis) -> None:
         self.results[("diagnosis", d.run)] = {"result": d.to_dict(), "synced": False}
 
@@ -336,3 +340,22 @@ def test_a_server_answering_html_is_one_error_line(tmp_path: Any) -> None:
                                          "data": {"metrics": [{"key": "loss", "step": 3}]}}])
     finally:
         server.shutdown()
+
+
+def test_a_pending_result_keeps_its_run_so_sync_can_push_it(
+        mlflow_server: MlflowServer, logged: dict[str, str], tmp_path: Any,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``diagnose FILE --store S --log-to-mlflow`` with the server down: the store had no run,
+    so the result could never be synced; the sink keeps the run with it."""
+    from proxydiag.store import RunStore
+
+    ctx = ReadContext(options={"tracking_uri": mlflow_server.uri})
+    proxy = mlflow_uri.read(f"runs:/{logged['proxy-32']}", ctx)[0]
+    store = RunStore(tmp_path / "fresh")
+    with pytest.raises(MlflowError, match="is not answering"):
+        log_diagnosis(_diagnosis(proxy, "precision_fault", 30), proxy,
+                      tracking_uri=f"http://127.0.0.1:{free_port()}", store=store)
+    assert store.runs()["run"].to_list() == [proxy.id]
+    code, stdout, stderr = _cli(["mlflow", "sync", "--store", str(tmp_path / "fresh"),
+                                 "--tracking-uri", mlflow_server.uri], capsys)
+    assert code == 0 and stdout.startswith(f"synced diagnosis {proxy.id}"), stderr

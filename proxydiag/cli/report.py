@@ -39,20 +39,23 @@ def _jobs(sources: list[str], full: list[str], proxy: str | None, group: str | N
 
 
 def _log_to_mlflow(content: ReportContent, html: str, *, tracking_uri: str | None,
-                   experiment: str | None, logged: set[str]) -> None:
+                   experiment: str | None, logged: set[str], store: Path) -> None:
     """Log the report's results; a diagnosis already logged by an earlier report of the
-    group (its full runs) is not logged again (``logged`` holds those run ids)."""
+    group (its full runs) is not logged again (``logged`` holds those run ids). With a store
+    at ``store`` the results are kept there first (a server that is down loses nothing)."""
     from proxydiag.mlflow_sink import log_comparison, log_diagnosis
+    from proxydiag.store import RunStore
 
+    kept = RunStore(store) if store.is_dir() else None
     for run in content.drawn_runs:
         d = content.diagnoses.get(run.id)
         if d is not None and run.id not in logged:
             logged.add(run.id)
             log_diagnosis(d, run, report_html=html, tracking_uri=tracking_uri,
-                          experiment=experiment)
+                          experiment=experiment, store=kept)
     if content.comparison is not None and content.proxy is not None:
         log_comparison(content.comparison, content.proxy, list(content.full), report_html=html,
-                       tracking_uri=tracking_uri, experiment=experiment)
+                       tracking_uri=tracking_uri, experiment=experiment, store=kept)
 
 
 @app.command()
@@ -105,7 +108,7 @@ def report(
         if log_to_mlflow:
             html = text if fmt == "html" else render(content, fmt="html")
             _log_to_mlflow(content, html, tracking_uri=tracking_uri, experiment=mlflow_experiment,
-                           logged=logged)
+                           logged=logged, store=store)
         matched += [f"{name}: {d.label}" for name, d in content.named_diagnoses() if d.label in gate]
         c = content.comparison
         if c is not None and c.verdict in gate:
