@@ -35,7 +35,12 @@ def test_unknown_format_is_one_line_before_any_work(
 @pytest.mark.parametrize(
     ("content", "needle"),
     [("{not json", "cannot read labels"), ('{"pairs": {}}', "has no 'runs' object"),
-     ('{"runs": {}, "pairs": []}', "'pairs' in labels.json is not an object")],
+     ('{"runs": {}, "pairs": []}', "'pairs' in labels.json is not an object"),
+     ('{"runs": {"r": 5}}', "run 'r' needs an object"),
+     ('{"runs": {"r": {"label": "healthy"}}}', "run 'r' needs an object with a 'path'"),
+     ('{"runs": {"r": {"path": "r", "label": "healthy"}}, "pairs": {"p": 5}}', "pair 'p' needs"),
+     ('{"runs": {"r": {"path": "r", "label": "healthy"}}, "pairs": {"p": {"full": ["r"], '
+      '"proxy": "x"}}}', "(not 'x')")],
 )
 def test_bad_labels_are_one_line(
     command: str, content: str, needle: str, tmp_path: Path,

@@ -216,6 +216,17 @@ def load_labels(corpus: str | Path) -> Labels:
     pairs = data.get("pairs", {})
     if not isinstance(pairs, dict):
         raise ConfigError(f"{path}: 'pairs' in labels.json is not an object")
+    for name, entry in runs.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
+                and isinstance(entry.get("label"), str)):
+            raise ConfigError(f"{path}: run {name!r} needs an object with a 'path' and a "
+                              "'label' string")
+    for name, pair in pairs.items():
+        named = [*pair.get("full", []), pair.get("proxy")] if isinstance(pair, dict) else [None]
+        unknown = [r for r in named if not isinstance(r, str) or r not in runs]
+        if not isinstance(pair, dict) or not isinstance(pair.get("full"), list) or unknown:
+            raise ConfigError(f"{path}: pair {name!r} needs 'full' (a list) and 'proxy' naming "
+                              f"runs of 'runs'{f' (not {unknown[0]!r})' if unknown else ''}")
     return Labels(path, runs, pairs)
 
 
