@@ -90,3 +90,10 @@ def test_sparse_or_short_start_up_overflows_stay_calibration(
     steps: np.ndarray, counts: np.ndarray, expected: int
 ) -> None:
     assert scaler.calibration_end(Series("skipped", steps, counts), ScalerConfig()) == expected
+
+
+def test_a_short_run_that_overflows_on_every_step_has_a_fault() -> None:
+    """20 logged steps, every one skipped while the scale halves to its minimum: judged on the
+    steps the run has, not a 40-step window it never filled (it was 'calibration')."""
+    steps = np.arange(1, 21)
+    assert _calibration(np.ones(20, dtype=bool), steps) is None

@@ -18,6 +18,8 @@ from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
 from proxydiag.events import Event
 from proxydiag.run import Run
 
+#: logged points a start-up burst needs before its own span, not a window, judges it
+_MIN_POINTS = 8
 
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``calibration`` (info), ``skip_burst`` (critical: persistent skipping),
@@ -86,6 +88,8 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     7
     >>> end(np.where(steps >= 200, 1.0, 0.0)), end(np.ones(300))  # none; a fault from the start
     (None, None)
+    >>> calibration_end(Series("skipped", steps[:20], np.ones(20)), ScalerConfig())  # 20 steps
+
     """
     end = _leading_burst_end(counts, c)
     if end is None:
@@ -98,7 +102,11 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     end = min(end, first + c.calibration_steps)
     window = max(float(c.window_steps), 4 * counts.interval)
     upto = counts.steps <= end
-    rate = window_sum(counts.steps[upto], counts.values[upto], window_steps=window) / window
+    # a run shorter than a window is judged on the steps it has, if it logged enough of them
+    # to show anything persisting (a 4-step benchmark's one start-up point does not)
+    short = int(np.count_nonzero(upto)) >= _MIN_POINTS
+    covered = min(window, float(end - first + counts.interval)) if short else window
+    rate = window_sum(counts.steps[upto], counts.values[upto], window_steps=window) / covered
     return None if (rate > c.max_skip_fraction).any() else end
 
 
