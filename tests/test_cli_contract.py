@@ -98,6 +98,8 @@ BAD: list[tuple[str, list[str], str]] = [
      "typo.toml"),
     ("diagnose-unknown-format-option", ["diagnose", "{full0}", "--format", "yaml"], "yaml"),
     ("diagnose-unknown-fail-on", ["diagnose", "{full0}", "--fail-on", "bogus"], "bogus"),
+    ("diagnose-option-without-value", ["diagnose", "{full0}", "--format"],
+     "(see 'proxydiag diagnose --help')"),
     ("diagnose-unknown-run-id", ["diagnose", "nosuchrun", "--store", "{work}/no-store"],
      "nosuchrun"),
     ("diagnose-mlflow-down", ["diagnose", "runs:/abc", "{mlflow}"], "127.0.0.1:{port}"),

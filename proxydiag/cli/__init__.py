@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         if usage and type(exc).__name__ != "NoArgsIsHelpError":  # not a bare command's help
             # (typer vendors click: its UsageError is not click's, so it is told by shape)
             ctx = getattr(exc, "ctx", None)
-            where = ctx.command_path if ctx is not None else "proxydiag"
+            where = ctx.command_path if ctx is not None else _command(argv)
             _fail(f"{exc.format_message()} (see '{where} --help')")  # type: ignore[union-attr]
         exc.show()  # type: ignore[union-attr]
         sys.exit(getattr(exc, "exit_code", 2) or 2)
@@ -61,6 +61,17 @@ def main(argv: list[str] | None = None) -> None:
         where = f"{exc.filename}: " if exc.filename else ""
         _fail(f"{where}{exc.strerror or exc}")
     sys.exit(rc if isinstance(rc, int) else 0)
+
+
+def _command(argv: list[str] | None) -> str:
+    """``proxydiag CMD`` for the command ``argv`` names (an error without a context, such as
+    an option missing its value, still points at the right ``--help``)."""
+    import typer.main
+
+    words = sys.argv[1:] if argv is None else argv
+    commands = getattr(typer.main.get_command(app), "commands", {})
+    name = next((w for w in words if not w.startswith("-")), "")
+    return f"proxydiag {name}" if name in commands else "proxydiag"
 
 
 def _fail(message: str, code: int = 2) -> None:
