@@ -140,7 +140,7 @@ def _ramp_fit(s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
     best = int(np.argmin(sse))
     if not np.isfinite(sse[best]):
         return None
-    sse_null = total2 - total**2 / n
+    sse_null = total2 - np.float64(total) ** 2 / n  # a Python float's ** raises on overflow
     return ChangeFit(
         "ramp", int(k[best]), float(shift[best]), float(max(sse[best], 0.0)), float(sse_null), "hinge"
     )
