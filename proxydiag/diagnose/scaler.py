@@ -21,6 +21,7 @@ from proxydiag.run import Run
 #: logged points a start-up burst needs before its own span, not a window, judges it
 _MIN_POINTS = 8
 
+
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``calibration`` (info), ``skip_burst`` (critical: persistent skipping),
     ``scale_collapse`` and ``scale_min`` (critical).
@@ -88,8 +89,8 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     7
     >>> end(np.where(steps >= 200, 1.0, 0.0)), end(np.ones(300))  # none; a fault from the start
     (None, None)
-    >>> calibration_end(Series("skipped", steps[:20], np.ones(20)), ScalerConfig())  # 20 steps
-
+    >>> calibration_end(Series("skipped", steps[:20], np.ones(20)), ScalerConfig()) is None
+    True
     """
     end = _leading_burst_end(counts, c)
     if end is None:
@@ -104,8 +105,8 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     upto = counts.steps <= end
     # a run shorter than a window is judged on the steps it has, if it logged enough of them
     # to show anything persisting (a 4-step benchmark's one start-up point does not)
-    short = int(np.count_nonzero(upto)) >= _MIN_POINTS
-    covered = min(window, float(end - first + counts.interval)) if short else window
+    enough = int(np.count_nonzero(upto)) >= _MIN_POINTS
+    covered = min(window, float(end - first + counts.interval)) if enough else window
     rate = window_sum(counts.steps[upto], counts.values[upto], window_steps=window) / covered
     return None if (rate > c.max_skip_fraction).any() else end
 
