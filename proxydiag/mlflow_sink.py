@@ -62,7 +62,7 @@ def log_diagnosis(diagnosis: Diagnosis, run: Run, *, report_html: str | Path | N
                            tags=tags, metrics=metrics, report_html=html,
                            tracking_uri=tracking_uri, experiment=experiment)
     if store is not None:
-        store.mark_synced("diagnosis", diagnosis.run)
+        store.mark_synced("diagnosis", diagnosis.run, result=result)
     return mlflow_id
 
 
@@ -86,7 +86,7 @@ def log_comparison(comparison: Comparison, proxy: Run, full: Run | list[Run], *,
                            report_html=html, tracking_uri=tracking_uri,
                            experiment=experiment)
     if store is not None and key is not None:
-        store.mark_synced("comparison", key)
+        store.mark_synced("comparison", key, result=result)
     return mlflow_id
 
 

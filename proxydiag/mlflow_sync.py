@@ -54,7 +54,7 @@ def sync(store: RunStore, *, tracking_uri: str | None = None, experiment: str | 
         except ProxydiagError as exc:
             failed.append((kind, key, str(exc)))
             continue
-        store.mark_synced(kind, key)
+        store.mark_synced(kind, key, result=result)
         pushed.append((kind, key, mlflow_id))
     return SyncResult(tuple(pushed), tuple(failed))
 

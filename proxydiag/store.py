@@ -32,7 +32,7 @@ import json
 import os
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -160,12 +160,25 @@ class RunStore:
                                         "result without it"), stacklevel=2)
             return None
 
-    def mark_synced(self, kind: str, key: str) -> None:
-        """Mark a stored diagnosis (key: run id) or comparison (key) as logged to MLflow."""
+    def mark_synced(self, kind: str, key: str, *, result: Mapping[str, Any] | None = None,
+                    ) -> bool:
+        """Mark a stored diagnosis (key: run id) or comparison (key) as logged to MLflow, and
+        drop its kept report; returns whether it was marked.
+
+        With ``result`` (what was logged), only while the store still holds that result: a
+        newer one another writer stored meanwhile stays pending, with its report.
+        """
         table, column = _table(kind)
+        where, params = f"{column} = ?", [key]
+        if result is not None:
+            where, params = f"{where} AND json = ?", [key, json.dumps(result, default=str)]
         with self.writing(), self._session() as con:
-            con.execute(f"UPDATE {table} SET mlflow_synced = true WHERE {column} = ?", [key])
-            self._pending_report(kind, key).unlink(missing_ok=True)
+            marked = con.execute(f"UPDATE {table} SET mlflow_synced = true WHERE {where}",
+                                 params).fetchall()
+            done = bool(marked and marked[0][0])
+            if done:
+                self._pending_report(kind, key).unlink(missing_ok=True)
+        return done
 
     # -- reading -------------------------------------------------------------------------
     def runs(self) -> pl.DataFrame:

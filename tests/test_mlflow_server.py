@@ -205,8 +205,9 @@ class MemoryStore:
         return [{"kind": k, "key": key, "result": v["result"]}
                 for (k, key), v in self.results.items() if not v["synced"]]
 
-    def mark_synced(self, kind: str, key: str) -> None:
+    def mark_synced(self, kind: str, key: str, *, result: dict[str, Any] | None = None) -> bool:
         self.results[(kind, key)]["synced"] = True
+        return True
 
     def pending_report(self, kind: str, key: str) -> str | None:
         return None

@@ -184,3 +184,23 @@ def test_a_pending_report_lives_until_its_result_syncs_or_changes(tmp_path: Path
         assert store.pending_report("diagnosis", run.id) is None
     store.mark_synced("diagnosis", run.id)
     assert not kept.exists()
+
+
+def test_a_late_mark_synced_does_not_swallow_a_newer_result(tmp_path: Path) -> None:
+    """Writer 1 logs d1 while writer 2 stores d2 (and its report) for the same run: writer 1
+    marking d1 synced must leave d2 pending, its report kept (found in review)."""
+    store = RunStore(tmp_path / "s")
+    run = make_run()
+    store.put(run)
+    d1 = Diagnosis(source="t", run=run.id, label="healthy", onset_step=None, confidence=1.0,
+                   root_cause=None)
+    d2 = Diagnosis(source="t", run=run.id, label="loss_divergence", onset_step=5,
+                   confidence=0.7, root_cause=None)
+    store.put_diagnosis(d1)
+    store.put_diagnosis(d2)
+    store.put_pending_report("diagnosis", run.id, "<html>d2</html>")
+    assert not store.mark_synced("diagnosis", run.id, result=d1.to_dict())
+    assert [p["result"]["label"] for p in store.pending_mlflow()] == ["loss_divergence"]
+    assert store.pending_report("diagnosis", run.id) == "<html>d2</html>"
+    assert store.mark_synced("diagnosis", run.id, result=d2.to_dict())
+    assert store.pending_mlflow() == [] and store.pending_report("diagnosis", run.id) is None
