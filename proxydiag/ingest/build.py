@@ -59,8 +59,8 @@ def build_run(
     coded = keys.of(frame["key"])
     # aliases compete among the keys that have rows: an Enum may name keys without any (an
     # empty column of a wide table), and those must not win a canonical name
-    present = np.bincount(coded.run_codes, minlength=len(coded.names)) > 0
-    resolved = table.resolve([k for k, has in zip(coded.names, present, strict=True) if has])
+    resolved = table.resolve([k for k, has in zip(coded.names, coded.present(), strict=True)
+                              if has])
     grouped = _group_by_metric(frame, coded, [resolved.get(k, k) for k in coded.names])
     if not monotonic and grouped.steps_not_increasing():
         frame, seg_events = segments.resolve(frame)
@@ -170,16 +170,15 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
     # a source without wall times: one null for the whole column, not 8 bytes a row
     timed = frame.get_column("wall_time").null_count() < frame.height
     rows = frame.select("step", "value", *(["wall_time"] if timed else []))
-    run_ranks = rank[coded.run_codes]
-    lengths = coded.lengths
-    if _sliceable(len(coded.starts), coded.n):
+    if coded.rows is None and _sliceable(len(coded.starts), coded.n):
+        run_ranks, lengths = rank[coded.run_codes], coded.lengths
         order = np.argsort(run_ranks, kind="stable")
         if (order != np.arange(len(order))).any() or max(rows.n_chunks("all")) > 1:
             rows = pl.concat(
                 [rows.slice(int(coded.starts[r]), int(lengths[r])) for r in order], rechunk=True
             )
         return _Grouped(rows, run_ranks[order], lengths[order], metrics, key_names)
-    per_row = np.repeat(run_ranks, lengths)
+    per_row = rank[coded.per_row()]
     order = np.argsort(per_row, kind="stable")
     counts = np.bincount(per_row, minlength=len(metrics))
     present = np.flatnonzero(counts)

@@ -26,12 +26,18 @@ _ROWS_PER_RUN = 4
 
 @dataclass(frozen=True)
 class Codes:
-    """Rows ``starts[i]`` up to ``starts[i + 1]`` (or ``n``) have key ``names[run_codes[i]]``."""
+    """Rows ``starts[i]`` up to ``starts[i + 1]`` (or ``n``) have key ``names[run_codes[i]]``.
+
+    Keys that change on most rows (a TensorBoard file's interleaved tags) are not cut into
+    runs of one row each: ``rows`` holds their code per row, and ``starts``/``run_codes``
+    are empty.
+    """
 
     names: list[str]
     starts: np.ndarray
     run_codes: np.ndarray
     n: int
+    rows: np.ndarray | None = None
 
     @property
     def lengths(self) -> np.ndarray:
@@ -39,7 +45,12 @@ class Codes:
 
     def per_row(self) -> np.ndarray:
         """The code of every row."""
-        return np.repeat(self.run_codes, self.lengths)
+        return self.rows if self.rows is not None else np.repeat(self.run_codes, self.lengths)
+
+    def present(self) -> np.ndarray:
+        """Which of ``names`` some row has (an ``Enum`` may name keys without rows)."""
+        codes = self.rows if self.rows is not None else self.run_codes
+        return np.bincount(codes, minlength=len(self.names)) > 0
 
 
 def enum_keys(ids: np.ndarray, names: Sequence[str]) -> pl.Series:
@@ -58,11 +69,12 @@ def of(keys: pl.Series) -> Codes:
     """The runs and codes of a ``key`` column (``Utf8``, ``Categorical`` or ``Enum``); names in
     order of first appearance for text and categoricals, in category order for an ``Enum``.
 
-    >>> c = of(pl.Series(["b", "b", "a", "b"]))
-    >>> c.names, c.starts.tolist(), c.run_codes.tolist(), c.per_row().tolist()
-    (['b', 'a'], [0, 2, 3], [0, 1, 0], [0, 0, 1, 0])
-    >>> of(pl.Series(["b", "b", "a", "b"], dtype=pl.Categorical)).per_row().tolist()
-    [0, 0, 1, 0]
+    >>> c = of(pl.Series(["b"] * 4 + ["a"] * 4 + ["b"] * 4))
+    >>> c.names, c.starts.tolist(), c.run_codes.tolist(), c.rows is None
+    (['b', 'a'], [0, 4, 8], [0, 1, 0], True)
+    >>> c = of(pl.Series(["b", "b", "a", "b"], dtype=pl.Categorical))  # changes on most rows
+    >>> c.names, c.per_row().tolist(), c.starts.size
+    (['b', 'a'], [0, 0, 1, 0], 0)
     """
     if keys.null_count():
         raise FrameError("the raw frame has rows without a key")
@@ -73,11 +85,12 @@ def of(keys: pl.Series) -> Codes:
     if n == 0:
         return Codes([], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint32), 0)
     if isinstance(keys.dtype, pl.Categorical):  # a run ends where the category id changes
-        starts = _run_starts(keys.to_physical().to_numpy())
+        ids = keys.to_physical().to_numpy()
+        starts = _run_starts(ids) if _in_runs(ids) else None
     else:
         changes = (keys.slice(1) != keys.slice(0, n - 1)).arg_true().to_numpy()  # no copies
         starts = np.concatenate(([0], changes.astype(np.int64) + 1))
-    if len(starts) * _ROWS_PER_RUN <= n:
+    if starts is not None and len(starts) * _ROWS_PER_RUN <= n:
         index: dict[str, int] = {}
         run_codes = np.fromiter(
             (index.setdefault(k, len(index)) for k in keys.gather(starts).to_list()),
@@ -97,6 +110,15 @@ def _run_starts(codes: np.ndarray) -> np.ndarray:
     return np.concatenate((np.zeros(1, dtype=starts.dtype), starts))
 
 
+def _in_runs(codes: np.ndarray) -> bool:
+    """At most one run of equal codes per :data:`_ROWS_PER_RUN` rows."""
+    changes = int(np.count_nonzero(codes[1:] != codes[:-1])) if len(codes) else 0
+    return (changes + 1) * _ROWS_PER_RUN <= max(len(codes), 1)
+
+
 def _runs(codes: np.ndarray, names: list[str]) -> Codes:
+    if not _in_runs(codes):  # interleaved: the codes themselves, not runs of one row
+        empty = np.zeros(0, dtype=np.int64)
+        return Codes(names, empty, empty.astype(codes.dtype), len(codes), rows=codes)
     starts = _run_starts(codes)
     return Codes(names, starts, codes[starts], len(codes))
