@@ -136,21 +136,20 @@ def histories(tracking_uri: str, runs: Sequence[dict[str, Any]], *,
 
 def _history(tracking_uri: str, run_id: str, latest: dict[str, Any], *,
              page_size: int) -> pl.DataFrame:
-    key = latest["key"]
-    where = f"{redact(tracking_uri)} run {run_id} key {key!r}"
+    key, want = latest["key"], int(latest.get("step", 0))
     # a key logged at BULK_MAX steps or more cannot fit one bulk reply: page it at once
-    if int(latest.get("step", 0)) + 1 < BULK_MAX:
+    if want + 1 < BULK_MAX:
         metrics = _bulk(tracking_uri, run_id, key)
         if metrics is not None:
             frame = _columns(metrics, key)
-            if _complete(frame, latest):
+            if _reached(frame) >= want:
                 return frame
     frame = _columns(_pages(tracking_uri, run_id, key, page_size=page_size), key)
-    if not _complete(frame, latest):
-        got = int(frame["step"].max()) if frame.height else None  # type: ignore[arg-type]
+    if _reached(frame) < want:
+        got = _reached(frame) if frame.height else None
         raise MlflowError(
-            f"{where}: history stops at step {got} but the latest value is at step "
-            f"{int(latest.get('step', 0))}; the server returned an incomplete history, retry"
+            f"{redact(tracking_uri)} run {run_id} key {key!r}: history stops at step {got} but "
+            f"the latest value is at step {want}; the server returned an incomplete history, retry"
         )
     return frame
 
@@ -203,8 +202,6 @@ def _columns(metrics: list[dict[str, Any]], key: str) -> pl.DataFrame:
     )
 
 
-def _complete(frame: pl.DataFrame, latest: dict[str, Any]) -> bool:
-    """The history reaches the step of the run's latest value of this key."""
-    want = int(latest.get("step", 0))
-    got = int(frame["step"].max()) if frame.height else None  # type: ignore[arg-type]
-    return got is not None and got >= want
+def _reached(frame: pl.DataFrame) -> int:
+    """The last step a history reaches (-1 when it is empty)."""
+    return int(frame["step"].max()) if frame.height else -1  # type: ignore[arg-type]

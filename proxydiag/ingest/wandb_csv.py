@@ -76,13 +76,14 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     path = Path(source)
     raw, notes = csv.read_table(path, skip=lambda column: split_column(column)[2])
     coded = keys.of(raw.get_column("key"))
-    split = [split_column(c) for c in coded.names]
+    # band columns were skipped unread: every key left is a (run, metric) column
+    split = [split_column(c)[:2] for c in coded.names]
     bands = sorted({split_column(c)[1] for c in notes.skipped_columns})
-    names = list(dict.fromkeys(run for run, _, band in split if not band))
+    names = list(dict.fromkeys(run for run, _ in split))
     per_row = coded.per_row()
     runs = []
     for name in names:
-        metric_of = [m if run == name and not band else None for run, m, band in split]
+        metric_of = [m if run == name else None for run, m in split]
         rows = _rows_of(raw, per_row, metric_of)
         if rows.height == 0:
             continue
@@ -112,8 +113,8 @@ def _rows_of(raw: pl.DataFrame, per_row: np.ndarray, metric_of: list[str | None]
 def _notes_of(name: str, notes: tabular.Notes) -> tabular.Notes:
     """The file's notes that concern run ``name``, in its metric names (``null`` cells counted
     in that run's own columns)."""
-    ignored = [metric for run, metric, band in map(split_column, notes.ignored_columns)
-               if run == name and not band]
+    ignored = [metric for run, metric, _ in map(split_column, notes.ignored_columns)
+               if run == name]
     renamed = {split_column(new)[1]: split_column(old)[1]
                for new, old in notes.renamed_columns.items() if split_column(new)[0] == name}
     nulls = sum(n for column, n in notes.null_columns.items() if split_column(column)[0] == name)
