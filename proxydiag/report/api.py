@@ -11,7 +11,7 @@ from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
 from proxydiag.fidelity.result import Comparison
 from proxydiag.report.axis import check_align
-from proxydiag.report.content import ReportContent, match_diagnoses
+from proxydiag.report.content import ReportContent, match_diagnoses, report_runs
 from proxydiag.run import Run
 
 FORMATS = ("html", "markdown", "json")
@@ -47,7 +47,7 @@ def resolve(
     fulls, others = _runs_list(full), list(runs or [])
     if bool(fulls) != (proxy is not None):
         raise AnalysisError("a comparison report needs both full= and proxy= runs")
-    every = [*fulls, *([proxy] if proxy else []), *others]
+    every = report_runs(fulls, proxy, others)
     found = match_diagnoses(every, diagnoses)
     notes: list[str] = []
     diagnose = optional_analysis("proxydiag.diagnose.api", "diagnose")

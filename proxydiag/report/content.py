@@ -24,6 +24,11 @@ PANEL_ORDER = (
 MAX_PANELS = 12
 
 
+
+def report_runs(full: Sequence[Run], proxy: Run | None, runs: Sequence[Run]) -> list[Run]:
+    """A report's runs in drawing order: full runs (the reference first), the proxy, others."""
+    return [*full, *([proxy] if proxy is not None else []), *runs]
+
 @dataclass(frozen=True)
 class ReportContent:
     """The resolved inputs of one report.
@@ -44,7 +49,7 @@ class ReportContent:
     def drawn_runs(self) -> list[Run]:
         """Every run with data, reference run first, without duplicates."""
         seen: dict[str, Run] = {}
-        for run in (*self.full, *((self.proxy,) if self.proxy else ()), *self.runs):
+        for run in report_runs(self.full, self.proxy, self.runs):
             seen.setdefault(run.id, run)
         return list(seen.values())
 

@@ -63,8 +63,7 @@ def minmax_indices(y: FloatArray, *, n_buckets: int = DEFAULT_BUCKETS) -> npt.ND
     n = len(y)
     if n <= 2 * n_buckets:
         return np.arange(n, dtype=np.int64)
-    bucket = np.arange(n, dtype=np.int64) * n_buckets // n
-    starts = np.searchsorted(bucket, np.arange(n_buckets), side="left")
+    starts = -(-np.arange(n_buckets, dtype=np.int64) * n // n_buckets)  # ceil(i·n / buckets)
     keep = np.concatenate([extrema_indices(y, starts, ties="spread"), [0, n - 1]])
     return np.unique(keep)
 

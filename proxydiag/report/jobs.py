@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from proxydiag.errors import AnalysisError, StoreError
+from proxydiag.report.content import report_runs
 from proxydiag.run import Run, slug
 
 
@@ -28,7 +29,7 @@ class Job:
     @property
     def every(self) -> tuple[Run, ...]:
         """All the report's runs."""
-        return (*self.full, *((self.proxy,) if self.proxy else ()), *self.runs)
+        return tuple(report_runs(self.full, self.proxy, self.runs))
 
 
 def output_for(output: Path, *, name: str | None) -> Path:
