@@ -13,11 +13,15 @@ import torch.nn.functional as F
 from proxydiag.lab.model import ModelConfig, MoEPolicy
 from proxydiag.lab.task import PROMPT_LEN, pretrain_batch
 
+#: pre-training batch size and label noise (part of the cache key)
+BATCH = 64
+NOISE = 0.35
 
-def pretrain(cfg: ModelConfig, *, seed: int, steps: int = 400, batch: int = 64, noise: float = 0.35,
-             cache_dir: Path | None = None) -> MoEPolicy:
+
+def pretrain(cfg: ModelConfig, *, seed: int, steps: int = 400, batch: int = BATCH,
+             noise: float = NOISE, cache_dir: Path | None = None) -> MoEPolicy:
     """A policy pre-trained for ``steps`` steps (loaded from ``cache_dir`` when present)."""
-    path = cache_dir / f"pretrained-{_cache_key(cfg, seed, steps, batch, noise)}.pt" if cache_dir else None
+    path = cache_dir / f"pretrained-{cache_key(cfg, seed, steps, batch, noise)}.pt" if cache_dir else None
     torch.manual_seed(seed)
     model = MoEPolicy(cfg)
     if path is not None and path.exists():
@@ -40,10 +44,11 @@ def pretrain(cfg: ModelConfig, *, seed: int, steps: int = 400, batch: int = 64, 
     return model
 
 
-def _cache_key(cfg: ModelConfig, seed: int, steps: int, batch: int, noise: float) -> str:
+def cache_key(cfg: ModelConfig, seed: int, steps: int, batch: int = BATCH,
+              noise: float = NOISE) -> str:
     """Every input of the pre-training in the name (two widths never share a checkpoint).
 
-    >>> _cache_key(ModelConfig(), 0, 400, 64, 0.35) == _cache_key(ModelConfig(d_model=32), 0, 400, 64, 0.35)
+    >>> cache_key(ModelConfig(), 0, 400) == cache_key(ModelConfig(d_model=32), 0, 400)
     False
     """
     inputs = {"model": cfg.to_dict(), "seed": seed, "steps": steps, "batch": batch, "noise": noise}

@@ -39,12 +39,12 @@ def run_suite(out: Path, *, runs: list[LabRun], workers: int = 2) -> Path:
     if todo:
         import torch
 
-        from proxydiag.lab.pretrain import pretrain
+        from proxydiag.lab.pretrain import cache_key, pretrain
 
         torch.set_num_threads(1)  # OpenMP threads spin badly on a loaded machine
 
-        # one per distinct pre-training (the cache key holds the model, seed and steps)
-        inputs = {(repr(r.model), r.pretrain_seed, r.pretrain_steps): r for r in todo}
+        # one per distinct pre-training: the checkpoint cache's own key
+        inputs = {cache_key(r.model, r.pretrain_seed, r.pretrain_steps): r for r in todo}
         for r in inputs.values():
             pretrain(r.model, seed=r.pretrain_seed, steps=r.pretrain_steps, cache_dir=cache)
     with ProcessPoolExecutor(max_workers=workers) as pool:
