@@ -118,15 +118,17 @@ def _symptoms_for_divergence(
     change follows them closely (a broken policy disagrees with its sampler too, and a grad
     norm too noisy may not show the divergence itself)."""
     gradient = any(rv.has(m) for m in ("grad_norm", "loss", "pg_loss"))
-    cluster = _symptom_cluster(events, rv, core=SYMPTOM_CORE if gradient else {"reward_collapse"})
+    start = warmup_end(rv)  # RL symptoms that start before it are not counted
+    cluster = _symptom_cluster(events, rv, start=start,
+                               core=SYMPTOM_CORE if gradient else {"reward_collapse"})
     if not gradient:
         return cluster
     follows = cluster is not None and mismatch is not None and (
         0 <= _at(mismatch) + tol - _at(cluster) <= 0.1 * rv.span + tol)
-    return cluster if follows else _corroborated(events, rv, tol=tol)
+    return cluster if follows else _corroborated(events, rv, start=start, tol=tol)
 
 
-def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None:
+def _corroborated(events: list[Event], rv: RunView, *, start: int, tol: int) -> Event | None:
     """A reward collapse with an entropy collapse (or explosion) is a divergence when the
     gradient agrees: a grad norm (or loss) that moved to another level and did not come back,
     around the same time. Seen in the lab's real GRPO runs with a too-high learning rate: the
@@ -136,7 +138,6 @@ def _corroborated(events: list[Event], rv: RunView, *, tol: int) -> Event | None
     an entropy collapse and a gradient that is unstable itself: a level shift, or a burst of
     three or more spikes within 10% of the run from the decline on (two isolated spikes that
     reverted are what healthy runs show); never with the reward-and-entropy pair alone."""
-    start = warmup_end(rv)
     near = 0.2 * rv.span + tol
     for reward in sorted((e for e in events if e.kind in ("reward_collapse", "reward_decline")
                           and e.onset_step is not None and _at(e) >= start), key=_at):
@@ -206,12 +207,11 @@ def _consensus(events: list[Event]) -> Event | None:
     return found[(len(found) - 1) // 2] if found else None
 
 
-def _symptom_cluster(events: list[Event], rv: RunView, *, core: set[str] | frozenset[str]
-                     ) -> Event | None:
+def _symptom_cluster(events: list[Event], rv: RunView, *, start: int,
+                     core: set[str] | frozenset[str]) -> Event | None:
     """Two or more distinct RL symptoms starting close together (within 10% of the run), one of
     them in ``core``. Entropy falling and KL rising alone are what healthy RL runs do, and
-    symptoms that start in the warm-up (:func:`._warmup.warmup_end`) are not counted."""
-    start = warmup_end(rv)
+    symptoms that start before ``start`` (the warm-up's end) are not counted."""
     found = sorted(
         (e for e in events if e.kind in SYMPTOMS and e.onset_step is not None and _at(e) >= start),
         key=_at,
