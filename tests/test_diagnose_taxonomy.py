@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from _noise import ar1
 
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
@@ -19,12 +20,7 @@ N = 500
 
 
 def _noise(rng: np.random.Generator, sigma: float = 0.08) -> np.ndarray:
-    e = rng.normal(0.0, sigma, N)
-    out = np.empty(N)
-    out[0] = e[0]
-    for i in range(1, N):
-        out[i] = 0.6 * out[i - 1] + e[i]
-    return out
+    return ar1(rng, N, sigma=sigma, stationary=False)
 
 
 def _run(series: dict[str, np.ndarray], name: str = "t") -> Run:

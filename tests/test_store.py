@@ -170,8 +170,7 @@ def test_a_pending_report_lives_until_its_result_syncs_or_changes(tmp_path: Path
     store = RunStore(tmp_path / "s")
     run = make_run()
     store.put(run)
-    d = Diagnosis(source="t", run=run.id, label="healthy", onset_step=None, confidence=1.0,
-                  root_cause=None)
+    d = diagnosis(run.id, "healthy")
     store.put_diagnosis(d)
     store.put_pending_report("diagnosis", run.id, "<html>é</html>")
     assert store.pending_report("diagnosis", run.id) == "<html>é</html>"
@@ -192,10 +191,7 @@ def test_a_late_mark_synced_does_not_swallow_a_newer_result(tmp_path: Path) -> N
     store = RunStore(tmp_path / "s")
     run = make_run()
     store.put(run)
-    d1 = Diagnosis(source="t", run=run.id, label="healthy", onset_step=None, confidence=1.0,
-                   root_cause=None)
-    d2 = Diagnosis(source="t", run=run.id, label="loss_divergence", onset_step=5,
-                   confidence=0.7, root_cause=None)
+    d1, d2 = diagnosis(run.id, "healthy"), diagnosis(run.id, "loss_divergence")
     store.put_diagnosis(d1)
     store.put_diagnosis(d2)
     store.put_pending_report("diagnosis", run.id, "<html>d2</html>")
