@@ -29,10 +29,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import Context, Row, alternate, peak_rss_mb
-from proxydiag.mlflow_server import start
+from proxydiag.mlflow_server import SERVER_ENV, start
 
-QUIET = {"MLFLOW_DISABLE_TELEMETRY": "true", "DO_NOT_TRACK": "true",
-         "MLFLOW_ALLOW_FILE_STORE": "true", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+QUIET = {**SERVER_ENV, "MLFLOW_ALLOW_FILE_STORE": "true"}  # the clients' side too
 SQL_INF = 1.7976931348623157e308
 
 
