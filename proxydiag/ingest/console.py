@@ -25,7 +25,7 @@ from proxydiag.ingest import ReadContext
 from proxydiag.ingest.build import build_run, sidecar_for
 from proxydiag.ingest.console_lines import CHUNK_BYTES, head_text
 from proxydiag.ingest.console_overflow import resolve
-from proxydiag.ingest.console_records import coded_keys, empty_overflows, empty_records
+from proxydiag.ingest.console_records import empty_overflows, empty_records
 from proxydiag.ingest.console_steps import attach, split_engines
 from proxydiag.ingest.console_stream import WORKERS, stream
 from proxydiag.run import Run
@@ -126,7 +126,7 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS)
     >>> os.remove(fh.name)
     """
     got = stream(path, dialects(), chunk_bytes=chunk_bytes, workers=workers)
-    recs = pl.concat([coded_keys(empty_records()), *got.records])
+    recs = pl.concat([empty_records(), *got.records])
     ovf = pl.concat([empty_overflows(), *got.overflows])
     anchor_lines = _dominant(got.anchors)
     return _assemble(recs, ovf, anchor_lines, list(got.found), got.state, got.n_lines)
@@ -162,12 +162,11 @@ def _assemble(
     counters = own.clear()
     if "deepspeed" in found:
         own, engines = split_engines(own)
-        own = coded_keys(own)  # suffixed engine keys come back as text
         counters = own.filter(pl.col("key").cat.starts_with("ds_skipped"))
     resolved = resolve(ovf, anchor_lines, counters.with_columns(pl.col("key").cast(pl.Utf8)))
     # the small parts as one chunk each and empty ones left out: the columns of ``raw`` stay
     # chunked alike, so selecting from it copies nothing (misaligned chunks force a rechunk)
-    small = [loose.sort("line", maintain_order=True), coded_keys(resolved.records)]
+    small = [loose.sort("line", maintain_order=True), resolved.records]
     raw = pl.concat([own, *(part.rechunk() for part in small if part.height)])
     attrs: dict[str, Any] = {"console_dialects": found, "console_lines": n_lines}
     attrs.update({k: v for k, v in resolved.attrs.items() if v is not None})

@@ -39,6 +39,6 @@ def extract(chunk: Chunk) -> Extract:
         return Extract(empty_records())
     fields = pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))
     records = finish(checked(fields, path=chunk.path, raw="raw", what="MindSpeed-RL"), anchor=True)
-    if records.filter(pl.col("key").str.ends_with("pg_loss")).height:
+    if records.filter(pl.col("key").cat.ends_with("pg_loss")).height:
         chunk.state.setdefault("attrs", {})["pg_loss_abs"] = True
     return Extract(records)

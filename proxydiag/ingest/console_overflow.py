@@ -161,7 +161,7 @@ def _counter_check(out: Resolved, counters: pl.DataFrame, skip_key: str) -> None
         return
     out.records = out.records.with_columns(
         pl.when(pl.col("key") == skip_key).then(pl.lit(skip_key + "_lines"))
-        .otherwise(pl.col("key")).alias("key")
+        .otherwise(pl.col("key")).cast(RECORD_SCHEMA["key"]).alias("key")
     )
     out.events.append(Event(
         "skip_count_mismatch", "skipped", None, None, "info", 1.0,

@@ -22,7 +22,9 @@ from proxydiag.errors import IngestWarning, where
 RECORD_SCHEMA: dict[str, pl.DataType] = {
     "line": pl.Int64(),
     "step": pl.Int64(),
-    "key": pl.Utf8(),
+    # 4 bytes a row instead of a string view and its bytes: a long log keeps its records until
+    # it is assembled, and keys.of reads the codes without comparing strings
+    "key": pl.Categorical(),
     "value": pl.Float64(),
     "wall_time": pl.Float64(),
     "attach": pl.Int8(),
@@ -61,19 +63,6 @@ class Extract:
 
 def empty_records() -> pl.DataFrame:
     return pl.DataFrame(schema=RECORD_SCHEMA)
-
-
-def coded_keys(records: pl.DataFrame) -> pl.DataFrame:
-    """``records`` with their ``key`` column as a ``Categorical``: 4 bytes a row instead of a
-    string view and its bytes, for the records a long log keeps until it is assembled (what
-    :func:`~proxydiag.ingest.keys.of` reads without comparing strings).
-
-    >>> coded_keys(empty_records()).schema["key"]
-    Categorical
-    """
-    if isinstance(records.schema["key"], pl.Categorical):
-        return records
-    return records.with_columns(pl.col("key").cast(pl.Categorical))
 
 
 def empty_overflows() -> pl.DataFrame:

@@ -98,4 +98,6 @@ def split_engines(records: pl.DataFrame, *, counter_key: str = "ds_skipped") -> 
     key = pl.when(pl.col("_engine").is_not_null()).then(
         pl.format("{}@engine{}", "key", "_engine")
     ).otherwise("key")
+    # the suffixed keys are text: back to the records' own key dtype
+    key = key.cast(records.schema["key"])
     return out.with_columns(key.alias("key")).drop("_engine"), n_engines

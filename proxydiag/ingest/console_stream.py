@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from proxydiag.ingest.console_lines import iter_lines
-from proxydiag.ingest.console_records import Chunk, Extract, coded_keys, empty_records
+from proxydiag.ingest.console_records import Chunk, Extract, empty_records
 from proxydiag.ingest.console_steps import anchors
 
 #: threads extracting blocks (the machines this runs on have 2+ cores)
@@ -69,13 +69,7 @@ def _block_size(path: Path, *, chunk_bytes: int, workers: int) -> int:
 
 
 def _extract(mods: list[ModuleType], chunk: Chunk) -> list[tuple[str, Extract]]:
-    """Each dialect's extract of ``chunk``, keys coded (:func:`coded_keys`) in this thread."""
-    out = []
-    for mod in mods:
-        got = mod.extract(chunk)
-        got.records = coded_keys(got.records)
-        out.append((mod.NAME, got))
-    return out
+    return [(mod.NAME, mod.extract(chunk)) for mod in mods]
 
 
 def _collect(
@@ -102,7 +96,7 @@ def _collect(
 def _merge(parts: list[pl.DataFrame]) -> pl.DataFrame:
     """One frame; rows of a key two dialects share (``lr``) interleaved in file order."""
     if not parts:
-        return coded_keys(empty_records())
+        return empty_records()
     if len(parts) == 1:
         return parts[0]
     keys = [set(p["key"].unique().to_list()) for p in parts]
