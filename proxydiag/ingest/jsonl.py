@@ -163,20 +163,8 @@ def _trusted_head(data: tabular.Buffer, source: Path | bytes) -> tuple[pl.DataFr
     frame, leaves, unaccounted = head
     if not unaccounted:
         return frame, 0
-    if not _occurs(data, b"null", unaccounted):  # a key the first records lack: not nulls
-        return None
     nulls = _explicit_nulls(data, frame, leaves)
     return nulls if nulls is not None and nulls[1] == unaccounted else None
-
-
-def _occurs(data: tabular.Buffer, token: bytes, times: int) -> bool:
-    """Whether ``token`` occurs at least ``times`` times (stops searching once it has)."""
-    at = -1
-    for _ in range(times):
-        at = data.find(token, at + 1)
-        if at < 0:
-            return False
-    return True
 
 
 def _every_record(data: bytes) -> tuple[pl.DataFrame, int] | None:
