@@ -127,3 +127,17 @@ def test_null_cells_are_noted_on_their_run(tmp_path: Path) -> None:
     # b logged a NaN itself, and its band's null and bad cell are not read at all
     assert "null_as_nan" not in runs["b"].attrs and math.isnan(runs["b"].series("loss")[1][0])
     assert runs["b"].attrs["band_columns_skipped"] == ["loss"]
+
+
+def test_band_columns_are_not_parsed_but_still_count_for_the_shape(tmp_path: Path) -> None:
+    # a band cell that is not a number is never read (the typed read leaves the band out)
+    path = tmp_path / "export.csv"
+    path.write_text('"Step","a - loss__MIN","a - loss","a - loss__MAX"\n'
+                    "0,oops,1.0,1.1\n1,0.4,0.5,0.6\n")
+    (run,) = read_runs(path)
+    assert run.series("loss")[1].tolist() == [1.0, 0.5]
+    assert run.attrs["band_columns_skipped"] == ["loss"]
+    # the file's last column is a band: a short row is still the CSV reader's error
+    path.write_text(path.read_text() + "2,0.1,0.2\n")
+    with pytest.raises(IngestError, match=rf"^{path}:4: 3 fields where the header has 4"):
+        read_runs(path)

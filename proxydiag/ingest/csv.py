@@ -101,7 +101,8 @@ def read_table(path: Path, *, skip: Callable[[str], bool] | None = None,
     layout = tabular.long_layout(names)
     # an untouched file is read by polars from its path (its own mmap, no copy)
     source: Path | bytes = path if data is mapped else bytes(data)
-    frame = _typed(source, sep, names, layout)
+    skipped = _skipped(names, layout, skip)
+    frame = _typed(source, sep, names, layout, skipped)
     if frame is None or _maybe_ragged(frame, data):
         _check_fields(path, data, body_at, sep, len(header))
     for new, old in notes.renamed_columns.items():
@@ -117,9 +118,9 @@ def read_table(path: Path, *, skip: Callable[[str], bool] | None = None,
         return f"{path}:{_line_of_row(data, body_at, sep, row)}"
 
     frame, locate = _drop_repeated_headers(frame, header, step, line_of)
-    if skip is not None and not layout:
-        notes.skipped_columns = [c for c in frame.columns if c != step and skip(c)]
-        frame = frame.drop(notes.skipped_columns)
+    if skipped:
+        notes.skipped_columns = skipped
+        frame = frame.drop(skipped, strict=False)  # the typed read kept the last column only
     if layout:
         raw = tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes)
         return tabular.nonempty(raw, path), notes
@@ -199,12 +200,27 @@ def _check_fields(path: Path, data: tabular.Buffer, body_at: int, sep: str, n_fi
         raise IngestError(f"{path}:{reader.line_num}: {exc}; is this a CSV file?") from exc
 
 
+def _skipped(
+    names: list[str], layout: tuple[str, str, str, str | None] | None,
+    skip: Callable[[str], bool] | None,
+) -> list[str]:
+    """The columns of a wide table that ``skip`` leaves out (never the step column)."""
+    if skip is None or layout:
+        return []
+    step = tabular.find_column(names, tabular.STEP_NAMES)
+    return [n for n in names if n != step and skip(n)]
+
+
 def _typed(
-    data: Path | bytes, sep: str, names: list[str], layout: tuple[str, str, str, str | None] | None
+    data: Path | bytes, sep: str, names: list[str],
+    layout: tuple[str, str, str, str | None] | None, skipped: list[str],
 ) -> pl.DataFrame | None:
     """The fast path: one typed read of the rows after the header (step Int64, key text, the
     rest Float64, quotes taken literally); None when polars refuses a cell or a row, a key
-    holds a quote, or there is no step column."""
+    holds a quote, or there is no step column.
+
+    The ``skipped`` columns are not parsed, except the file's last one: a short row shows
+    as a null there (:func:`_maybe_ragged`)."""
     step = layout[0] if layout else tabular.find_column(names, tabular.STEP_NAMES)
     key = layout[1] if layout else None
     if step is None:
@@ -212,9 +228,12 @@ def _typed(
     dtypes: list[pl.DataType] = [
         pl.Int64() if n == step else pl.Utf8() if n == key else pl.Float64() for n in names
     ]
+    left_out = set(skipped)
+    project = [i for i, n in enumerate(names) if n not in left_out or i == len(names) - 1]
     try:
         frame = pl.read_csv(data, has_header=False, skip_rows=1, schema_overrides=dtypes,
-                            quote_char=None, **_options(sep, names))
+                            quote_char=None, columns=project if skipped else None,
+                            **_options(sep, names))
     except pl.exceptions.PolarsError:
         return None
     if key is not None and frame[key].str.contains('"', literal=True).any():

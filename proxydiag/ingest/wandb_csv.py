@@ -80,11 +80,8 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     split = [split_column(c)[:2] for c in coded.names]
     bands = sorted({split_column(c)[1] for c in notes.skipped_columns})
     names = list(dict.fromkeys(run for run, _ in split))
-    per_row = coded.per_row()
     runs = []
-    for name in names:
-        metric_of = [m if run == name else None for run, m in split]
-        rows = _rows_of(raw, per_row, metric_of)
+    for name, rows in zip(names, _split_runs(raw, coded, split, names), strict=True):
         if rows.height == 0:
             continue
         attrs = {"wandb_export": True, "band_columns_skipped": bands,
@@ -98,16 +95,34 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     return runs
 
 
-def _rows_of(raw: pl.DataFrame, per_row: np.ndarray, metric_of: list[str | None]) -> pl.DataFrame:
-    """The rows whose key code has a ``metric_of[code]``, keyed by that metric name."""
-    codes = [code for code, metric in enumerate(metric_of) if metric is not None]
-    mine = np.isin(per_row, codes)
-    renumber = np.zeros(len(metric_of), dtype=np.int64)
-    renumber[codes] = np.arange(len(codes))
-    metrics = [m for m in metric_of if m is not None]
-    return raw.filter(pl.Series(mine)).with_columns(
-        keys.enum_keys(renumber[per_row[mine]], metrics)
-    )
+def _split_runs(
+    raw: pl.DataFrame, coded: keys.Codes, split: list[tuple[str, str]], names: list[str]
+) -> list[pl.DataFrame]:
+    """The rows of each run in ``names``, keyed by metric name, in one pass over the rows
+    (key code ``c`` is column ``split[c] = (run, metric)``); file order kept within a run.
+
+    >>> raw = pl.DataFrame({"step": [1, 1, 2], "key": ["a - loss", "b - loss", "a - lr"],
+    ...                     "value": [0.5, 0.7, 1e-3]})
+    >>> parts = _split_runs(raw, keys.of(raw["key"]),
+    ...                     [("a", "loss"), ("b", "loss"), ("a", "lr")], ["a", "b"])
+    >>> [p["key"].cast(pl.Utf8).to_list() for p in parts]
+    [['loss', 'lr'], ['loss']]
+    """
+    index = {name: i for i, name in enumerate(names)}
+    run_of_code = np.array([index[run] for run, _ in split], dtype=np.int64)
+    per_row = coded.per_row()
+    parts = raw.with_columns(pl.Series("_code", per_row), pl.Series("_run", run_of_code[per_row]))
+    by_run = parts.partition_by("_run", as_dict=True, maintain_order=True, include_key=False)
+    out = []
+    for i in range(len(names)):
+        rows = by_run.get((i,), parts.clear().drop("_run"))
+        codes = [c for c, r in enumerate(run_of_code) if r == i]
+        renumber = np.zeros(len(split), dtype=np.int64)
+        renumber[codes] = np.arange(len(codes))
+        metrics = [split[c][1] for c in codes]
+        out.append(rows.with_columns(
+            keys.enum_keys(renumber[rows["_code"].to_numpy()], metrics)).drop("_code"))
+    return out
 
 
 def _notes_of(name: str, notes: tabular.Notes) -> tabular.Notes:
