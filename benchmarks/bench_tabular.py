@@ -8,6 +8,10 @@ plus the least work any reader must do to hand over the canonical frame (steps t
 concatenated, the metric and key names gathered per row with a polars index; no checks, no
 aliases). Target: proxydiag within 1.5× of polars; the floor row shows how close that can be.
 The JSONL file is veRL's file-logger shape with ``null`` for non-finite values (the token path).
+The same points are also written long (``step, key, value``: one row per point, as a melted
+pandas frame or a metrics table exported from a database is), as CSV and Parquet: there polars
+alone must build the key strings too, and the floor row is polars' read plus the grouping by
+metric (a stable sort on the key) and the constant columns.
 """
 
 from __future__ import annotations
@@ -37,13 +41,17 @@ def _table(n_metrics: int, n_steps: int) -> pl.DataFrame:
 def inputs(ctx: Context) -> dict[str, Path]:
     n_metrics, n_steps = ctx.size(50, 5), ctx.size(20_000, 2_000)
     folder = ctx.cache / f"tabular_{n_metrics}x{n_steps}"
-    paths = {"csv": folder / "m.csv", "jsonl": folder / "m.jsonl", "parquet": folder / "m.parquet"}
+    paths = {"csv": folder / "m.csv", "jsonl": folder / "m.jsonl", "parquet": folder / "m.parquet",
+             "long csv": folder / "long.csv", "long parquet": folder / "long.parquet"}
     if all(p.exists() for p in paths.values()):
         return paths
     folder.mkdir(parents=True, exist_ok=True)
     table = _table(n_metrics, n_steps)
     table.write_csv(paths["csv"])
     table.write_parquet(paths["parquet"])
+    long = table.unpivot(index="step", variable_name="key", value_name="value")
+    long.write_csv(paths["long csv"])
+    long.write_parquet(paths["long parquet"])
     buf = io.StringIO()
     for row in table.iter_rows(named=True):
         step = row.pop("step")
@@ -55,7 +63,7 @@ def inputs(ctx: Context) -> dict[str, Path]:
 
 def _polars(fmt: str, path: Path) -> object:
     """The floor: polars reading the file into its wide frame (no path globbing, as ours)."""
-    if fmt == "csv":
+    if fmt.endswith("csv"):
         return pl.read_csv(path, glob=False)
     if fmt == "jsonl":
         return pl.read_ndjson(path)
@@ -64,6 +72,11 @@ def _polars(fmt: str, path: Path) -> object:
 
 def _floor(fmt: str, path: Path) -> pl.DataFrame:
     """polars' read, then the canonical frame built the cheapest way (no checks)."""
+    if fmt.startswith("long"):
+        return _polars(fmt, path).sort("key", maintain_order=True).select(
+            pl.lit("run").alias("run"), "step", pl.col("key").alias("metric"), "key", "value",
+            pl.lit(None, dtype=pl.Float64).alias("wall_time"),
+        )
     wide = _polars(fmt, path)
     if fmt == "jsonl":
         wide = wide.unnest("data")
@@ -85,7 +98,7 @@ def _floor(fmt: str, path: Path) -> pl.DataFrame:
 def _raw_only(fmt: str, path: Path) -> object:
     from proxydiag.ingest import csv, jsonl, parquet
 
-    if fmt == "csv":
+    if fmt.endswith("csv"):
         return csv.read_table(path)
     if fmt == "jsonl":
         return jsonl.read_table(path)

@@ -102,7 +102,7 @@ def read_table(path: Path, *, skip: Callable[[str], bool] | None = None,
     # an untouched file is read by polars from its path (its own mmap, no copy)
     source: Path | bytes = path if data is mapped else bytes(data)
     skipped = _skipped(names, layout, skip)
-    frame = _typed(source, sep, names, layout, skipped)
+    frame = _typed(source, sep, names, layout, skipped, quoted=data.find(b'"', body_at) >= 0)
     if frame is None or _maybe_ragged(frame, data):
         _check_fields(path, data, body_at, sep, len(header))
     for new, old in notes.renamed_columns.items():
@@ -213,11 +213,11 @@ def _skipped(
 
 def _typed(
     data: Path | bytes, sep: str, names: list[str],
-    layout: tuple[str, str, str, str | None] | None, skipped: list[str],
+    layout: tuple[str, str, str, str | None] | None, skipped: list[str], *, quoted: bool,
 ) -> pl.DataFrame | None:
     """The fast path: one typed read of the rows after the header (step Int64, key text, the
     rest Float64, quotes taken literally); None when polars refuses a cell or a row, a key
-    holds a quote, or there is no step column.
+    holds a quote (``quoted``: the body has one at all), or there is no step column.
 
     The ``skipped`` columns are not parsed, except the file's last one: a short row shows
     as a null there (:func:`_maybe_ragged`)."""
@@ -236,7 +236,7 @@ def _typed(
                             **_options(sep, names))
     except pl.exceptions.PolarsError:
         return None
-    if key is not None and frame[key].str.contains('"', literal=True).any():
+    if quoted and key is not None and frame[key].str.contains('"', literal=True).any():
         return None
     return frame
 
