@@ -61,7 +61,7 @@ def inputs(ctx: Context) -> dict[str, Path]:
     return paths
 
 
-def _polars(fmt: str, path: Path) -> object:
+def _polars(fmt: str, path: Path) -> pl.DataFrame:
     """The floor: polars reading the file into its wide frame (no path globbing, as ours)."""
     if fmt.endswith("csv"):
         return pl.read_csv(path, glob=False)
