@@ -133,3 +133,14 @@ def test_text_keys_in_runs_and_enum_keys_give_the_same_codes() -> None:
     interleaved = pl.Series(["a", "b", "c"] * 5)
     coded = keys.of(interleaved)
     assert [coded.names[c] for c in coded.per_row()] == interleaved.to_list()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["", "a", "loss", "x" * 20, "y" * 20]),
+                          st.integers(1, 12)), min_size=1, max_size=30))
+def test_text_key_codes_spell_the_column(runs: list[tuple[str, int]]) -> None:
+    # runs of one key (run-length encoded) or keys changing on most rows (hashed)
+    column = [key for key, length in runs for _ in range(length)]
+    coded = keys.of(pl.Series(column))
+    assert [coded.names[c] for c in coded.per_row()] == column
+    assert coded.names == list(dict.fromkeys(column))
