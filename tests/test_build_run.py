@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from proxydiag.frame import SCHEMA, coerce_raw
-from proxydiag.ingest import build, keys, segments
+from proxydiag.ingest import build, keys, segments, tabular
 from proxydiag.ingest.build import build_run
 from proxydiag.metrics import AliasTable
 
@@ -144,3 +144,39 @@ def test_text_key_codes_spell_the_column(runs: list[tuple[str, int]]) -> None:
     coded = keys.of(pl.Series(column))
     assert [coded.names[c] for c in coded.per_row()] == column
     assert coded.names == list(dict.fromkeys(column))
+
+
+@st.composite
+def wide_tables(draw: st.DrawFn) -> tabular.Wide:
+    """Wide tables as the tabular readers validate them: any steps, empty cells (null),
+    NaN/±inf, aliases that compete for a metric, a cumulative counter, a key spelled like an
+    index column, wall times present, absent, or only beside empty cells."""
+    n = draw(st.integers(1, 12))
+    step_list = draw(st.lists(st.integers(-3, 40), min_size=n, max_size=n))
+    if draw(st.sampled_from([True, True, True, False])):  # mostly strictly increasing
+        step_list = sorted(set(step_list))
+        n = len(step_list)
+    names = draw(st.permutations([*POOL, "zz/other"]))[:draw(st.integers(1, 8))]
+    if draw(st.sampled_from([False, False, False, True])):
+        names.append("step")
+    columns = [
+        pl.Series(name, draw(st.lists(st.one_of(st.none(), VALUES), min_size=n, max_size=n)),
+                  dtype=pl.Float64)
+        for name in names
+    ]
+    wall = draw(st.sampled_from(["none", "all", "some"]))
+    walls = (None if wall == "none" else
+             pl.Series("wall_time", [float(i) if wall == "all" or i % 2 else None
+                                     for i in range(n)], dtype=pl.Float64))
+    return tabular.Wide(pl.Series("step", step_list, dtype=pl.Int64), walls, columns)
+
+
+@settings(max_examples=300, deadline=None)
+@given(table=wide_tables())
+def test_a_wide_table_builds_the_run_its_raw_frame_builds(table: tabular.Wide) -> None:
+    monotonic = bool(np.all(np.diff(table.step.to_numpy()) > 0))
+    common = {"name": "r", "source": "r", "fmt": "t", "attrs": {"run_id": "r"}}
+    direct = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
+    via_raw = build_run(table.raw(), monotonic=monotonic, **common)  # type: ignore[arg-type]
+    assert_frame_equal(direct.frame, via_raw.frame, check_exact=True)
+    assert direct.mapping == via_raw.mapping and direct.attrs == via_raw.attrs

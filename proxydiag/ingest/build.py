@@ -15,6 +15,7 @@ from proxydiag.errors import IngestError
 from proxydiag.events import Event
 from proxydiag.frame import coerce_raw
 from proxydiag.ingest import keys, segments
+from proxydiag.ingest.tabular import Wide
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run, run_id
 
@@ -69,18 +70,104 @@ def build_run(
             events=[*(events or []), *seg_events], sidecar=sidecar, monotonic=True,
         )
     del frame  # ``grouped`` holds what is left of it
+    name, all_attrs = _attrs(name, source, fmt, attrs, sidecar)
+    out = grouped.frame(all_attrs["run_id"], _cumulative(table, grouped.metrics))
+    return _run(out, name, all_attrs, table, resolved, events)
+
+
+def build_table(
+    table: pl.DataFrame | Wide,
+    *,
+    name: str,
+    source: str | Path,
+    fmt: str,
+    aliases: AliasTable | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    sidecar: Path | None = None,
+    monotonic: bool = False,
+) -> Run:
+    """A tabular reader's table into a Run: a raw frame through :func:`build_run`; a wide
+    table straight into the canonical frame when nothing needs :func:`build_run`'s rules
+    (its steps strictly increase and every key has a metric name of its own), else through
+    its raw frame. Both give the same Run."""
+    kwargs: dict[str, Any] = {"name": name, "source": source, "fmt": fmt, "aliases": aliases,
+                              "attrs": attrs, "sidecar": sidecar, "monotonic": monotonic}
+    if isinstance(table, pl.DataFrame):
+        return build_run(table, **kwargs)
+    aliases = aliases or AliasTable.default()
+    # aliases compete among the keys that have rows, as in build_run
+    columns = [c for c in table.columns if c.len() > c.null_count()]
+    resolved = aliases.resolve([c.name for c in columns])
+    metrics = [resolved.get(c.name, c.name) for c in columns]
+    if (not monotonic or not columns or len(set(metrics)) < len(metrics)
+            or {c.name for c in columns} & {"step", "wall_time"}):  # a key named as an index
+        return build_run(table.raw(), **kwargs)
+    order = sorted(range(len(columns)), key=metrics.__getitem__)
+    name, all_attrs = _attrs(name, source, fmt, attrs, sidecar)
+    out = _wide_frame(table, [columns[i] for i in order], [metrics[i] for i in order],
+                      all_attrs["run_id"], _cumulative(aliases, metrics))
+    return _run(out, name, all_attrs, aliases, resolved, None)
+
+
+def _wide_frame(
+    table: Wide, columns: list[pl.Series], metrics: list[str], rid: str, cumulative: set[str]
+) -> pl.DataFrame:
+    """The canonical frame of a wide table whose ``columns`` (in ``metrics`` order: one
+    metric each) have steps that strictly increase: polars unpivots them, the key and the
+    metric names as one string column each; empty cells drop."""
+    index = [table.step, *([table.wall.alias("wall_time")] if table.wall is not None else [])]
+    wide = pl.DataFrame([*index, *columns])
+    long = wide.unpivot(index=[s.name for s in index], variable_name="key", value_name="value")
+    if any(m != c.name for m, c in zip(metrics, columns, strict=True)):
+        renamed = pl.DataFrame([c.alias(m) for c, m in zip(columns, metrics, strict=True)])
+        metric = renamed.unpivot(variable_name="metric").get_column("metric")
+    else:  # no key renamed: the same strings
+        metric = long.get_column("key").alias("metric")
+    out = long.with_columns(metric)
+    if any(c.has_nulls() for c in columns):
+        out = out.filter(pl.col("value").is_not_null())
+    counts = np.array([c.len() - c.null_count() for c in columns])
+    ends = np.cumsum(counts)
+    spans = [(int(e - n), int(e)) for m, n, e in zip(metrics, counts, ends, strict=True)
+             if m in cumulative]
+    value = _per_step(out.get_column("value"), spans) if spans else out.get_column("value")
+    timed = "wall_time" in out.columns and out.get_column("wall_time").null_count() < out.height
+    return out.select(
+        pl.lit(rid, dtype=pl.Utf8).alias("run"),
+        "step",
+        "metric",
+        "key",
+        value,
+        "wall_time" if timed else pl.lit(None, dtype=pl.Float64).alias("wall_time"),
+    )
+
+
+def _attrs(
+    name: str, source: str | Path, fmt: str, attrs: Mapping[str, Any] | None,
+    sidecar: Path | None,
+) -> tuple[str, dict[str, Any]]:
+    """The run's name and attrs: the reader's, then the sidecar's (a user's statement beats
+    inference), with the run id."""
     all_attrs: dict[str, Any] = {"format": fmt, "source": str(source)}
     all_attrs.update(attrs or {})
     if sidecar is not None:
         all_attrs.update(read_sidecar(sidecar))
     name = str(all_attrs.pop("name", None) or name)
-    rid = str(all_attrs.get("run_id") or run_id(name, str(source)))
-    all_attrs["run_id"] = rid
-    cumulative = {m for m in grouped.metrics if m in table.specs
-                  and table.specs[m].counter == "cumulative"}
-    out = grouped.frame(rid, cumulative)
+    all_attrs["run_id"] = str(all_attrs.get("run_id") or run_id(name, str(source)))
+    return name, all_attrs
+
+
+def _cumulative(table: AliasTable, metrics: list[str]) -> set[str]:
+    """Which of ``metrics`` are cumulative counters (made per-step counts)."""
+    return {m for m in metrics if m in table.specs and table.specs[m].counter == "cumulative"}
+
+
+def _run(
+    frame: pl.DataFrame, name: str, attrs: dict[str, Any], table: AliasTable,
+    resolved: Mapping[str, str], events: list[Event] | None,
+) -> Run:
     mapping = {m: k for k, m in resolved.items() if m in table.specs}
-    return Run(out, name, all_attrs, mapping, list(events or []))
+    return Run(frame, name, attrs, mapping, list(events or []))
 
 
 @dataclass(frozen=True)

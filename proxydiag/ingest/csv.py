@@ -39,7 +39,7 @@ import polars as pl
 
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import ReadContext, csv_monitor, tabular
-from proxydiag.ingest.build import build_run, sidecar_for
+from proxydiag.ingest.build import build_table, sidecar_for
 from proxydiag.run import Run
 
 NAME = "csv"
@@ -71,10 +71,10 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     path = Path(source)
     if path.is_dir():
         return [csv_monitor.read(path, ctx)]
-    raw, notes = read_table(path)
+    table, notes = read_any(path)
     return [
-        build_run(
-            raw, name=path.stem, source=path, fmt="csv" if _separator(path, b"") == "," else "tsv",
+        build_table(
+            table, name=path.stem, source=path, fmt="csv" if _separator(path, b"") == "," else "tsv",
             aliases=ctx.aliases, attrs=notes.attrs(), sidecar=sidecar_for(path),
             monotonic=notes.monotonic,
         )
@@ -88,6 +88,14 @@ def read_table(path: Path, *, skip: Callable[[str], bool] | None = None,
     Columns for which ``skip(name)`` is true are left out before their cells are read (listed
     in ``notes.skipped_columns``); the file's shape is still checked whole.
     """
+    table, notes = read_any(path, skip=skip)
+    return tabular.as_raw(table), notes
+
+
+def read_any(path: Path, *, skip: Callable[[str], bool] | None = None,
+             ) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes]:
+    """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.ingest.tabular.Wide`
+    table (:func:`~proxydiag.ingest.build.build_table` builds its run without a raw frame)."""
     mapped = tabular.map_file(path)
     if _blank(mapped, 0):
         raise IngestError(f"{path}: empty file; nothing to ingest")
@@ -125,8 +133,8 @@ def read_table(path: Path, *, skip: Callable[[str], bool] | None = None,
         raw = tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes)
         return tabular.nonempty(raw, path), notes
     wall = tabular.find_column(names, tabular.WALL_NAMES)
-    raw = tabular.wide_to_raw(frame, step=step, wall=wall, locate=locate, notes=notes)
-    return tabular.nonempty(raw, path), notes
+    wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
+    return tabular.nonempty(wide, path), notes
 
 
 def _separator(path: Path, data: tabular.Buffer) -> str:

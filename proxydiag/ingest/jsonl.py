@@ -36,7 +36,7 @@ import polars as pl
 
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import ReadContext, tabular
-from proxydiag.ingest.build import build_run, sidecar_for
+from proxydiag.ingest.build import build_table, sidecar_for
 from proxydiag.run import Run
 
 NAME = "jsonl"
@@ -75,18 +75,25 @@ def _step_record(head: bytes) -> bool:
 
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     path = Path(source)
-    raw, notes, verl = read_table(path)
+    table, notes, verl = read_any(path)
     attrs = notes.attrs()
     if verl:
         attrs["framework"] = "verl"
     return [
-        build_run(raw, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases, attrs=attrs,
+        build_table(table, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases, attrs=attrs,
                   sidecar=sidecar_for(path), monotonic=notes.monotonic)
     ]
 
 
 def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes, bool]:
     """Raw frame, notes, and whether the records had veRL's ``{"step", "data"}`` shape."""
+    table, notes, verl = read_any(path)
+    return tabular.as_raw(table), notes, verl
+
+
+def read_any(path: Path) -> tuple[tabular.Wide, tabular.Notes, bool]:
+    """As :func:`read_table`, with the records as a :class:`~proxydiag.ingest.tabular.Wide`
+    table (:func:`~proxydiag.ingest.build.build_table` builds its run without a raw frame)."""
     mapped = tabular.map_file(path)
     if _NON_SPACE.search(mapped) is None:
         raise IngestError(f"{path}: empty file; nothing to ingest")
@@ -99,8 +106,9 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes, bool]:
     verl = _is_verl(data)
     step = tabular.step_column(frame.columns, where=f"{path}:1")
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
-    raw = tabular.wide_to_raw(frame, step=step, wall=wall, locate=_locator(path, data), notes=notes)
-    return tabular.nonempty(raw, path), notes, verl
+    wide = tabular.wide_columns(frame, step=step, wall=wall, locate=_locator(path, data),
+                                notes=notes)
+    return tabular.nonempty(wide, path), notes, verl
 
 
 def _polars_input(path: Path, data: tabular.Buffer) -> Path | bytes:

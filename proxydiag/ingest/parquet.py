@@ -14,7 +14,7 @@ import polars as pl
 from proxydiag.errors import IngestError
 from proxydiag.frame import SCHEMA
 from proxydiag.ingest import ReadContext, tabular
-from proxydiag.ingest.build import build_run, sidecar_for
+from proxydiag.ingest.build import build_table, sidecar_for
 from proxydiag.run import Run
 
 NAME = "parquet"
@@ -36,15 +36,22 @@ def can_read(source: str | Path) -> bool:
 
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     path = Path(source)
-    raw, notes = read_table(path)
+    table, notes = read_any(path)
     return [
-        build_run(raw, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases,
+        build_table(table, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases,
                   attrs=notes.attrs(), sidecar=sidecar_for(path), monotonic=notes.monotonic)
     ]
 
 
 def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
     """Read one Parquet file into a raw frame (``step, key, value, wall_time``)."""
+    table, notes = read_any(path)
+    return tabular.as_raw(table), notes
+
+
+def read_any(path: Path) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes]:
+    """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.ingest.tabular.Wide`
+    table (:func:`~proxydiag.ingest.build.build_table` builds its run without a raw frame)."""
     try:
         frame = pl.read_parquet(path, glob=False)  # a name like run[1].parquet is not a glob
     except (OSError, pl.exceptions.PolarsError) as exc:
@@ -63,5 +70,5 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
         return tabular.nonempty(raw, path), notes
     step = tabular.step_column(frame.columns, where=str(path))
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
-    raw = tabular.wide_to_raw(frame, step=step, wall=wall, locate=locate, notes=notes)
-    return tabular.nonempty(raw, path), notes
+    wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
+    return tabular.nonempty(wide, path), notes

@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import polars as pl
@@ -245,14 +245,53 @@ def values(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series | No
     ).to_series()
 
 
-def wide_to_raw(
-    frame: pl.DataFrame, *, step: str, wall: str | None, locate: Locate, notes: Notes
-) -> pl.DataFrame:
-    """Turn a wide table into a raw frame (``step, key, value, wall_time``); empty cells drop.
+@dataclass(frozen=True)
+class Wide:
+    """A wide table, validated: its steps (Int64), wall times (Float64) if it has them, and
+    one Float64 column per metric key, named by the key (a null is a cell left empty)."""
 
-    The frame comes out in one block per key (the table is unpivoted column by column), the
-    steps of each in file order; keys are numbered (an ``Enum``), not a string per row.
-    """
+    step: pl.Series
+    wall: pl.Series | None
+    columns: list[pl.Series]
+
+    def points(self) -> int:
+        """The number of values (non-empty cells)."""
+        return sum(c.len() - c.null_count() for c in self.columns)
+
+    def raw(self) -> pl.DataFrame:
+        """The raw frame (``step, key, value, wall_time``); empty cells drop.
+
+        The frame comes out in one block per key (the table is unpivoted column by column),
+        the steps of each in file order; keys are numbered (an ``Enum``), not a string per row.
+        """
+        if not self.columns:
+            return empty_raw()
+        n, k = self.step.len(), len(self.columns)
+        value = pl.concat(self.columns, rechunk=True).alias("value")
+        raw = pl.DataFrame([
+            pl.Series("step", np.tile(self.step.to_numpy(), k)),
+            # column names are distinct (polars frames have no duplicate names): Enum categories
+            enum_keys(np.repeat(np.arange(k, dtype=np.min_scalar_type(k)), n),
+                      [m.name for m in self.columns]),
+            value,
+        ])
+        raw = raw.with_columns(
+            pl.concat([self.wall] * k, rechunk=True) if self.wall is not None
+            else pl.lit(None, dtype=pl.Float64).alias("wall_time")
+        )
+        if value.has_nulls():  # an empty cell is no row
+            raw = raw.filter(pl.col("value").is_not_null())
+        return raw
+
+
+_Table = TypeVar("_Table", pl.DataFrame, Wide)
+
+
+def wide_columns(
+    frame: pl.DataFrame, *, step: str, wall: str | None, locate: Locate, notes: Notes
+) -> Wide:
+    """Validate a wide table (steps, wall times, values; errors name file and line) and note
+    whether its steps strictly increase (``notes.monotonic``)."""
     frame, locate = _drop_blank_rows(frame, locate)
     step_col = steps(frame.get_column(step), locate=locate)
     notes.monotonic = bool(np.all(np.diff(step_col.to_numpy()) > 0))
@@ -262,23 +301,15 @@ def wide_to_raw(
         series = None if column.name in (step, wall) else values(column, locate=locate, notes=notes)
         if series is not None:
             metrics.append(series)
-    if not metrics:
-        return empty_raw()
-    n, k = frame.height, len(metrics)
-    value = pl.concat(metrics, rechunk=True).alias("value")
-    raw = pl.DataFrame([
-        pl.Series("step", np.tile(step_col.to_numpy(), k)),
-        # column names are distinct (polars frames have no duplicate names): Enum categories
-        enum_keys(np.repeat(np.arange(k, dtype=np.min_scalar_type(k)), n), [m.name for m in metrics]),
-        value,
-    ])
-    raw = raw.with_columns(
-        pl.concat([wall_col] * k, rechunk=True) if wall_col is not None
-        else pl.lit(None, dtype=pl.Float64).alias("wall_time")
-    )
-    if value.has_nulls():  # an empty cell is no row
-        raw = raw.filter(pl.col("value").is_not_null())
-    return raw
+    return Wide(step_col, wall_col, metrics)
+
+
+def wide_to_raw(
+    frame: pl.DataFrame, *, step: str, wall: str | None, locate: Locate, notes: Notes
+) -> pl.DataFrame:
+    """Turn a wide table into a raw frame (``step, key, value, wall_time``); empty cells drop
+    (:meth:`Wide.raw`)."""
+    return wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes).raw()
 
 
 def long_to_raw(
@@ -303,11 +334,17 @@ def long_to_raw(
     return out.filter(pl.col("value").is_not_null()) if vals.has_nulls() else out
 
 
-def nonempty(raw: pl.DataFrame, where: object) -> pl.DataFrame:
-    """``raw`` unchanged, or an IngestError when it holds no value at all."""
-    if raw.height == 0:
+def nonempty(table: _Table, where: object) -> _Table:
+    """``table`` (a raw frame or a wide table) unchanged, or an IngestError when it holds no
+    value at all."""
+    if (table.height if isinstance(table, pl.DataFrame) else table.points()) == 0:
         raise IngestError(f"{where}: no metric values (every cell is empty); nothing to ingest")
-    return raw
+    return table
+
+
+def as_raw(table: pl.DataFrame | Wide) -> pl.DataFrame:
+    """The raw frame of a reader's table (a long table's is already one)."""
+    return table.raw() if isinstance(table, Wide) else table
 
 
 def _wall(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series:
