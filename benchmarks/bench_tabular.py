@@ -4,9 +4,9 @@
 Rows per format: ``polars alone`` (``read_csv`` / ``read_ndjson`` / ``read_parquet``),
 ``proxydiag`` end to end (``read_run``: reader + validation + restart rules + aliases into the
 canonical frame), the reader's raw frame only, and ``canonical frame floor``: polars' read
-plus the least work any reader must do to hand over the canonical frame (steps tiled, values
-concatenated, the metric and key names gathered per row with a polars index; no checks, no
-aliases). Target: proxydiag within 1.5× of polars; the floor row shows how close that can be.
+plus the least work any reader must do to hand over the canonical frame (polars' own unpivot
+of a wide file, whose key column also serves as the metric column; a stable sort by key for a
+long one; no checks, no aliases). Target: proxydiag within 1.5× of polars; the floor row shows how close that can be.
 The JSONL file is veRL's file-logger shape with ``null`` for non-finite values (the token path).
 The same points are also written long (``step, key, value``: one row per point, as a melted
 pandas frame or a metrics table exported from a database is), as CSV and Parquet: there polars
@@ -80,18 +80,10 @@ def _floor(fmt: str, path: Path) -> pl.DataFrame:
     wide = _polars(fmt, path)
     if fmt == "jsonl":
         wide = wide.unnest("data")
-    names = [c for c in wide.columns if c != "step"]
-    n, k = wide.height, len(names)
-    per_row = pl.Series(np.repeat(np.arange(k, dtype=np.uint32), n))
-    name = pl.Series(names)
-    return pl.DataFrame([
-        pl.Series("step", np.tile(wide["step"].to_numpy(), k)),
-        name.gather(per_row).alias("metric"),
-        name.gather(per_row).alias("key"),
-        pl.concat([wide[c].cast(pl.Float64) for c in names], rechunk=True).alias("value"),
-    ]).select(  # one value for a constant column, as proxydiag's frame has
-        pl.lit("run").alias("run"), "step", "metric", "key", "value",
-        pl.lit(None, dtype=pl.Float64).alias("wall_time"),
+    return wide.unpivot(index="step", variable_name="key").select(
+        pl.lit("run").alias("run"), "step", pl.col("key").alias("metric"), "key",
+        pl.col("value").cast(pl.Float64),
+        pl.lit(None, dtype=pl.Float64).alias("wall_time"),  # one value, as proxydiag's frame has
     )
 
 
