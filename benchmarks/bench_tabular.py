@@ -1,6 +1,7 @@
 """CSV, JSONL and Parquet: proxydiag's readers against polars reading the same file alone.
 
-1,000,000 points (50 metrics × 20,000 steps; smoke: 5 × 2,000) with a sprinkle of NaN/±inf.
+1,000,000 points (50 metrics × 20,000 steps; smoke: 5 × 2,000) with a sprinkle of NaN/±inf;
+seven of the keys are veRL's (``actor/grad_norm``, ...), which aliases rename.
 Rows per format: ``polars alone`` (``read_csv`` / ``read_ndjson`` / ``read_parquet``),
 ``proxydiag`` end to end (``read_run``: reader + validation + restart rules + aliases into the
 canonical frame), the reader's raw frame only, and ``canonical frame floor``: polars' read
@@ -27,20 +28,26 @@ import polars as pl
 from benchmarks.common import Context, Row, alternate, peak_rss_mb
 from proxydiag.ingest import read_run
 
+#: veRL keys that proxydiag's aliases map to canonical names (grad_norm, entropy, ...): a real
+#: run has some, and they make the reader build a metric column apart from the key column
+VERL_KEYS = ("actor/grad_norm", "actor/entropy", "actor/pg_loss", "actor/ppo_kl",
+             "critic/score/mean", "response_length/mean", "actor/pg_clipfrac")
+
 
 def _table(n_metrics: int, n_steps: int) -> pl.DataFrame:
     rng = np.random.default_rng(0)
     values = rng.normal(size=(n_steps, n_metrics))
     values[rng.random(values.shape) < 1e-4] = np.nan
     values[rng.random(values.shape) < 1e-4] = np.inf
+    names = [*VERL_KEYS, *(f"actor/metric_{i:02d}" for i in range(n_metrics))][:n_metrics]
     cols: dict[str, np.ndarray] = {"step": np.arange(n_steps)}
-    cols.update({f"actor/metric_{i:02d}": values[:, i] for i in range(n_metrics)})
+    cols.update({name: values[:, i] for i, name in enumerate(names)})
     return pl.DataFrame(cols)
 
 
 def inputs(ctx: Context) -> dict[str, Path]:
     n_metrics, n_steps = ctx.size(50, 5), ctx.size(20_000, 2_000)
-    folder = ctx.cache / f"tabular_{n_metrics}x{n_steps}"
+    folder = ctx.cache / f"tabular_{n_metrics}x{n_steps}_verl"
     paths = {"csv": folder / "m.csv", "jsonl": folder / "m.jsonl", "parquet": folder / "m.parquet",
              "long csv": folder / "long.csv", "long parquet": folder / "long.parquet"}
     if all(p.exists() for p in paths.values()):

@@ -180,3 +180,14 @@ def test_a_wide_table_builds_the_run_its_raw_frame_builds(table: tabular.Wide) -
     via_raw = build_run(table.raw(), monotonic=monotonic, **common)  # type: ignore[arg-type]
     assert_frame_equal(direct.frame, via_raw.frame, check_exact=True)
     assert direct.mapping == via_raw.mapping and direct.attrs == via_raw.attrs
+
+
+@pytest.mark.parametrize("names", [["aa/raw", "zz/raw"], ["actor/grad_norm", "loss", "zz/raw"]],
+                         ids=["no alias: metric is the key column", "an alias renames a key"])
+def test_text_keys_already_in_metric_order_keep_their_column(names: list[str]) -> None:
+    n = 100  # long runs: cut into slices, not sorted row by row
+    raw = pl.DataFrame({"step": list(range(n)) * len(names),
+                        "key": [k for k in names for _ in range(n)],
+                        "value": [float(i) for i in range(n * len(names))]})
+    run = build_run(raw, name="r", source="r", fmt="t", attrs={"run_id": "r"})
+    assert_frame_equal(run.frame, reference(raw, AliasTable.default()), check_exact=True)

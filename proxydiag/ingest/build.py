@@ -183,6 +183,8 @@ class _Grouped:
     lengths: np.ndarray
     metrics: list[str]
     keys: list[str]
+    #: the raw frame's text keys when ``rows`` kept its order (one chunk): the key column as it is
+    text_keys: pl.Series | None = None
 
     def steps_not_increasing(self) -> bool:
         """Some key's steps drop or repeat along its rows (a restart, a duplicate)."""
@@ -198,17 +200,24 @@ class _Grouped:
         """The canonical frame, in one chunk per column (a frame of many chunks makes every
         later group-by slower: 15x for 300 chunks of 12 M rows). The ``cumulative``
         counters become per-step counts (:func:`_per_step`)."""
-        # a polars index: gathering with a numpy array of indices costs 3x as much
-        per_row = pl.Series(np.repeat(self.ranks.astype(np.uint32), self.lengths))
         value = self.rows.get_column("value")
         counters = [i for i, m in enumerate(self.metrics) if m in cumulative]
         if counters:
             value = _per_step(value, self._metric_spans(counters))
+        renamed = self.metrics != self.keys  # some key has an alias
+        if self.text_keys is None or renamed:
+            # a polars index: gathering with a numpy array of indices costs 3x as much
+            per_row = pl.Series(np.repeat(self.ranks.astype(np.uint32), self.lengths))
+        key = (self.text_keys.alias("key") if self.text_keys is not None
+               else pl.Series("key", self.keys, dtype=pl.Utf8).gather(per_row))
+        # without an alias the metric column is the key column (the same buffers)
+        metric = (pl.Series("metric", self.metrics, dtype=pl.Utf8).gather(per_row) if renamed
+                  else key.alias("metric"))
         return self.rows.select(
             pl.lit(rid, dtype=pl.Utf8).alias("run"),
             "step",
-            pl.Series("metric", self.metrics, dtype=pl.Utf8).gather(per_row),
-            pl.Series("key", self.keys, dtype=pl.Utf8).gather(per_row),
+            metric,
+            key,
             value,
             "wall_time" if "wall_time" in self.rows.columns
             else pl.lit(None, dtype=pl.Float64).alias("wall_time"),
@@ -260,11 +269,14 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
     if coded.rows is None and _sliceable(len(coded.starts), coded.n):
         run_ranks, lengths = rank[coded.run_codes], coded.lengths
         order = np.argsort(run_ranks, kind="stable")
-        if (order != np.arange(len(order))).any() or max(rows.n_chunks("all")) > 1:
+        in_order = not (order != np.arange(len(order))).any()
+        if not in_order or max(rows.n_chunks("all")) > 1:
             rows = pl.concat(
                 [rows.slice(int(coded.starts[r]), int(lengths[r])) for r in order], rechunk=True
             )
-        return _Grouped(rows, run_ranks[order], lengths[order], metrics, key_names)
+        text = frame.get_column("key")  # rows in file order keep their text keys, not a gather
+        text_keys = text.rechunk() if in_order and text.dtype == pl.Utf8 else None
+        return _Grouped(rows, run_ranks[order], lengths[order], metrics, key_names, text_keys)
     per_row = rank[coded.per_row()]
     order = np.argsort(per_row, kind="stable")
     counts = np.bincount(per_row, minlength=len(metrics))
