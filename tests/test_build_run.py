@@ -149,19 +149,21 @@ def test_text_key_codes_spell_the_column(runs: list[tuple[str, int]]) -> None:
 @st.composite
 def wide_tables(draw: st.DrawFn) -> tabular.Wide:
     """Wide tables as the tabular readers validate them: any steps, empty cells (null),
-    NaN/±inf, aliases that compete for a metric, a cumulative counter, a key spelled like an
-    index column, wall times present, absent, or only beside empty cells."""
+    NaN/±inf, aliases that compete for a metric, a cumulative counter (empty at times), a
+    key spelled like an unpivot column or empty (a pandas index), wall times present, absent,
+    or only beside empty cells."""
     n = draw(st.integers(1, 12))
     step_list = draw(st.lists(st.integers(-3, 40), min_size=n, max_size=n))
     if draw(st.sampled_from([True, True, True, False])):  # mostly strictly increasing
         step_list = sorted(set(step_list))
         n = len(step_list)
     names = draw(st.permutations([*POOL, "zz/other"]))[:draw(st.integers(1, 8))]
-    if draw(st.sampled_from([False, False, False, True])):
-        names.append("step")
+    if draw(st.sampled_from([False, False, False, True])):  # named like an unpivot column
+        names.append(draw(st.sampled_from(["step", "wall_time", "key", "value", "metric", ""])))
+    cells = st.one_of(st.none(), VALUES)
     columns = [
-        pl.Series(name, draw(st.lists(st.one_of(st.none(), VALUES), min_size=n, max_size=n)),
-                  dtype=pl.Float64)
+        pl.Series(name, [None] * n if draw(st.integers(0, 5)) == 0
+                  else draw(st.lists(cells, min_size=n, max_size=n)), dtype=pl.Float64)
         for name in names
     ]
     wall = draw(st.sampled_from(["none", "all", "some"]))
@@ -191,3 +193,20 @@ def test_text_keys_already_in_metric_order_keep_their_column(names: list[str]) -
                         "value": [float(i) for i in range(n * len(names))]})
     run = build_run(raw, name="r", source="r", fmt="t", attrs={"run_id": "r"})
     assert_frame_equal(run.frame, reference(raw, AliasTable.default()), check_exact=True)
+
+
+@pytest.mark.parametrize("names", [["value", "loss"], ["key", "loss"], ["metric", "train/loss"],
+                                   ["", "loss"], ["skipped_total", "loss"]],
+                         ids=["value", "key", "metric", "empty name", "empty counter"])
+def test_wide_tables_named_like_unpivot_columns_or_with_an_empty_counter(names: list[str]) -> None:
+    # found in review: polars' unpivot refuses these names, and renames an empty one; a
+    # cumulative counter without rows crashed build_run
+    columns = [pl.Series(names[0], [None, None] if names[0] == "skipped_total" else [1.0, 2.0],
+                         dtype=pl.Float64),
+               pl.Series(names[1], [3.0, 4.0])]
+    table = tabular.Wide(pl.Series("step", [1, 2]), None, columns)
+    direct = build.build_table(table, name="r", source="r", fmt="t", monotonic=True)
+    assert sorted(direct.frame["key"].unique().to_list()) == sorted(
+        n for n, c in zip(names, columns, strict=True) if c.null_count() < c.len())
+    via_raw = build_run(table.raw(), name="r", source="r", fmt="t", monotonic=True)
+    assert_frame_equal(direct.frame, via_raw.frame, check_exact=True)

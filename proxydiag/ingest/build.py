@@ -20,6 +20,9 @@ from proxydiag.metrics import AliasTable
 from proxydiag.run import Run, run_id
 
 SIDECAR = "proxydiag.json"
+#: names a wide table's key or metric may not have for polars' unpivot in :func:`build_table`
+#: (its index and output columns; an empty name, which a frame renames ``column_N``)
+_UNPIVOT_NAMES = frozenset({"step", "wall_time", "key", "value", "metric", ""})
 #: runs of one key are reordered as slices when there are at most this many, of this many
 #: rows on average; else the rows are sorted one by one (a gather beats many tiny slices)
 _MAX_SLICES = 4096
@@ -89,7 +92,8 @@ def build_table(
     """A tabular reader's table into a Run: a raw frame through :func:`build_run`; a wide
     table straight into the canonical frame when nothing needs :func:`build_run`'s rules
     (its steps strictly increase and every key has a metric name of its own), else through
-    its raw frame. Both give the same Run."""
+    its raw frame (also when a key or metric is named like one of the unpivot's columns).
+    Both give the same Run."""
     kwargs: dict[str, Any] = {"name": name, "source": source, "fmt": fmt, "aliases": aliases,
                               "attrs": attrs, "sidecar": sidecar, "monotonic": monotonic}
     if isinstance(table, pl.DataFrame):
@@ -100,7 +104,7 @@ def build_table(
     resolved = aliases.resolve([c.name for c in columns])
     metrics = [resolved.get(c.name, c.name) for c in columns]
     if (not monotonic or not columns or len(set(metrics)) < len(metrics)
-            or {c.name for c in columns} & {"step", "wall_time"}):  # a key named as an index
+            or ({c.name for c in columns} | set(metrics)) & _UNPIVOT_NAMES):
         return build_run(table.raw(), **kwargs)
     order = sorted(range(len(columns)), key=metrics.__getitem__)
     name, all_attrs = _attrs(name, source, fmt, attrs, sidecar)
@@ -163,10 +167,11 @@ def _cumulative(table: AliasTable, metrics: list[str]) -> set[str]:
 
 
 def _run(
-    frame: pl.DataFrame, name: str, attrs: dict[str, Any], table: AliasTable,
+    frame: pl.DataFrame, name: str, attrs: dict[str, Any], aliases: AliasTable,
     resolved: Mapping[str, str], events: list[Event] | None,
 ) -> Run:
-    mapping = {m: k for k, m in resolved.items() if m in table.specs}
+    """The Run, mapping each canonical metric to the key it was read from."""
+    mapping = {m: k for k, m in resolved.items() if m in aliases.specs}
     return Run(frame, name, attrs, mapping, list(events or []))
 
 
@@ -202,8 +207,9 @@ class _Grouped:
         counters become per-step counts (:func:`_per_step`)."""
         value = self.rows.get_column("value")
         counters = [i for i, m in enumerate(self.metrics) if m in cumulative]
-        if counters:
-            value = _per_step(value, self._metric_spans(counters))
+        spans = self._metric_spans(counters) if counters else []
+        if spans:  # a counter named by an Enum may have no rows
+            value = _per_step(value, spans)
         renamed = self.metrics != self.keys  # some key has an alias
         if self.text_keys is None or renamed:
             # a polars index: gathering with a numpy array of indices costs 3x as much
