@@ -279,7 +279,7 @@ def _split(text: str, sep: str, where: str) -> list[str]:
 def _drop_repeated_headers(
     frame: pl.DataFrame, header: list[str], step: str, locate: tabular.Locate
 ) -> tuple[pl.DataFrame, tabular.Locate]:
-    if frame[step].dtype != pl.Utf8:
+    if frame[step].dtype != pl.Utf8:  # the typed read (which may leave columns out) ends here
         return frame, locate
     again = (frame[step].str.strip_chars() == header[frame.columns.index(step)].strip()).fill_null(
         False

@@ -22,6 +22,8 @@ from proxydiag.errors import FrameError
 
 #: at most one run of equal keys per this many rows, or the column is hashed instead
 _ROWS_PER_RUN = 4
+#: rows of a text column looked at first, to tell keys in runs from interleaved ones
+_PROBE = 4096
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,12 @@ def of(keys: pl.Series) -> Codes:
         starts = _run_starts(ids) if _in_runs(ids) else None
         firsts = keys.gather(starts).to_list() if starts is not None else []
     else:  # polars' run-length encoding: 2x faster than comparing neighbours
-        runs, starts, firsts = keys.rle(), None, []
-        if runs.len() * _ROWS_PER_RUN <= n:
+        starts, firsts = None, []
+        # keys that change on most rows of the first _PROBE are hashed at once: their
+        # encoding would hold about a copy of the column for nothing
+        probe = min(n, _PROBE)
+        runs = keys.rle() if keys.head(probe).rle().len() * _ROWS_PER_RUN <= probe else None
+        if runs is not None and runs.len() * _ROWS_PER_RUN <= n:
             lengths = runs.struct.field("len").to_numpy().astype(np.int64)
             starts = np.concatenate(([0], np.cumsum(lengths[:-1])))
             firsts = runs.struct.field("value").to_list()
