@@ -80,8 +80,8 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     if verl:
         attrs["framework"] = "verl"
     return [
-        build_table(table, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases, attrs=attrs,
-                  sidecar=sidecar_for(path), monotonic=notes.monotonic)
+        build_table(table, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases,
+                    attrs=attrs, sidecar=sidecar_for(path), monotonic=notes.monotonic)
     ]
 
 

@@ -39,7 +39,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     table, notes = read_any(path)
     return [
         build_table(table, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases,
-                  attrs=notes.attrs(), sidecar=sidecar_for(path), monotonic=notes.monotonic)
+                    attrs=notes.attrs(), sidecar=sidecar_for(path), monotonic=notes.monotonic)
     ]
 
 
