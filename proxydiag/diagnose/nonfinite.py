@@ -12,7 +12,7 @@ import numpy as np
 from proxydiag.diagnose._stats import cluster_start, window_sum
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
-from proxydiag.diagnose.scaler import calibration_end
+from proxydiag.diagnose.scaler import burst_gap, calibration_end, skip_window
 from proxydiag.events import Event, Severity
 from proxydiag.run import Run
 
@@ -110,13 +110,13 @@ def _burst(s: Series, bad: np.ndarray, c: ScalerConfig, *, calib_end: int | None
     hits = bad.astype(np.float64)
     if calib_end is not None:
         hits[s.steps <= calib_end] = 0.0
-    window = max(float(c.window_steps), 4 * s.interval)
+    window = skip_window(c, s.interval)
     num = window_sum(s.steps, hits, window_steps=window)
     den = window_sum(s.steps, np.ones_like(hits), window_steps=window)
     high = np.flatnonzero((num / den > c.max_skip_fraction) & (den >= 3))
     if high.size == 0:
         return None
-    gap = max(float(c.calibration_gap_steps), 4 * s.interval)
+    gap = burst_gap(c, s.interval)
     start = cluster_start(s.steps[hits > 0], s.steps[high[0]], gap_steps=gap)
     # logged every k steps, the burst began after the last logged point before it
     i = int(np.searchsorted(s.steps, start))

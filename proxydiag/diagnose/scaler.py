@@ -101,7 +101,7 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     # sparse overflows may chain into a long burst while the scale settles (the DeepSpeed-Chat
     # DPO log: 7 overflows in its first 209 steps); a dense one is still overflowing
     end = min(end, first + c.calibration_steps)
-    window = max(float(c.window_steps), 4 * counts.interval)
+    window = skip_window(c, counts.interval)
     upto = counts.steps <= end
     # a run shorter than a window is judged on the steps it has, if it logged enough of them
     # to show anything persisting (a 4-step benchmark's one start-up point does not)
@@ -109,6 +109,18 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     covered = min(window, float(end - first + counts.interval)) if enough else window
     rate = window_sum(counts.steps[upto], counts.values[upto], window_steps=window) / covered
     return None if (rate > c.max_skip_fraction).any() else end
+
+
+def skip_window(c: ScalerConfig, interval: float) -> float:
+    """Steps of the window over which a skip (or non-finite) rate is taken: ``window_steps``,
+    but at least four log intervals (a sparsely logged run shows a rate only over several)."""
+    return max(float(c.window_steps), 4 * interval)
+
+
+def burst_gap(c: ScalerConfig, interval: float) -> float:
+    """Largest gap between hits of one burst when its start is traced back from where it
+    persists: ``calibration_gap_steps``, but at least four log intervals."""
+    return max(float(c.calibration_gap_steps), 4 * interval)
 
 
 def _leading_burst_end(counts: Series, c: ScalerConfig) -> int | None:
@@ -134,7 +146,7 @@ def _persistent(counts: Series, c: ScalerConfig, *, calib_end: int | None) -> li
     vals = counts.values.copy()
     if calib_end is not None:
         vals[counts.steps <= calib_end] = 0.0
-    window = max(float(c.window_steps), 4 * counts.interval)
+    window = skip_window(c, counts.interval)
     covered = np.minimum(window, counts.steps - counts.steps[0] + counts.interval)
     rate = window_sum(counts.steps, vals, window_steps=window) / covered
     high = rate > c.max_skip_fraction
@@ -142,8 +154,8 @@ def _persistent(counts: Series, c: ScalerConfig, *, calib_end: int | None) -> li
         return []
     starts, ends = runs_of(high)
     events = []
+    gap = burst_gap(c, counts.interval)
     for a, b in zip(starts[:5], ends[:5], strict=False):
-        gap = max(float(c.calibration_gap_steps), 4 * counts.interval)
         start = cluster_start(counts.steps[vals > 0], counts.steps[a], gap_steps=gap)
         first = int(np.searchsorted(counts.steps, start))
         # a per-interval count c at step s that persists covers the last c steps of the interval
