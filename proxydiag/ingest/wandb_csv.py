@@ -109,20 +109,22 @@ def _split_runs(
     [['loss', 'lr'], ['loss']]
     """
     index = {name: i for i, name in enumerate(names)}
-    run_of_code = np.array([index[run] for run, _ in split], dtype=np.int64)
+    metrics: list[list[str]] = [[] for _ in names]  # each run's metric names, in code order
+    renumber = np.zeros(len(split), dtype=np.int64)  # a key code -> its index in its run's
+    run_of_code = np.zeros(len(split), dtype=np.int64)
+    for code, (run, metric) in enumerate(split):
+        run_of_code[code] = index[run]
+        renumber[code] = len(metrics[index[run]])
+        metrics[index[run]].append(metric)
     per_row = coded.per_row()
-    parts = raw.with_columns(pl.Series("_code", per_row), pl.Series("_run", run_of_code[per_row]))
+    parts = raw.with_columns(pl.Series("_code", renumber[per_row]),
+                             pl.Series("_run", run_of_code[per_row]))
     by_run = parts.partition_by("_run", as_dict=True, maintain_order=True, include_key=False)
-    out = []
-    for i in range(len(names)):
-        rows = by_run.get((i,), parts.clear().drop("_run"))
-        codes = [c for c, r in enumerate(run_of_code) if r == i]
-        renumber = np.zeros(len(split), dtype=np.int64)
-        renumber[codes] = np.arange(len(codes))
-        metrics = [split[c][1] for c in codes]
-        out.append(rows.with_columns(
-            keys.enum_keys(renumber[rows["_code"].to_numpy()], metrics)).drop("_code"))
-    return out
+    empty = parts.clear().drop("_run")
+    return [
+        rows.with_columns(keys.enum_keys(rows["_code"].to_numpy(), metrics[i])).drop("_code")
+        for i, rows in ((i, by_run.get((i,), empty)) for i in range(len(names)))
+    ]
 
 
 def _notes_of(name: str, notes: tabular.Notes) -> tabular.Notes:
