@@ -133,11 +133,13 @@ def test_sigkill_mid_ingest_leaves_the_store_readable_and_intact(tmp_path: Path)
     sources = write_csvs(tmp_path / "csvs", 16, n_rows=500)
     for delay_s in (0.0,):
         proc = spawn(f"""
+            import time
             from proxydiag.ingest import read_run
             from proxydiag.store import RunStore
             store = RunStore({str(store_dir)!r})
             for source in {[str(p) for p in sources]!r}:
                 store.put(read_run(source))
+                time.sleep(0.05)  # an ingest that outlasts the poll below (reads got fast)
         """)
         deadline = time.monotonic() + 60
         while store.runs().height < 3 + 2 and time.monotonic() < deadline and proc.poll() is None:
