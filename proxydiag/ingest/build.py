@@ -123,8 +123,10 @@ def _wide_frame(
     wide = pl.DataFrame([*index, *columns])
     long = wide.unpivot(index=[s.name for s in index], variable_name="key", value_name="value")
     if any(m != c.name for m, c in zip(metrics, columns, strict=True)):
-        renamed = pl.DataFrame([c.alias(m) for c, m in zip(columns, metrics, strict=True)])
-        metric = renamed.unpivot(variable_name="metric").get_column("metric")
+        # the names alone, unpivoted from columns of nulls (no buffers): no copy of the values
+        nulls = pl.repeat(None, table.step.len(), dtype=pl.Null, eager=True)
+        names = pl.DataFrame([nulls.alias(m) for m in metrics])
+        metric = names.unpivot(variable_name="metric").get_column("metric")
     else:  # no key renamed: the same strings
         metric = long.get_column("key").alias("metric")
     out = long.with_columns(metric)

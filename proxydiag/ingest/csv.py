@@ -110,7 +110,9 @@ def read_any(path: Path, *, skip: Callable[[str], bool] | None = None,
     # an untouched file is read by polars from its path (its own mmap, no copy)
     source: Path | bytes = path if data is mapped else bytes(data)
     skipped = _skipped(names, layout, skip)
-    frame = _typed(source, sep, names, layout, skipped, quoted=data.find(b'"', body_at) >= 0)
+    # only a long table's keys need the quote check: a wide file's body is not scanned
+    frame = _typed(source, sep, names, layout, skipped,
+                   quoted=bool(layout) and data.find(b'"', body_at) >= 0)
     if frame is None or _maybe_ragged(frame, data):
         _check_fields(path, data, body_at, sep, len(header))
     for new, old in notes.renamed_columns.items():
@@ -225,7 +227,8 @@ def _typed(
 ) -> pl.DataFrame | None:
     """The fast path: one typed read of the rows after the header (step Int64, key text, the
     rest Float64, quotes taken literally); None when polars refuses a cell or a row, a key
-    holds a quote (``quoted``: the body has one at all), or there is no step column.
+    holds a quote (``quoted``: the body of a long table has one at all), or there is no step
+    column.
 
     The ``skipped`` columns are not parsed, except the file's last one: a short row shows
     as a null there (:func:`_maybe_ragged`)."""
