@@ -15,13 +15,15 @@ Spellings of a value (CSV/TSV text, JSON strings):
 * anything else is an :class:`~proxydiag.errors.IngestError` naming file, line and column.
 
 A column with no numeric cell at all (a label such as ``phase=train``) is not a metric: it is
-skipped and listed in ``attrs["ignored_columns"]``.
+skipped and listed in ``attrs["ignored_columns"]``; so is a row index that pandas wrote beside
+the data (a column with an empty header, ``Unnamed: 0`` or ``__index_level_0__``).
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +49,10 @@ KEY_NAMES = ("key", "metric", "tag", "name")
 VALUE_NAMES = ("value", "val", "simple_value")
 #: spellings of a logged value that could not be represented (see module docstring)
 NULL_SPELLINGS = ("null", "none")
+#: names a dataframe library gives the row index it writes beside the data: pandas' ``to_csv``
+#: leaves the header cell empty (``Unnamed: 0`` once read and written again) and its
+#: ``to_parquet`` writes ``__index_level_0__``
+_INDEX_NAME = re.compile(r"|Unnamed: \d+|__index_level_\d+__")
 
 Locate = Callable[[int], str]
 #: a file's content: memory-mapped, or bytes (a copy, after a cut last line was dropped)
@@ -149,11 +155,23 @@ def sniff(
     return looks_right(head)
 
 
+def is_index(name: str) -> bool:
+    """A row index written beside the data (see :data:`_INDEX_NAME`), not a metric.
+
+    >>> is_index(""), is_index("Unnamed: 0"), is_index("__index_level_0__"), is_index("loss")
+    (True, True, True, False)
+    """
+    return _INDEX_NAME.fullmatch(name.strip()) is not None
+
+
 def long_layout(columns: Sequence[str]) -> tuple[str, str, str, str | None] | None:
-    """``(step, key, value, wall)`` column names when ``columns`` are the long form, else None.
+    """``(step, key, value, wall)`` column names when ``columns`` are the long form (a row
+    index beside them aside), else None.
 
     >>> long_layout(["step", "key", "value", "wall_time"])
     ('step', 'key', 'value', 'wall_time')
+    >>> long_layout(["", "step", "key", "value"])
+    ('step', 'key', 'value', None)
     >>> long_layout(["step", "loss"]) is None
     True
     """
@@ -161,7 +179,7 @@ def long_layout(columns: Sequence[str]) -> tuple[str, str, str, str | None] | No
     value, wall = find_column(columns, VALUE_NAMES), find_column(columns, WALL_NAMES)
     if step is None or key is None or value is None:
         return None
-    if set(columns) - {step, key, value, wall}:
+    if {c for c in columns if not is_index(c)} - {step, key, value, wall}:
         return None
     return step, key, value, wall
 
@@ -298,7 +316,12 @@ def wide_columns(
     wall_col = _wall(frame.get_column(wall), locate=locate, notes=notes) if wall else None
     metrics = []
     for column in frame.iter_columns():
-        series = None if column.name in (step, wall) else values(column, locate=locate, notes=notes)
+        if column.name in (step, wall):
+            continue
+        if is_index(column.name):
+            notes.ignored_columns.append(column.name)
+            continue
+        series = values(column, locate=locate, notes=notes)
         if series is not None:
             metrics.append(series)
     return Wide(step_col, wall_col, metrics)
@@ -318,6 +341,7 @@ def long_to_raw(
 ) -> pl.DataFrame:
     """Turn a long table (step, key, value[, wall]) into a raw frame; empty values drop."""
     step, key, value, wall = layout
+    notes.ignored_columns.extend(c for c in frame.columns if c not in layout)  # a row index
     frame, locate = _drop_blank_rows(frame, locate)
     vals = values(frame[value], locate=locate, notes=notes)
     if vals is None:
