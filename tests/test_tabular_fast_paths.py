@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from proxydiag.errors import IngestError
 from proxydiag.ingest import csv as csv_reader
 from proxydiag.ingest import jsonl
+from proxydiag.ingest.tabular import map_file
 
 NAN, INF = float("nan"), float("inf")
 Point = tuple[int, str, float]
@@ -133,6 +134,62 @@ def test_jsonl_keys_after_the_first_hundred_records(tmp_path: Path) -> None:
     assert sum(math.isnan(v) for v in got["b"]) == 149 and got["b"][120] == 2.0
     assert math.isnan(got["c"][0]) and got["d"] == [1e308]
     assert notes.null_as_nan == 150 and verl
+
+
+@pytest.mark.parametrize("style", ["orjson", "python"])
+@pytest.mark.parametrize("verl", [True, False], ids=["verl", "flat"])
+def test_jsonl_late_keys_are_read_from_their_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, style: str, verl: bool
+) -> None:
+    """veRL logs validation scores every N steps: keys the first records lack are read from
+    the lines that hold them (no second parse of the file), and the run is the one that
+    parsing every record's schema gives."""
+    rng = random.Random(7)
+    records = []
+    for i in range(400):
+        data: dict[str, Any] = {"loss": rng.choice([rng.random(), None, NAN, INF]), "lr": 1e-6}
+        if i >= 150 and i % 50 == 0:
+            data["val/acc"] = rng.choice([rng.random(), None, 3])
+            data["timing_s/testing"] = 12.5
+        records.append({"step": i, "data": data} if verl else {"step": i, **data})
+    path = tmp_path / "late.jsonl"
+    path.write_text("".join(_dump(r, style) + "\n" for r in records), encoding="utf-8")
+    found = []
+    late_columns = jsonl._late_columns
+
+    def spy(*args: Any) -> Any:
+        found.append(late_columns(*args))
+        return found[-1]
+
+    monkeypatch.setattr(jsonl, "_late_columns", spy)
+    raw, notes, _ = jsonl.read_table(path)
+    assert found and found[-1] is not None
+    assert sorted(s.name for s in found[-1][0]) == ["timing_s/testing", "val/acc"]
+    want, nulls = _json_reference(path.read_text(encoding="utf-8"))
+    assert same(points(raw), want) and notes.null_as_nan == nulls
+    monkeypatch.setattr(jsonl, "_late_columns", lambda *args: None)  # every record's schema
+    again, notes_again, _ = jsonl.read_table(path)
+    assert same(points(again), points(raw)) and notes_again.null_as_nan == notes.null_as_nan
+
+
+@pytest.mark.parametrize("line", [
+    '{"step": 300, "data": {"loss": 0.5, "note": "eval"}}',  # a string
+    '{"step": 300, "data": {"loss": 0.5, "flag": true}}',  # a boolean
+    '{"step": 300, "data": {"loss": 0.5, "deep": {"x": 1}}}',  # an object
+    '{"step": 300, "extra": 1, "data": {"loss": 0.5}}',  # a key beside veRL's two
+    '{"step": 300, "data": {"loss": 0.5, "big": 1' + "0" * 400 + '}}',  # beyond any float
+])
+def test_jsonl_late_keys_that_are_not_numbers_read_as_every_record_says(
+    tmp_path: Path, line: str
+) -> None:
+    """A late key holding anything but a number leaves the late-key shortcut to the parse of
+    every record: the reader's answer is the one it gives either way."""
+    path = tmp_path / "odd.jsonl"
+    path.write_text("".join(json.dumps({"step": i, "data": {"loss": 0.1 * i}}) + "\n"
+                            for i in range(300)) + line + "\n")
+    assert jsonl._trusted_head(map_file(path), path) is None
+    raw, _, _ = jsonl.read_table(path)
+    assert raw.filter(pl.col("key") == "loss").height == 301
 
 
 def test_jsonl_file_named_like_a_glob_reads_itself(tmp_path: Path) -> None:

@@ -13,9 +13,12 @@ below) with the schema of its first records: inferring the schema from every rec
 much as the parse itself. That schema is trusted for flat records of numbers and for veRL's
 shape when every key of the file is accounted for: with no backslash in the file every ``"``
 opens or closes a string, so half the quote count is the number of keys plus string values, and
-it must equal the non-null cells plus the explicit ``null`` values; a key the first records
-missed, or a string, breaks the equality and the file is parsed again with the schema of every
-record. An explicit ``null`` is told apart from an absent key by searching the lines of the null
+it must equal the non-null cells plus the explicit ``null`` values. A key the first records
+missed (veRL logs validation scores and checkpoint timings every N steps only) breaks the
+equality on the lines that hold it: those lines alone are parsed by Python and their new keys
+join the frame, and then every line's keys must be its cells. Anything else that breaks it (a
+string, too many such lines) has the file parsed again with the schema of every record. An
+explicit ``null`` is told apart from an absent key by searching the lines of the null
 cells for ``"key": null``. ``NaN``/``Infinity`` tokens are replaced in bulk by rare finite
 sentinels before the parse and turned back into NaN/±inf after it. When a token cannot be placed
 that way (a sentinel value in the data, a token inside a string) the file is re-read exactly,
@@ -47,6 +50,9 @@ _GLOB = re.compile(r"[*?\[\]{}]")
 #: bytes per line above which finding newlines one by one beats scanning every byte
 _LONG_LINE = 1024
 _SLICE = 1 << 30
+#: lines with keys the first records missed that are always parsed one by one (else at most an
+#: eighth of the records)
+_LATE_LINES = 64
 _TOKENS = re.compile(rb"([:,\[]\s*)(NaN|-Infinity|Infinity|null)(?=\s*[,}\]])")
 #: token -> (sentinel text, value it stands for); sentinels are finite so any JSON parser reads them
 _SENTINELS = {
@@ -163,16 +169,79 @@ def _fast_frame(data: tabular.Buffer, source: Path | bytes) -> tuple[pl.DataFram
 
 
 def _trusted_head(data: tabular.Buffer, source: Path | bytes) -> tuple[pl.DataFrame, int] | None:
-    """The frame parsed with the schema of the first records, when the key count shows that
-    schema complete (see the module docstring)."""
+    """The frame parsed with the schema of the first records, and the keys they missed read
+    from their lines, when the key count shows every key found (see the module docstring)."""
     head = _head_frame(data, source)
     if head is None:
         return None
-    frame, leaves, unaccounted = head
+    frame, leaves, unaccounted, schema = head
     if not unaccounted:
         return frame, 0
-    nulls = _explicit_nulls(data, frame, leaves)
-    return nulls if nulls is not None and nulls[1] == unaccounted else None
+    lines = _record_lines(data, frame.height)
+    nulls = _explicit_nulls(data, frame, leaves, lines) if lines is not None else None
+    if nulls is None or nulls[1] == unaccounted:
+        return nulls
+    late = _late_columns(data, nulls[0], schema, lines)
+    if late is None:
+        return None
+    return nulls[0].with_columns(late[0]), nulls[1] + late[1]
+
+
+def _late_columns(
+    data: tabular.Buffer, frame: pl.DataFrame, schema: pl.Schema,
+    lines: tuple[np.ndarray, np.ndarray] | None = None,
+) -> tuple[list[pl.Series], int] | None:
+    """The keys the first records missed, as Float64 columns beside ``frame`` (flat, explicit
+    nulls filled), and how many of their values were explicit ``null`` (NaN): a record that
+    holds one has more keys on its line than cells in its row, and only those lines are parsed,
+    by Python. None when those lines are more than an eighth of the records (parsing every
+    record is cheaper), when a new key holds anything but a number or ``null`` or is not a
+    leaf where the first records have theirs, or when a line's keys are still not its cells.
+    ``lines`` are the records' lines (:func:`_record_lines`), if already found.
+    """
+    lines = lines or _record_lines(data, frame.height)
+    if lines is None:
+        return None
+    quotes = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord('"'))
+    keys = (np.searchsorted(quotes, lines[1]) - np.searchsorted(quotes, lines[0])) // 2
+    verl = isinstance(schema.get("data"), pl.Struct)
+    cells = frame.select(pl.sum_horizontal(pl.all().is_not_null())).to_series().to_numpy()
+    cells = cells + verl  # veRL's "data" key holds no cell of its own
+    rows = np.flatnonzero(keys != cells)
+    if not len(rows) or len(rows) > max(_LATE_LINES, frame.height // 8):
+        return None
+    late: dict[str, dict[int, float]] = {}
+    nulls, known = 0, set(frame.columns)
+    for row, a, b in zip(rows.tolist(), lines[0][rows].tolist(), lines[1][rows].tolist(),
+                         strict=True):
+        record = json.loads(data[a:b])
+        if verl:
+            if not isinstance(record, dict) or set(record) - {"step", "data"}:
+                return None
+            record = record.get("data") or {}
+        if not isinstance(record, dict):
+            return None
+        added = 0
+        for key, value in record.items():
+            if key in known:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float | None):
+                return None
+            try:
+                late.setdefault(key, {})[row] = float("nan") if value is None else float(value)
+            except OverflowError:  # an integer beyond any float
+                return None
+            nulls += value is None
+            added += 1
+        if keys[row] != cells[row] + added:
+            return None
+    columns = []
+    for key, values in late.items():
+        column: list[float | None] = [None] * frame.height
+        for row, value in values.items():
+            column[row] = value
+        columns.append(pl.Series(key, column, dtype=pl.Float64))
+    return (columns, nulls) if columns else None
 
 
 def _every_record(data: bytes) -> tuple[pl.DataFrame, int] | None:
@@ -207,11 +276,12 @@ def _polars_frame(data: bytes) -> tuple[pl.DataFrame, dict[str, str]] | None:
 
 def _head_frame(
     data: tabular.Buffer, source: Path | bytes
-) -> tuple[pl.DataFrame, dict[str, str], int] | None:
+) -> tuple[pl.DataFrame, dict[str, str], int, pl.Schema] | None:
     """The flat frame of polars' parse with the schema of the first records, its leaf names,
-    and the number of keys in the file that are not a non-null cell: the explicit ``null``
-    values when that schema is complete. None unless the records are numbers, flat or in
-    veRL's shape, and the file has no backslash (then keys can be counted)."""
+    the number of keys in the file that are not a non-null cell (the explicit ``null`` values
+    when that schema is complete), and the parsed schema. None unless the records are
+    numbers, flat or in veRL's shape, and the file has no backslash (then keys can be
+    counted)."""
     if data.find(b"\\") >= 0:
         return None
     try:
@@ -231,20 +301,22 @@ def _head_frame(
     flat, leaves = _flatten(frame)
     cells = sum(flat.height - s.null_count() for s in flat.iter_columns()) + objects
     keys = _count_byte(data, ord('"')) // 2
-    return flat, leaves, keys - cells
+    return flat, leaves, keys - cells, frame.schema
 
 
 def _explicit_nulls(
-    data: tabular.Buffer, frame: pl.DataFrame, leaves: dict[str, str]
+    data: tabular.Buffer, frame: pl.DataFrame, leaves: dict[str, str],
+    lines: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[pl.DataFrame, int] | None:
     """``frame`` with each explicit ``"key": null`` as NaN (absent keys stay null) and how many
     there were, or None when the records cannot be matched with the lines.
 
     A null cell is an explicit null when its line holds ``"key":null`` or ``"key": null``; the
     caller checks the count, which fails when the ``null`` tokens are spaced otherwise, inside
-    strings or lists, or under a leaf name that two parents share.
+    strings or lists, or under a leaf name that two parents share. ``lines`` are the records'
+    lines (:func:`_record_lines`), if already found.
     """
-    lines = _record_lines(data, frame.height)
+    lines = lines or _record_lines(data, frame.height)
     if lines is None:
         return None
     columns = [c for c, t in frame.schema.items()
@@ -330,7 +402,12 @@ def _swapped_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:
     counts: dict[bytes, int] = {}
     data = _swap_tokens(data, counts)  # a sentinel already in the data shows in the counts
     head = _head_frame(data, data)  # no null left to account for: every key is a non-null cell
-    parsed = head[:2] if head is not None and not head[2] else _polars_frame(data)
+    parsed = head[:2] if head is not None and not head[2] else None
+    if head is not None and head[2]:  # keys the first records missed, or a string
+        late = _late_columns(data, head[0], head[3])
+        if late is not None and not late[1]:  # every null was swapped for its sentinel
+            parsed = head[0].with_columns(late[0]), head[1]
+    parsed = parsed or _polars_frame(data)
     if parsed is None:
         return None
     frame = parsed[0]
