@@ -142,14 +142,16 @@ def test_sniffing_csv_and_jsonl_by_suffix_or_content(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("long", [False, True], ids=["wide", "long"])
-@pytest.mark.parametrize("write", ["csv", "csv twice", "parquet"])
+@pytest.mark.parametrize("write", ["csv", "csv twice", "csv dates", "parquet"])
 def test_a_pandas_row_index_is_not_a_metric(tmp_path: Path, write: str, long: bool) -> None:
     """pandas writes its row index beside the data unless told not to: an empty header cell
     in CSV (``Unnamed: 0`` once read and written again), ``__index_level_0__`` in Parquet for
-    an index that is not 0..n-1. It is listed in ``ignored_columns``, not read as a metric."""
+    an index that is not 0..n-1. It is listed in ``ignored_columns``, not read as a metric;
+    dates there keep the typed read."""
     frame = (pd.DataFrame({"step": [1, 2, 3], "key": ["loss"] * 3, "value": [0.5, 0.4, 0.3]})
              if long else pd.DataFrame({"step": [1, 2, 3], "loss": [0.5, 0.4, 0.3]}))
-    frame.index = pd.Index([10, 11, 12])
+    frame.index = (pd.date_range("2024-01-01", periods=3) if write == "csv dates"
+                   else pd.Index([10, 11, 12]))
     path = tmp_path / ("run.parquet" if write == "parquet" else "run.csv")
     if write == "parquet":
         frame.to_parquet(path)
@@ -160,5 +162,6 @@ def test_a_pandas_row_index_is_not_a_metric(tmp_path: Path, write: str, long: bo
     run = read_run(path)
     assert run.frame.select("step", "metric", "value").rows() == [
         (1, "loss", 0.5), (2, "loss", 0.4), (3, "loss", 0.3)]
-    expected = {"csv": [""], "csv twice": ["", "Unnamed: 0"], "parquet": ["__index_level_0__"]}
+    expected = {"csv": [""], "csv twice": ["", "Unnamed: 0"], "csv dates": [""],
+                "parquet": ["__index_level_0__"]}
     assert run.attrs["ignored_columns"] == expected[write]

@@ -236,8 +236,9 @@ def _typed(
     key = layout[1] if layout else None
     if step is None:
         return None
-    dtypes: list[pl.DataType] = [
-        pl.Int64() if n == step else pl.Utf8() if n == key else pl.Float64() for n in names
+    dtypes: list[pl.DataType] = [  # a row index (a pandas DatetimeIndex, say) stays text
+        pl.Int64() if n == step else pl.Utf8() if n == key or tabular.is_index(n) else pl.Float64()
+        for n in names
     ]
     left_out = set(skipped)
     project = [i for i, n in enumerate(names) if n not in left_out or i == len(names) - 1]
