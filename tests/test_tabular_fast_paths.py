@@ -192,6 +192,38 @@ def test_jsonl_late_keys_that_are_not_numbers_read_as_every_record_says(
     assert raw.filter(pl.col("key") == "loss").height == 301
 
 
+@pytest.mark.parametrize("tail", [
+    ['{"step": 100, "data": {"loss": 1.0, "val": 2.0}}', '{"step": 101, "data": null}'],
+    ['{"step": 100, "data": null}', '{"step": 101, "data": {"loss": 1.0, "val": 2.0}}'],
+], ids=["null data after a late key", "null data before it"])
+def test_jsonl_a_null_data_object_beside_late_keys_is_a_nan(tmp_path: Path, tail: list[str]) -> None:
+    """Found in review: a veRL record whose "data" is null has as many keys as a record with
+    an object, so only the file's total key count shows it; it is a NaN point named data."""
+    path = tmp_path / "n.jsonl"
+    path.write_text("".join(f'{{"step": {i}, "data": {{"loss": 1.0}}}}\n' for i in range(100))
+                    + "".join(line + "\n" for line in tail))
+    raw, notes, _ = jsonl.read_table(path)
+    nulls = [json.loads(line)["step"] for line in tail if '"data": null' in line]
+    assert notes.null_as_nan == 1
+    assert same(points(raw.filter(pl.col("key") == "data")), [(nulls[0], "data", NAN)])
+    assert raw.filter(pl.col("key") == "val").height == 1
+    assert raw.filter(pl.col("key") == "loss").height == 101
+
+
+@pytest.mark.parametrize("late_lines", [1, 70], ids=["late-key path", "every record's schema"])
+def test_jsonl_a_key_named_data_inside_veRLs_data_is_kept(tmp_path: Path, late_lines: int) -> None:
+    """Found in review: a field named data inside veRL's data replaced the struct it came from
+    and was deleted with it; both parse paths now keep it."""
+    path = tmp_path / "d.jsonl"
+    head = [f'{{"step": {i}, "data": {{"loss": 1.0}}}}' for i in range(100)]
+    late = [f'{{"step": {i}, "data": {{"loss": 1.0, "data": 2.0}}}}'
+            for i in range(100, 100 + late_lines)]
+    path.write_text("".join(line + "\n" for line in head + late))
+    raw, _, _ = jsonl.read_table(path)
+    assert raw.filter(pl.col("key") == "data")["value"].to_list() == [2.0] * late_lines
+    assert raw.filter(pl.col("key") == "loss").height == 100 + late_lines
+
+
 def test_jsonl_file_named_like_a_glob_reads_itself(tmp_path: Path) -> None:
     (tmp_path / "run1.jsonl").write_text('{"step": 1, "other": 9.0}\n')
     path = tmp_path / "run[1].jsonl"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -165,3 +166,21 @@ def test_a_pandas_row_index_is_not_a_metric(tmp_path: Path, write: str, long: bo
     expected = {"csv": [""], "csv twice": ["", "Unnamed: 0"], "csv dates": [""],
                 "parquet": ["__index_level_0__"]}
     assert run.attrs["ignored_columns"] == expected[write]
+
+
+@pytest.mark.parametrize("long", [False, True], ids=["wide", "long"])
+def test_a_pandas_multiindex_is_not_a_metric(tmp_path: Path, long: bool) -> None:
+    """Found in review: an unnamed two-level index leaves two empty header cells; the second,
+    renamed ``#2``, is an index level too (no warning), and a long table stays long."""
+    index = pd.MultiIndex.from_arrays([[1, 1, 2], [5, 6, 7]])
+    frame = (pd.DataFrame({"step": [1, 2, 3], "key": ["loss"] * 3, "value": [0.5, 0.4, 0.3]},
+                          index=index) if long
+             else pd.DataFrame({"step": [1, 2, 3], "loss": [0.5, 0.4, 0.3]}, index=index))
+    path = tmp_path / "mi.csv"
+    frame.to_csv(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run = read_run(path)
+    assert run.frame.select("step", "metric", "value").rows() == [
+        (1, "loss", 0.5), (2, "loss", 0.4), (3, "loss", 0.3)]
+    assert run.attrs["ignored_columns"] == ["", "#2"]

@@ -116,6 +116,8 @@ def read_any(path: Path, *, skip: Callable[[str], bool] | None = None,
     if frame is None or _maybe_ragged(frame, data):
         _check_fields(path, data, body_at, sep, len(header))
     for new, old in notes.renamed_columns.items():
+        if tabular.is_index(old):  # a pandas MultiIndex: its levels are not read
+            continue
         warnings.warn(
             IngestWarning(f"{path}:1: column {old!r} appears twice; the later one is read as {new!r}"),
             stacklevel=2,

@@ -182,9 +182,16 @@ def _trusted_head(data: tabular.Buffer, source: Path | bytes) -> tuple[pl.DataFr
     if nulls is None or nulls[1] == unaccounted:
         return nulls
     late = _late_columns(data, nulls[0], schema, lines)
-    if late is None:
+    # every key of the file is a cell now (a veRL record whose "data" is null is no cell,
+    # and _late_columns cannot tell it from one whose "data" is an object)
+    if late is None or nulls[1] + _points(late[0]) != unaccounted:
         return None
     return nulls[0].with_columns(late[0]), nulls[1] + late[1]
+
+
+def _points(columns: list[pl.Series]) -> int:
+    """The non-null cells of ``columns``."""
+    return sum(c.len() - c.null_count() for c in columns)
 
 
 def _late_columns(
@@ -405,7 +412,8 @@ def _swapped_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:
     parsed = head[:2] if head is not None and not head[2] else None
     if head is not None and head[2]:  # keys the first records missed, or a string
         late = _late_columns(data, head[0], head[3])
-        if late is not None and not late[1]:  # every null was swapped for its sentinel
+        # every null was swapped for its sentinel; every key of the file is a cell now
+        if late is not None and not late[1] and _points(late[0]) == head[2]:
             parsed = head[0].with_columns(late[0]), head[1]
     parsed = parsed or _polars_frame(data)
     if parsed is None:
@@ -490,18 +498,20 @@ def _flatten(frame: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, str]]:
     replaces a column of its name); also returns each column's key as written in the JSON
     (its leaf name)."""
     leaves = {c: c for c in frame.columns}
+    top = True  # only the records' own "data" loses its prefix, as in _flatten_dict
     while structs := [c for c, t in frame.schema.items() if isinstance(t, pl.Struct)]:
         columns = dict(zip(frame.columns, frame.iter_columns(), strict=True))
         for col in structs:
-            prefix = "" if col == "data" else f"{col}/"
-            series = columns[col]  # a field of an earlier struct may have replaced it
-            fields = (list(series.struct.unnest().iter_columns())
-                      if isinstance(series.dtype, pl.Struct) else [])
-            for field in fields:
+            prefix = "" if col == "data" and top else f"{col}/"
+            series = columns.pop(col)
+            if not isinstance(series.dtype, pl.Struct):  # a field of an earlier struct
+                columns[col] = series  # replaced it: that field stays
+                continue
+            for field in series.struct.unnest().iter_columns():  # "data" in "data" too
                 leaves[prefix + field.name] = field.name
                 columns[prefix + field.name] = field.alias(prefix + field.name)
-            del columns[col]
         frame = pl.DataFrame(list(columns.values()))
+        top = False
     return frame, leaves
 
 

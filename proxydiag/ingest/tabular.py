@@ -50,9 +50,10 @@ VALUE_NAMES = ("value", "val", "simple_value")
 #: spellings of a logged value that could not be represented (see module docstring)
 NULL_SPELLINGS = ("null", "none")
 #: names a dataframe library gives the row index it writes beside the data: pandas' ``to_csv``
-#: leaves the header cell empty (``Unnamed: 0`` once read and written again) and its
+#: leaves the header cell empty (``Unnamed: 0`` once read and written again; a MultiIndex
+#: leaves several, the later ones renamed ``#2``, ... by :func:`dedupe_names`) and its
 #: ``to_parquet`` writes ``__index_level_0__``
-_INDEX_NAME = re.compile(r"|Unnamed: \d+|__index_level_\d+__")
+_INDEX_NAME = re.compile(r"(|Unnamed: \d+|__index_level_\d+__)(#\d+)?")
 
 Locate = Callable[[int], str]
 #: a file's content: memory-mapped, or bytes (a copy, after a cut last line was dropped)
@@ -158,8 +159,10 @@ def sniff(
 def is_index(name: str) -> bool:
     """A row index written beside the data (see :data:`_INDEX_NAME`), not a metric.
 
-    >>> is_index(""), is_index("Unnamed: 0"), is_index("__index_level_0__"), is_index("loss")
-    (True, True, True, False)
+    >>> is_index(""), is_index("#2"), is_index("Unnamed: 0"), is_index("__index_level_0__")
+    (True, True, True, True)
+    >>> is_index("loss"), is_index("loss#2")
+    (False, False)
     """
     return _INDEX_NAME.fullmatch(name.strip()) is not None
 
