@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -184,3 +185,24 @@ def test_a_pandas_multiindex_is_not_a_metric(tmp_path: Path, long: bool) -> None
     assert run.frame.select("step", "metric", "value").rows() == [
         (1, "loss", 0.5), (2, "loss", 0.4), (3, "loss", 0.3)]
     assert run.attrs["ignored_columns"] == ["", "#2"]
+
+
+@pytest.mark.parametrize(("name", "steps"), [("step", range(0, 5)), ("global_step", range(10, 20, 2)),
+                                             ("step", [3, 4, 8, 9, 12])])
+def test_parquet_step_written_as_a_pandas_index(
+    tmp_path: Path, name: str, steps: Sequence[int]
+) -> None:
+    """``df.set_index("step").to_parquet()``: evenly spaced steps become a RangeIndex, which
+    pandas keeps in the file's metadata only (start, stop, step); uneven ones stay a column."""
+    path = tmp_path / "i.parquet"
+    losses = [0.5, 0.4, 0.3, 0.2, 0.1]
+    pd.DataFrame({name: list(steps), "loss": losses}).set_index(name).to_parquet(path)
+    run = read_run(path)
+    assert run.frame.select("step", "value").rows() == list(zip(steps, losses, strict=True))
+
+
+def test_parquet_unnamed_range_index_is_still_no_step_column(tmp_path: Path) -> None:
+    path = tmp_path / "u.parquet"
+    pd.DataFrame({"loss": [0.5, 0.4]}).to_parquet(path)
+    with pytest.raises(IngestError, match="no step column"):
+        read_run(path)

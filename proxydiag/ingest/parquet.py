@@ -7,6 +7,7 @@ frame written by proxydiag's own store (the canonical schema) is read back as it
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import polars as pl
@@ -64,6 +65,8 @@ def read_any(path: Path) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes]:
 
     if set(SCHEMA) <= set(frame.columns):  # a canonical frame (e.g. a store file copied out)
         frame = frame.select("step", "key", "value", "wall_time")
+    if tabular.find_column(frame.columns, tabular.STEP_NAMES) is None:
+        frame = _with_range_index(path, frame)
     layout = tabular.long_layout(frame.columns)
     if layout:
         raw = tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes)
@@ -72,3 +75,26 @@ def read_any(path: Path) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes]:
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
     wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
     return tabular.nonempty(wide, path), notes
+
+
+def _with_range_index(path: Path, frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with its step column back when pandas wrote it as a ``RangeIndex``
+    (``df.set_index("step").to_parquet()`` with evenly spaced steps): pandas then stores only
+    its start, stop and step in the file's metadata, not a column. Else ``frame`` as it is.
+    """
+    try:
+        meta = json.loads(pl.read_parquet_metadata(path).get("pandas", "{}"))
+    except (OSError, ValueError, pl.exceptions.PolarsError):
+        return frame
+    for index in meta.get("index_columns", []) if isinstance(meta, dict) else []:
+        if not (isinstance(index, dict) and index.get("kind") == "range"
+                and isinstance(index.get("name"), str)
+                and tabular.find_column([index["name"]], tabular.STEP_NAMES)):
+            continue
+        try:
+            steps = range(int(index["start"]), int(index["stop"]), int(index["step"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if len(steps) == frame.height and index["name"] not in frame.columns:
+            return frame.insert_column(0, pl.Series(index["name"], steps, dtype=pl.Int64))
+    return frame
