@@ -181,21 +181,12 @@ def _trusted_head(data: tabular.Buffer, source: Path | bytes) -> tuple[pl.DataFr
     nulls = _explicit_nulls(data, frame, leaves, lines) if lines is not None else None
     if nulls is None or nulls[1] == unaccounted:
         return nulls
-    late = _late_columns(data, nulls[0], schema, lines)
-    # every key of the file is a cell now (a veRL record whose "data" is null is no cell,
-    # and _late_columns cannot tell it from one whose "data" is an object)
-    if late is None or nulls[1] + _points(late[0]) != unaccounted:
-        return None
-    return nulls[0].with_columns(late[0]), nulls[1] + late[1]
-
-
-def _points(columns: list[pl.Series]) -> int:
-    """The non-null cells of ``columns``."""
-    return sum(c.len() - c.null_count() for c in columns)
+    late = _late_columns(data, nulls[0], schema, unaccounted - nulls[1], lines)
+    return None if late is None else (nulls[0].with_columns(late[0]), nulls[1] + late[1])
 
 
 def _late_columns(
-    data: tabular.Buffer, frame: pl.DataFrame, schema: pl.Schema,
+    data: tabular.Buffer, frame: pl.DataFrame, schema: pl.Schema, missing: int,
     lines: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[list[pl.Series], int] | None:
     """The keys the first records missed, as Float64 columns beside ``frame`` (flat, explicit
@@ -203,7 +194,9 @@ def _late_columns(
     holds one has more keys on its line than cells in its row, and only those lines are parsed,
     by Python. None when those lines are more than an eighth of the records (parsing every
     record is cheaper), when a new key holds anything but a number or ``null`` or is not a
-    leaf where the first records have theirs, or when a line's keys are still not its cells.
+    leaf where the first records have theirs, when a line's keys are still not its cells, or
+    when the new cells are not the ``missing`` keys of the whole file (a veRL record whose
+    "data" is null has as many keys as one with an object, so only the total shows it).
     ``lines`` are the records' lines (:func:`_record_lines`), if already found.
     """
     lines = lines or _record_lines(data, frame.height)
@@ -217,7 +210,7 @@ def _late_columns(
     rows = np.flatnonzero(keys != cells)
     if not len(rows) or len(rows) > max(_LATE_LINES, frame.height // 8):
         return None
-    late: dict[str, dict[int, float]] = {}
+    late: dict[str, tuple[list[int], list[float]]] = {}
     nulls, known = 0, set(frame.columns)
     for row, a, b in zip(rows.tolist(), lines[0][rows].tolist(), lines[1][rows].tolist(),
                          strict=True):
@@ -235,20 +228,23 @@ def _late_columns(
             if isinstance(value, bool) or not isinstance(value, int | float | None):
                 return None
             try:
-                late.setdefault(key, {})[row] = float("nan") if value is None else float(value)
+                number = float("nan") if value is None else float(value)
             except OverflowError:  # an integer beyond any float
                 return None
+            cells_of = late.setdefault(key, ([], []))
+            cells_of[0].append(row)
+            cells_of[1].append(number)
             nulls += value is None
             added += 1
         if keys[row] != cells[row] + added:
             return None
-    columns = []
-    for key, values in late.items():
-        column: list[float | None] = [None] * frame.height
-        for row, value in values.items():
-            column[row] = value
-        columns.append(pl.Series(key, column, dtype=pl.Float64))
-    return (columns, nulls) if columns else None
+    columns = [  # scatter writes in place: one column of nulls each
+        pl.repeat(None, frame.height, dtype=pl.Float64, eager=True).scatter(at, values).alias(key)
+        for key, (at, values) in late.items()
+    ]
+    if not columns or tabular.points(columns) != missing:
+        return None
+    return columns, nulls
 
 
 def _every_record(data: bytes) -> tuple[pl.DataFrame, int] | None:
@@ -306,7 +302,7 @@ def _head_frame(
     if not all(t.is_numeric() or t == pl.Null for t in dtypes):
         return None
     flat, leaves = _flatten(frame)
-    cells = sum(flat.height - s.null_count() for s in flat.iter_columns()) + objects
+    cells = tabular.points(flat.get_columns()) + objects
     keys = _count_byte(data, ord('"')) // 2
     return flat, leaves, keys - cells, frame.schema
 
@@ -411,9 +407,8 @@ def _swapped_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:
     head = _head_frame(data, data)  # no null left to account for: every key is a non-null cell
     parsed = head[:2] if head is not None and not head[2] else None
     if head is not None and head[2]:  # keys the first records missed, or a string
-        late = _late_columns(data, head[0], head[3])
-        # every null was swapped for its sentinel; every key of the file is a cell now
-        if late is not None and not late[1] and _points(late[0]) == head[2]:
+        late = _late_columns(data, head[0], head[3], head[2])
+        if late is not None and not late[1]:  # every null was swapped for its sentinel
             parsed = head[0].with_columns(late[0]), head[1]
     parsed = parsed or _polars_frame(data)
     if parsed is None:

@@ -277,7 +277,7 @@ class Wide:
 
     def points(self) -> int:
         """The number of values (non-empty cells)."""
-        return sum(c.len() - c.null_count() for c in self.columns)
+        return points(self.columns)
 
     def raw(self) -> pl.DataFrame:
         """The raw frame (``step, key, value, wall_time``); empty cells drop.
@@ -306,6 +306,15 @@ class Wide:
 
 
 _Table = TypeVar("_Table", pl.DataFrame, Wide)
+
+
+def points(columns: Sequence[pl.Series]) -> int:
+    """The non-empty cells of ``columns``.
+
+    >>> points([pl.Series([1.0, None]), pl.Series([None, float("nan")])])
+    2
+    """
+    return sum(c.len() - c.null_count() for c in columns)
 
 
 def wide_columns(
