@@ -316,3 +316,44 @@ def test_csv_quoted_keys_and_a_text_wall_time(tmp_path: Path) -> None:
     raw, notes = csv_reader.read_table(dated)
     assert raw.rows() == [(1, "loss", 0.5, None), (2, "loss", 0.25, None)]
     assert notes.ignored_columns == ["timestamp"]
+
+
+@pytest.mark.parametrize("row_groups", [1, 3])
+def test_parquet_read_in_parts_of_columns_equals_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row_groups: int
+) -> None:
+    """A single-row-group file of 1 MB or more is read as parts of its columns, side by side;
+    a file of several row groups in one read (polars reads those side by side itself). The
+    run is the same either way: NaN, ±inf, empty cells, a label and a pandas index kept."""
+    from proxydiag.ingest import parquet, read_run
+
+    rng = random.Random(7)
+    n = 4_000
+    columns: dict[str, Any] = {"__index_level_0__": list(range(n)), "step": list(range(0, 2 * n, 2))}
+    for i in range(40):
+        columns[f"actor/m{i:02d}"] = [
+            rng.choice([NAN, INF, -INF, None]) if rng.random() < 0.01 else rng.gauss(0, 1)
+            for _ in range(n)
+        ]
+    columns["phase"] = ["train"] * n
+    columns["actor/grad_norm"] = [rng.random() for _ in range(n)]
+    path = tmp_path / "wide.parquet"
+    pl.DataFrame(columns).write_parquet(path, row_group_size=-(-n // row_groups))
+    assert path.stat().st_size >= parquet._PARALLEL_BYTES
+    reads: list[object] = []
+    real = pl.read_parquet
+
+    def spy(*args: Any, **kwargs: Any) -> pl.DataFrame:
+        reads.append(kwargs.get("columns"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pl, "read_parquet", spy)
+    monkeypatch.setattr(pl, "thread_pool_size", lambda: 2)
+    parts = read_run(path)
+    assert len(reads) == (2 if row_groups == 1 else 1)
+    assert (reads[0] is None) == (row_groups > 1)
+    monkeypatch.setattr(parquet, "_PARALLEL_BYTES", 1 << 40)
+    whole = read_run(path)
+    assert parts.frame.equals(whole.frame) and parts.attrs == whole.attrs
+    assert parts.frame.height == sum(v is not None for c in columns.values() for v in c) - 3 * n
+    assert "phase" in parts.attrs["ignored_columns"]

