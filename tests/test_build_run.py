@@ -184,6 +184,25 @@ def test_a_wide_table_builds_the_run_its_raw_frame_builds(table: tabular.Wide) -
     assert direct.mapping == via_raw.mapping and direct.attrs == via_raw.attrs
 
 
+@settings(max_examples=150, deadline=None)
+@given(table=wide_tables(), workers=st.integers(2, 4))
+def test_a_wide_table_unpivoted_in_parts_side_by_side_builds_the_same_run(
+    table: tabular.Wide, workers: int
+) -> None:
+    """A big table is unpivoted in parts of its columns, in threads: the same frame, in a
+    chunk per part (forced here on small tables: one column a part, up to four parts)."""
+    monotonic = bool(np.all(np.diff(table.step.to_numpy()) > 0))
+    common = {"name": "r", "source": "r", "fmt": "t", "attrs": {"run_id": "r"}}
+    whole = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(build, "_PARALLEL_CELLS", 0)
+        patch.setattr(build, "_PART_COLUMNS", 1)
+        patch.setattr(pl, "thread_pool_size", lambda: workers)
+        parts = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
+    assert_frame_equal(parts.frame, whole.frame, check_exact=True)
+    assert parts.mapping == whole.mapping and parts.attrs == whole.attrs
+
+
 @pytest.mark.parametrize("names", [["aa/raw", "zz/raw"], ["actor/grad_norm", "loss", "zz/raw"]],
                          ids=["no alias: metric is the key column", "an alias renames a key"])
 def test_text_keys_already_in_metric_order_keep_their_column(names: list[str]) -> None:

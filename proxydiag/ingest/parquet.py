@@ -7,10 +7,7 @@ frame written by proxydiag's own store (the canonical schema) is read back as it
 
 from __future__ import annotations
 
-import functools
 import json
-import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -19,7 +16,7 @@ import pyarrow.parquet as pq
 
 from proxydiag.errors import IngestError
 from proxydiag.frame import SCHEMA
-from proxydiag.ingest import ReadContext, tabular
+from proxydiag.ingest import ReadContext, tabular, threads
 from proxydiag.ingest.build import build_table, sidecar_for
 from proxydiag.run import Run
 
@@ -94,23 +91,13 @@ def _read(path: Path) -> pl.DataFrame:
     A name like ``run[1].parquet`` is a file, not a glob.
     """
     names = list(pl.read_parquet_schema(path))
-    parts = min(pl.thread_pool_size(), len(names))
-    if (parts < 2 or path.stat().st_size < _PARALLEL_BYTES
-            or pq.read_metadata(path).num_row_groups >= parts):
+    spans = threads.parts(len(names))
+    if (len(spans) < 2 or path.stat().st_size < _PARALLEL_BYTES
+            or pq.read_metadata(path).num_row_groups >= len(spans)):
         return pl.read_parquet(path, glob=False)
-    bounds = [len(names) * i // parts for i in range(parts + 1)]
-    frames = _pool(os.getpid(), parts).map(
-        lambda a, b: pl.read_parquet(path, columns=names[a:b], glob=False),
-        bounds[:-1], bounds[1:],
-    )
-    return pl.concat(list(frames), how="horizontal")
-
-
-@functools.cache
-def _pool(pid: int, workers: int) -> ThreadPoolExecutor:
-    """Threads kept between reads (starting them costs 1-2 ms, a third of a read); a forked
-    child (another ``pid``) starts its own."""
-    return ThreadPoolExecutor(workers, thread_name_prefix="proxydiag-parquet")
+    return pl.concat(threads.side_by_side(
+        lambda a, b: pl.read_parquet(path, columns=names[a:b], glob=False), spans,
+    ), how="horizontal")
 
 
 def _with_range_index(path: Path, frame: pl.DataFrame) -> pl.DataFrame:

@@ -209,7 +209,9 @@ def dedupe_names(names: Sequence[str], notes: Notes) -> list[str]:
 
 
 def steps(column: pl.Series, *, locate: Locate) -> pl.Series:
-    """Validate a step column (any dtype) and return it as Int64; errors name the line."""
+    """Validate a step column (any dtype) and return it as Int64, in one chunk (a parse in
+    parallel leaves one per piece of the file, and every copy of the index in a wide table's
+    unpivot would repeat them); errors name the line."""
     name = column.name
     dtype = column.dtype
     if dtype == pl.Int64:
@@ -234,7 +236,7 @@ def steps(column: pl.Series, *, locate: Locate) -> pl.Series:
         out = as_int.fill_null(as_float.cast(pl.Int64, strict=False))
     if out.has_nulls():
         _fail_first(out.is_null(), locate, lambda r: f"no step in column {name}")
-    return out.alias("step")
+    return out.rechunk().alias("step")
 
 
 def values(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series | None:
