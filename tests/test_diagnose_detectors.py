@@ -118,6 +118,34 @@ def test_nonfinite_fp16_calibration_only_when_the_burst_ends_early() -> None:
     assert _kinds(nonfinite.detect(attr_only, CFG)) == [("nonfinite", "grad_norm", 1, "info")]
 
 
+def test_nonfinite_short_start_up_burst_of_unknown_precision_is_calibration() -> None:
+    """HF's fp16 AMP logs neither its loss scale nor its precision, and its first steps
+    overflow while the scaler calibrates: a burst of five is info. Known bf16 has no
+    calibration; a burst longer than ``unknown_calibration_steps`` is no calibration either
+    (the test above)."""
+    steps = np.arange(1, 401)
+    grad = np.r_[np.full(5, np.inf), np.ones(395)]
+    assert _kinds(nonfinite.detect(from_arrays({"grad_norm": (steps, grad)}), CFG)) == [
+        ("nonfinite", "grad_norm", 1, "info")]
+    bf16 = dataclasses.replace(from_arrays({"grad_norm": (steps, grad)}), precision="bf16")
+    assert _kinds(nonfinite.detect(bf16, CFG)) == [("nonfinite", "grad_norm", 1, "critical")]
+
+
+def test_nonfinite_without_a_loss_scaler_a_quarter_skipped_persists() -> None:
+    """fp16 scalers skip steps by design (up to half of a window is their business); a run
+    without one skips nothing, so more than ``unscaled_skip_fraction`` (25%) persists."""
+    rng = np.random.default_rng(3)
+    steps = np.arange(1, 1001)
+    grad = np.exp(_ar1(rng, 1000))
+    grad[(steps >= 600) & (rng.random(1000) < 0.25)] = np.nan
+    grad[599] = np.nan  # step 600
+    events = nonfinite.detect(from_arrays({"grad_norm": (steps, grad)}), CFG)
+    assert [(e.kind, e.severity) for e in events] == [("nonfinite", "critical")]
+    assert 600 <= events[0].onset_step <= 620 and "more than 25%" in events[0].evidence
+    fp16 = dataclasses.replace(from_arrays({"grad_norm": (steps, grad)}), precision="fp16")
+    assert [e.severity for e in nonfinite.detect(fp16, CFG)] == ["warning"]
+
+
 # --- scaler -------------------------------------------------------------------------------
 
 def _scale_trace(n: int, *, collapse_at: int | None) -> tuple[np.ndarray, np.ndarray]:
@@ -253,6 +281,22 @@ def test_mismatch_beyond_its_bound_without_a_change() -> None:
     bump = 0.006 * np.exp(_ar1(rng, 300, sigma=0.05)) * np.where((t > 100) & (t < 140), 2.2, 1.0)
     events = mismatch.detect(from_arrays({"mismatch_prob_diff": (t, bump)}), CFG)
     assert [(e.kind, e.severity) for e in events] == [("mismatch_level", "warning")]
+
+
+def test_mismatch_signed_k1_climbing_out_of_noise_around_zero() -> None:
+    """k1 wanders around zero (±1e-3) while rollout and learner agree; a climb to the
+    published bound (0.1) from step 300 is a precision fault there, and the same noise
+    without the climb (even growing twice as wide) is nothing."""
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        t = np.arange(1, 1001)
+        noise = 2e-4 + 1e-3 * rng.standard_t(3, 1000)
+        climb = np.where(t >= 300, 0.1 * (t - 300) / 700, 0.0) * np.exp(rng.normal(0, 0.1, 1000))
+        events = mismatch.detect(from_arrays({"mismatch_kl": (t, noise + climb)}), CFG)
+        assert [e.kind for e in events] == ["mismatch_climb"], seed
+        assert abs(events[0].onset_step - 300) <= 60, events[0].onset_step
+        wider = noise * (1 + t / 1000)
+        assert mismatch.detect(from_arrays({"mismatch_kl": (t, wider)}), CFG) == [], seed
 
 
 def test_mismatch_healthy_noise_raises_nothing() -> None:

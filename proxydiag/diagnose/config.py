@@ -50,9 +50,15 @@ class ScalerConfig:
     #: persistent skipping: more than this fraction of a window's steps skipped. A healthy
     #: DeepSpeed-Chat SFT run skips 1.9% overall and ≤ 20% of any 40-step window (realruns/)
     max_skip_fraction: float = ranged(0.5, lo=0.01, hi=1.0)
+    #: ... and in a run without a dynamic loss scaler (no changing loss scale, precision not
+    #: fp16: bf16 and fp32 skip nothing by design), more than this fraction is persistent
+    unscaled_skip_fraction: float = ranged(0.25, lo=0.01, hi=1.0)
     #: the leading burst of overflows while the scaler calibrates (65536 -> ~1024 in the
     #: DeepSpeed-Chat logs) may last this long
     calibration_steps: int = ranged(150, lo=0, hi=10**7)
+    #: ... or this long in a run that logs neither a loss scale nor its precision (HF's fp16
+    #: AMP: 2^16 down to 2^10 is six halvings, and a bf16 run has no calibration at all)
+    unknown_calibration_steps: int = ranged(16, lo=0, hi=10**7)
     #: clean steps that end the calibration burst
     calibration_gap_steps: int = ranged(10, lo=1, hi=10**6)
     #: scale at or below this is the terminal state (DeepSpeed/Megatron ``min_loss_scale`` = 1)

@@ -29,15 +29,37 @@ Badness = Callable[[np.ndarray], np.ndarray]
 MAX_SPLITS = 6
 
 
-def _badness(metric: str) -> Badness:
-    """How a metric's values become a disagreement that grows (log scale)."""
+def _badness(metric: str, floor: float = 1e-9) -> Badness:
+    """How a metric's values become a disagreement that grows (log scale); ``floor``: the
+    smallest |value| told apart (see :func:`_floor`)."""
     if metric.startswith("mismatch_corr"):
         return lambda x: safe_log(1.0 - x, floor=1e-6)
     if metric.startswith(("mismatch_is_mean", "mismatch_prob_error")):
         return lambda x: safe_log(safe_log(x, floor=1e-12), floor=1e-5)
     if metric.startswith("mismatch_is_ess"):
         return lambda x: safe_log(1.0 - x, floor=1e-4)
-    return lambda x: safe_log(x, floor=1e-9)
+    return lambda x: safe_log(x, floor=floor)
+
+
+def _floor(metric: str, x: np.ndarray, c: MismatchConfig) -> float:
+    """The smallest |value| worth telling apart. k1 (``mismatch_kl``) is a signed estimate:
+    while rollout and learner agree it may wander around zero, and log|k1| of such a
+    baseline is noise spanning e-folds (±1e-3 and 1e-6 alike) that hides a climb to the
+    published bound. When a fifth of the early baseline is zero or negative, values within
+    twice its typical |k1| are one level: a climb is measured above that. Else 1e-9.
+
+    >>> x = np.concatenate((np.tile([1e-3, -1e-3, 2e-6], 20), [0.2] * 60))
+    >>> float(_floor("mismatch_kl", x, MismatchConfig()))
+    0.002
+    >>> float(_floor("mismatch_kl", np.abs(x), MismatchConfig()))  # positive: as it is
+    1e-09
+    """
+    if metric != "mismatch_kl" or not x.size:
+        return 1e-9
+    base = x[: max(int(c.baseline_fraction * x.size), 10)]
+    if np.mean(base <= 0) < 0.2:
+        return 1e-9
+    return max(2.0 * float(np.median(np.abs(base))), 1e-9)
 
 
 def _order(metric: str) -> int:
@@ -91,7 +113,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
 def _check(s: Series, c: MismatchConfig) -> Event | None:
     ok = s.finite
     steps, x = s.steps[ok], s.values[ok]
-    y = _badness(s.name)(x)
+    y = _badness(s.name, _floor(s.name, x, c))(x)
     n = y.size
     level = block_level(x, window_points=max(3, n // 20))
     bound = _beyond_bound(s.name, level, c)

@@ -7,6 +7,8 @@ veRL logs a skipped step's ``actor/grad_norm`` as NaN/Inf; Megatron counts "nan 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from proxydiag.diagnose._stats import cluster_start, window_sum
@@ -21,7 +23,8 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``nonfinite`` (per metric) and ``nonfinite_counter``.
 
     Critical when non-finite values persist (more than ``scaler.max_skip_fraction`` of a
-    window's logged points; an fp16 run's leading calibration burst excluded, see
+    window's logged points, ``scaler.unscaled_skip_fraction`` without a dynamic loss scaler;
+    the leading calibration burst of a run that is, or may be, fp16 excluded, see
     :func:`proxydiag.diagnose.scaler.calibration_end`) or the run ends
     non-finite (its last ``min_count`` points); isolated ones are a warning (a skipped step),
     a calibration burst is info.
@@ -34,9 +37,19 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     rv = view(run)
     scaled = _dynamic_scaler(rv)
     fp16 = rv.has("loss_scale") or (rv.precision or "").startswith(FP16)
+    # a run without a scaler skips nothing by design: a lower skipped fraction persists.
+    # HF's fp16 AMP logs neither its scale nor its precision: a run that may be fp16 has a
+    # short start-up burst read as the scaler's calibration
+    scaler = cfg.scaler if fp16 or scaled else replace(
+        cfg.scaler, max_skip_fraction=min(cfg.scaler.max_skip_fraction,
+                                          cfg.scaler.unscaled_skip_fraction))
+    calibration = scaler if fp16 else None
+    if calibration is None and rv.precision is None:
+        calibration = replace(scaler, calibration_steps=min(
+            scaler.calibration_steps, scaler.unknown_calibration_steps))
     events = [e for m in cfg.nonfinite.metrics if (s := rv.get(m)) is not None
-              for e in _values(s, min_count=cfg.nonfinite.min_count, scaler=cfg.scaler,
-                               fp16=fp16, scaler_owned=scaled and m == "grad_norm")]
+              for e in _values(s, min_count=cfg.nonfinite.min_count, scaler=scaler,
+                               calibration=calibration, scaler_owned=scaled and m == "grad_norm")]
     counter = rv.get("nonfinite")
     if counter is not None:
         events.extend(_counter(counter))
@@ -58,9 +71,11 @@ def _dynamic_scaler(rv: RunView) -> bool:
 
 
 def _values(
-    s: Series, *, min_count: int, scaler: ScalerConfig, fp16: bool = False,
+    s: Series, *, min_count: int, scaler: ScalerConfig, calibration: ScalerConfig | None = None,
     scaler_owned: bool = False,
 ) -> list[Event]:
+    """The event of one metric's non-finite values; ``calibration``: the rules of the loss
+    scaler's start-up calibration when the run is, or may be, fp16."""
     bad = ~s.finite
     n_bad = int(bad.sum())
     if n_bad == 0:
@@ -69,7 +84,8 @@ def _values(
     first = int(idx[0])
     tail = bad[-min_count:]
     terminal = bool(tail.size >= min_count and tail.all())
-    calib_end = calibration_end(_overflow_steps(s, bad), scaler) if fp16 else None
+    calib_end = (calibration_end(_overflow_steps(s, bad), calibration)
+                 if calibration is not None else None)
     burst = _burst(s, bad, scaler, calib_end=calib_end)
     critical = (burst is not None or terminal) and not scaler_owned
     onset = burst if burst is not None else (int(s.steps[first]) if not terminal else
@@ -83,7 +99,7 @@ def _values(
         + (f"; persistent from step {burst} (more than {scaler.max_skip_fraction:.0%} of the "
            f"points of a {scaler.window_steps}-step window)" if burst is not None else "")
         + ("; the run ends non-finite" if terminal else "")
-        + (f"; the burst up to step {calib_end} is the fp16 scaler's calibration"
+        + (f"; the burst up to step {calib_end} is the fp16 loss scaler's calibration"
            if calib_end is not None else "")
         + ("; under fp16 dynamic loss scaling these are overflow steps the scaler skipped "
            "(judged by the scaler events)" if scaler_owned else "")
