@@ -298,3 +298,48 @@ def test_an_early_divergence_is_not_excused_as_warm_up(lr: str) -> None:
                 np.concatenate(list(series.values())))
     d = diagnose(build_run(frame, name="early", source="synthetic", fmt="test"))
     assert d.label == "loss_divergence" and abs(int(d.onset_step or 0) - 63) <= 5, d.summary
+
+
+def test_loss_that_rises_two_thirds_and_stays_is_a_divergence() -> None:
+    """A loss in nats rarely triples (BLOOM's tr8-104B went 6.44 -> 11.4): 2.4 -> 4.0 from
+    step 300 on, never back, is a divergence there (``loss_fold`` 1.5); the grad norm's 3x
+    rule is unchanged."""
+    rng = np.random.default_rng(21)
+    s = {"grad_norm": 0.3 * np.exp(_noise(rng)),
+         "loss": 2.4 * np.where(T < 300, 1.0, 1.67) * np.exp(_noise(rng, 0.02))}
+    d = diagnose(_run(s))
+    assert d.label == "loss_divergence" and d.onset_step is not None
+    assert abs(d.onset_step - 300) <= 5
+    s["loss"] = 2.4 * np.where(T < 300, 1.0, 1.3) * np.exp(_noise(rng, 0.02))  # a data-mix bump
+    assert diagnose(_run(s)).label == "healthy"
+
+
+def test_a_plain_loss_beside_a_reward_is_the_rl_objective() -> None:
+    """TRL's GRPO logs its objective as ``loss`` (β·KL: it grows from ~0 as the policy leaves
+    its reference) beside the reward: its growth is a symptom (``pg_loss_blowup``), not a
+    divergence of an LM loss."""
+    rng = np.random.default_rng(22)
+    s = _base(22)
+    s["reward"] = 0.2 + 0.5 * (T / N) + 0.02 * _noise(rng, 1.0)
+    s["loss"] = 1e-3 + 0.05 * (T / N) ** 1.5 * np.exp(_noise(rng, 0.05))
+    d = diagnose(_run(s))
+    assert d.label == "healthy"
+    assert [e.kind for e in d.events if e.metric == "loss" and e.kind != "drift"] == [
+        "pg_loss_blowup"]
+
+
+def test_reward_collapse_with_kl_and_clip_blowing_up_is_a_divergence() -> None:
+    """A policy collapsing into repetition: reward collapses while KL and the clip fraction
+    blow up, with the entropy only drifting down and the grad norm steady. Three symptoms
+    with a reward collapse decide on their own."""
+    rng = np.random.default_rng(23)
+    s = _base(23)
+    s["reward"] = np.where(T < 300, 0.6, 0.05) + 0.02 * _noise(rng, 1.0)
+    s["kl"] = 0.01 * np.where(T < 300, 1.0, 20.0) * np.exp(_noise(rng, 0.05))
+    s["clip_frac"] = 0.004 * np.where(T < 300, 1.0, 50.0) * np.exp(_noise(rng, 0.05))
+    s["entropy"] = 0.6 * np.where(T < 300, 1.0, 0.7) * np.exp(_noise(rng, 0.03))
+    d = diagnose(_run(s))
+    assert d.label == "loss_divergence" and d.onset_step is not None
+    assert abs(d.onset_step - 300) <= 10
+    s["clip_frac"] = 0.004 * np.exp(_noise(rng, 0.05))  # two symptoms: not enough
+    assert diagnose(_run(s)).label == "healthy"

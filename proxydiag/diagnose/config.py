@@ -96,8 +96,11 @@ class DivergenceConfig:
 
     #: the tail (fraction of the run after the change) compared with the baseline before it
     tail_fraction: float = ranged(0.1, lo=0.01, hi=0.5)
-    #: grad norm / loss must end this many times above its level before the change
+    #: grad norm must end this many times above its level before the change
     min_fold: float = ranged(3.0, lo=1.01, hi=1e6)
+    #: ... and the loss this many: a loss in nats rarely triples (BLOOM tr8-104B diverged from
+    #: 6.44 to 11.4, 1.77x; REFERENCE-failures.md)
+    loss_fold: float = ranged(1.5, lo=1.01, hi=1e6)
     #: ... and this many robust σ (of the level before it, autocorrelated wander included)
     z_min: float = ranged(4.0, lo=0.5, hi=1e3)
     #: RL symptoms: entropy collapse (÷ fold) or explosion (× fold), KL / clip-fraction blow-up

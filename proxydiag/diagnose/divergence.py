@@ -70,6 +70,10 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     warm = warmup_end(rv, fallback_fraction=GROWTH_FALLBACK_FRACTION)
     events = []
     for rule in _rules(cfg):
+        if rule.metric == "loss" and rv.has("reward") and not rv.has("pg_loss"):
+            # an RL run's plain "loss" is its objective (TRL's GRPO: β·KL, which grows as the
+            # policy leaves its reference), not an LM loss: a blow-up of it is a symptom
+            rule = _Rule("loss", "pg_loss_blowup", 1, "warning", _log_pos, True)
         s = rv.get(rule.metric)
         if s is None:
             continue
@@ -120,7 +124,8 @@ def _large(change: Change, rule: _Rule, cfg: DiagnoseConfig) -> bool:
         return False
     if rule.metric == "reward":
         return change.z >= c.reward_z_min
-    fold = c.min_fold if rule.severity == "critical" else c.symptom_fold
+    fold = (c.loss_fold if rule.metric == "loss" else c.min_fold) if rule.severity == "critical" \
+        else c.symptom_fold
     big = abs(change.rise) >= np.log(fold) if rule.log else True
     return bool(big and change.z >= c.z_min)
 

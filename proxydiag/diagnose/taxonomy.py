@@ -125,7 +125,12 @@ def _symptoms_for_divergence(
         return cluster
     follows = cluster is not None and mismatch is not None and (
         0 <= _at(mismatch) + tol - _at(cluster) <= 0.1 * rv.span + tol)
-    return cluster if follows else _corroborated(events, rv, start=start, tol=tol)
+    if follows:
+        return cluster
+    # a reward collapse with two more symptoms (KL and clip fraction blowing up: a policy
+    # collapsing into repetition) is a breakdown however the gradient looks
+    return (_corroborated(events, rv, start=start, tol=tol)
+            or _symptom_cluster(events, rv, start=start, core={"reward_collapse"}, least=3))
 
 
 def _corroborated(events: list[Event], rv: RunView, *, start: int, tol: int) -> Event | None:
@@ -208,17 +213,17 @@ def _consensus(events: list[Event]) -> Event | None:
 
 
 def _symptom_cluster(events: list[Event], rv: RunView, *, start: int,
-                     core: set[str] | frozenset[str]) -> Event | None:
-    """Two or more distinct RL symptoms starting close together (within 10% of the run), one of
-    them in ``core``. Entropy falling and KL rising alone are what healthy RL runs do, and
-    symptoms that start before ``start`` (the warm-up's end) are not counted."""
+                     core: set[str] | frozenset[str], least: int = 2) -> Event | None:
+    """``least`` or more distinct RL symptoms starting close together (within 10% of the run),
+    one of them in ``core``. Entropy falling and KL rising alone are what healthy RL runs do,
+    and symptoms that start before ``start`` (the warm-up's end) are not counted."""
     found = sorted(
         (e for e in events if e.kind in SYMPTOMS and e.onset_step is not None and _at(e) >= start),
         key=_at,
     )
     for i, first in enumerate(found):
         near = {e.kind for e in found[i:] if _at(e) - _at(first) <= 0.1 * rv.span}
-        if len(near) >= 2 and near & core:
+        if len(near) >= least and near & core:
             return Event(
                 "divergence", first.metric, first.onset_step, None, "critical",
                 min(0.8, first.confidence + 0.2),
