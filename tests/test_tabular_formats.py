@@ -170,6 +170,29 @@ def test_a_pandas_row_index_is_not_a_metric(tmp_path: Path, write: str, long: bo
 
 
 @pytest.mark.parametrize("long", [False, True], ids=["wide", "long"])
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "jsonl"])
+def test_a_reset_pandas_index_is_not_a_metric(tmp_path: Path, fmt: str, long: bool) -> None:
+    """``df.reset_index()`` makes the row index a column named ``index`` (``level_0`` when
+    there is one already). Found in a review: beside a long table it made the table wide, with
+    metrics ``index`` and ``value`` and the keys dropped as a label column."""
+    frame = (pd.DataFrame({"step": [1, 1, 2, 2], "key": ["loss", "lr"] * 2,
+                           "value": [0.5, 1e-4, 0.4, 2e-4]}) if long
+             else pd.DataFrame({"step": [1, 2], "loss": [0.5, 0.4], "lr": [1e-4, 2e-4]}))
+    frame = frame.reset_index().reset_index()  # index, then level_0
+    path = tmp_path / f"run.{fmt}"
+    if fmt == "csv":
+        frame.to_csv(path, index=False)
+    elif fmt == "parquet":
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_json(path, orient="records", lines=True)
+    run = read_run(path)
+    assert sorted(run.frame.select("step", "metric", "value").rows()) == [
+        (1, "loss", 0.5), (1, "lr", 1e-4), (2, "loss", 0.4), (2, "lr", 2e-4)]
+    assert sorted(run.attrs["ignored_columns"]) == ["index", "level_0"]
+
+
+@pytest.mark.parametrize("long", [False, True], ids=["wide", "long"])
 def test_a_pandas_multiindex_is_not_a_metric(tmp_path: Path, long: bool) -> None:
     """Found in review: an unnamed two-level index leaves two empty header cells; the second,
     renamed ``#2``, is an index level too (no warning), and a long table stays long."""
@@ -205,4 +228,23 @@ def test_parquet_unnamed_range_index_is_still_no_step_column(tmp_path: Path) -> 
     path = tmp_path / "u.parquet"
     pd.DataFrame({"loss": [0.5, 0.4]}).to_parquet(path)
     with pytest.raises(IngestError, match="no step column"):
+        read_run(path)
+
+
+def test_jsonl_records_of_one_point_each_are_the_long_form(tmp_path: Path) -> None:
+    """``{"step", "key", "value"}`` records (a metrics table exported one point per line) are
+    read long, as in CSV and Parquet: NaN tokens and nulls kept as NaN, a bad value named by
+    its line."""
+    path = tmp_path / "points.jsonl"
+    path.write_text('{"step": 1, "key": "loss", "value": 0.5}\n'
+                    '{"step": 1, "key": "grad_norm", "value": NaN}\n'
+                    '{"step": 2, "key": "loss", "value": null}\n')
+    run = read_run(path)
+    rows = sorted(run.frame.select("step", "metric", "value").rows())
+    assert rows[0] == (1, "grad_norm", pytest.approx(float("nan"), nan_ok=True))
+    assert rows[1:] == [(1, "loss", 0.5), (2, "loss", pytest.approx(float("nan"), nan_ok=True))]
+    assert run.attrs["null_as_nan"] == 1
+    path.write_text('{"step": 1, "key": "loss", "value": 0.5}\n'
+                    '{"step": 2, "key": "loss", "value": "high"}\n')
+    with pytest.raises(IngestError, match=r"points\.jsonl:2: 'high' is not a number"):
         read_run(path)

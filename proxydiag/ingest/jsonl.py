@@ -97,9 +97,11 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes, bool]:
     return tabular.as_raw(table), notes, verl
 
 
-def read_any(path: Path) -> tuple[tabular.Wide, tabular.Notes, bool]:
-    """As :func:`read_table`, with the records as a :class:`~proxydiag.ingest.tabular.Wide`
-    table (:func:`~proxydiag.ingest.build.build_table` builds its run without a raw frame)."""
+def read_any(path: Path) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes, bool]:
+    """As :func:`read_table`, with records of one step each as a
+    :class:`~proxydiag.ingest.tabular.Wide` table (:func:`~proxydiag.ingest.build.build_table`
+    builds its run without a raw frame); records of one point each (``step, key, value``: the
+    long form) as a raw frame."""
     mapped = tabular.map_file(path)
     if _NON_SPACE.search(mapped) is None:
         raise IngestError(f"{path}: empty file; nothing to ingest")
@@ -110,6 +112,10 @@ def read_any(path: Path) -> tuple[tabular.Wide, tabular.Notes, bool]:
     fast = _fast_frame(data, _polars_input(path, data))
     frame, notes.null_as_nan = fast if fast is not None else (_exact_frame(path, bytes(data)), 0)
     verl = _is_verl(data)
+    layout = tabular.long_layout(frame.columns)
+    if layout:
+        raw = tabular.long_to_raw(frame, layout=layout, locate=_locator(path, data), notes=notes)
+        return tabular.nonempty(raw, path), notes, verl
     step = tabular.step_column(frame.columns, where=f"{path}:1")
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
     wide = tabular.wide_columns(frame, step=step, wall=wall, locate=_locator(path, data),

@@ -16,7 +16,8 @@ Spellings of a value (CSV/TSV text, JSON strings):
 
 A column with no numeric cell at all (a label such as ``phase=train``) is not a metric: it is
 skipped and listed in ``attrs["ignored_columns"]``; so is a row index that pandas wrote beside
-the data (a column with an empty header, ``Unnamed: 0`` or ``__index_level_0__``).
+the data (a column with an empty header, ``Unnamed: 0``, ``__index_level_0__``, or ``index`` /
+``level_0`` from ``reset_index()``).
 """
 
 from __future__ import annotations
@@ -51,9 +52,10 @@ VALUE_NAMES = ("value", "val", "simple_value")
 NULL_SPELLINGS = ("null", "none")
 #: names a dataframe library gives the row index it writes beside the data: pandas' ``to_csv``
 #: leaves the header cell empty (``Unnamed: 0`` once read and written again; a MultiIndex
-#: leaves several, the later ones renamed ``#2``, ... by :func:`dedupe_names`) and its
-#: ``to_parquet`` writes ``__index_level_0__``
-_INDEX_NAME = re.compile(r"(|Unnamed: \d+|__index_level_\d+__)(#\d+)?")
+#: leaves several, the later ones renamed ``#2``, ... by :func:`dedupe_names`), its
+#: ``to_parquet`` writes ``__index_level_0__``, and ``reset_index()`` makes the index a column
+#: named ``index`` (``level_0`` when there is one already)
+_INDEX_NAME = re.compile(r"(|Unnamed: \d+|__index_level_\d+__|index|level_\d+)(#\d+)?")
 
 Locate = Callable[[int], str]
 #: a file's content: memory-mapped, or bytes (a copy, after a cut last line was dropped)
@@ -161,8 +163,10 @@ def is_index(name: str) -> bool:
 
     >>> is_index(""), is_index("#2"), is_index("Unnamed: 0"), is_index("__index_level_0__")
     (True, True, True, True)
-    >>> is_index("loss"), is_index("loss#2")
-    (False, False)
+    >>> is_index("index"), is_index("level_0")
+    (True, True)
+    >>> is_index("loss"), is_index("loss#2"), is_index("index_loss")
+    (False, False, False)
     """
     return _INDEX_NAME.fullmatch(name.strip()) is not None
 
