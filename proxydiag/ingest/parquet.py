@@ -90,10 +90,11 @@ def _read(path: Path) -> pl.DataFrame:
 
     A name like ``run[1].parquet`` is a file, not a glob.
     """
+    if path.stat().st_size < _PARALLEL_BYTES:
+        return pl.read_parquet(path, glob=False)
     names = list(pl.read_parquet_schema(path))
     spans = threads.parts(len(names))
-    if (len(spans) < 2 or path.stat().st_size < _PARALLEL_BYTES
-            or pq.read_metadata(path).num_row_groups >= len(spans)):
+    if len(spans) < 2 or pq.read_metadata(path).num_row_groups >= len(spans):
         return pl.read_parquet(path, glob=False)
     return pl.concat(threads.side_by_side(
         lambda a, b: pl.read_parquet(path, columns=names[a:b], glob=False), spans,
