@@ -299,6 +299,25 @@ def test_mismatch_signed_k1_climbing_out_of_noise_around_zero() -> None:
         assert mismatch.detect(from_arrays({"mismatch_kl": (t, wider)}), CFG) == [], seed
 
 
+def test_mismatch_second_order_measures_need_the_square_of_the_fold() -> None:
+    """k3, χ² and 1 − ESS move with the square of a first-order disagreement: a benign 2.2x
+    drift of |Δp| (below min_fold 2.5) is ~4.8x in k3, which must not pass where |Δp| does
+    not (it passed strong_fold 4); a 4.5x fold passes in all three. ESS is reported falling,
+    to its lowest level."""
+    rng = np.random.default_rng(31)
+    t = np.arange(800)
+    for fold in (2.2, 4.5):
+        first = 0.002 * np.where(t < 400, 1.0, fold) * np.exp(_ar1(rng, 800, sigma=0.03))
+        k3 = first**2 * 30
+        ess = 1.0 - first**2 * 1000
+        for metric, x in (("mismatch_prob_diff", first), ("mismatch_k3", k3), ("mismatch_is_ess", ess)):
+            events = mismatch.detect(from_arrays({metric: (t, x)}), CFG)
+            assert bool(events) == (fold > 4), (metric, fold)
+    climb = 1.0 - 0.01 * np.where(t < 400, 1.0, 1.0 + 0.1 * (t - 400)) * np.exp(_ar1(rng, 800, sigma=0.03))
+    (event,) = mismatch.detect(from_arrays({"mismatch_is_ess": (t, climb)}), CFG)
+    assert "starts falling" in event.evidence and "0.99" in event.evidence
+
+
 def test_mismatch_healthy_noise_raises_nothing() -> None:
     rng = np.random.default_rng(10)
     t = np.arange(800)

@@ -167,7 +167,9 @@ def _earliest_change(
         if change is None:
             break
         over = bound is not None and bool(bound[0][change.index : end].any())
-        relative = change.rise >= np.log(c.min_fold) and change.z >= c.z_min
+        # min_fold is a first-order disagreement's: a second-order measure (KL, χ², 1 − ESS)
+        # moves with its square (a benign 2.2x drift of |Δp| is 4.3x in k3)
+        relative = change.rise >= order * np.log(c.min_fold) and change.z >= c.z_min
         if relative and (over or change.rise >= np.log(c.strong_fold)):
             best = (change, over)
         end = change.index  # an earlier change may stand out once the later one is cut off
@@ -179,15 +181,17 @@ def _event(
 ) -> Event:
     k = change.index
     base_x = float(np.median(x[: max(min(int(c.baseline_fraction * x.size), k), 3)]))
-    peak_x = float(np.median(x[k:])) if change.kind == "step" else float(np.max(block_level(
-        x[k:], window_points=max(3, x.size // 20))))
+    if change.kind == "step":
+        peak_x = float(np.median(x[k:]))
+    else:  # the most extreme level: the largest disagreement (lowest Pearson or ESS, ...)
+        levels = block_level(x[k:], window_points=max(3, x.size // 20))
+        peak_x = float(levels[np.nanargmax(_badness(s.name)(levels))])
     if s.name.startswith("mismatch_corr"):
         kind, shape = "mismatch_corr_drop", "drops"
-        peak_x = float(np.min(block_level(x[k:], window_points=max(3, x.size // 20))))
-    elif change.kind == "step":
-        kind, shape = "mismatch_step", "steps up"
+    elif change.kind == "step":  # the disagreement grows: ESS and an IS mean below 1 fall
+        kind, shape = "mismatch_step", "steps up" if peak_x >= base_x else "steps down"
     else:
-        kind, shape = "mismatch_climb", "starts climbing"
+        kind, shape = "mismatch_climb", "starts climbing" if peak_x >= base_x else "starts falling"
     fold = float(np.exp(change.rise))
     conf = float(min(0.99, 0.6 + 0.2 * (bound is not None) + 0.2 * (1 - c.z_min / max(change.z, c.z_min))))
     return Event(
