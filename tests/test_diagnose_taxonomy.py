@@ -253,7 +253,9 @@ def test_a_grad_norm_that_ends_below_its_level_is_not_a_divergence() -> None:
 def test_a_proxys_smaller_reward_fall_with_entropy_collapse_and_unstable_gradient_diverges() -> None:
     """The lab's 1-expert proxy with a 40x learning rate from step 40 (real GRPO run): its
     reward falls 0.42 -> 0.22 (2.9 sigma, too noisy for a collapse) while entropy collapses and
-    grad_norm shifts level. Without the unstable gradient the same run is healthy."""
+    grad_norm shifts level. Without the unstable gradient, and with the reward ending above
+    where it started (0.24; below it, all it learned is lost: a collapse), the same run is
+    healthy."""
     from proxydiag.ingest import read_run
 
     run = read_run(LAB / "lr_blowup-fp32-proxy1-s0")
@@ -261,7 +263,11 @@ def test_a_proxys_smaller_reward_fall_with_entropy_collapse_and_unstable_gradien
     assert d.label == "loss_divergence" and abs(int(d.onset_step or 0) - 40) <= 5, d.summary
     calm = run.frame.with_columns(
         value=pl.when(pl.col("metric") == "grad_norm").then(0.45).otherwise(pl.col("value")))
-    assert diagnose(Run(calm, run.name, run.attrs, run.mapping, run.events)).label == "healthy"
+    lost = diagnose(Run(calm, run.name, run.attrs, run.mapping, run.events))
+    assert "reward_collapse" in {e.kind for e in lost.events}
+    kept = calm.with_columns(value=pl.when((pl.col("metric") == "reward") & (pl.col("step") > 40))
+                             .then(pl.col("value") + 0.1).otherwise(pl.col("value")))
+    assert diagnose(Run(kept, run.name, run.attrs, run.mapping, run.events)).label == "healthy"
 
 
 def test_a_reward_sag_with_entropy_sharpening_and_two_reverted_spikes_is_healthy() -> None:
@@ -343,3 +349,22 @@ def test_reward_collapse_with_kl_and_clip_blowing_up_is_a_divergence() -> None:
     assert abs(d.onset_step - 300) <= 10
     s["clip_frac"] = 0.004 * np.exp(_noise(rng, 0.05))  # two symptoms: not enough
     assert diagnose(_run(s)).label == "healthy"
+
+
+def test_a_reward_that_falls_below_where_it_started_is_a_collapse() -> None:
+    """The learning rise before a fall inflates the spread of the level it falls from, which
+    kept the fall's z under reward_z_min: a reward that climbed 0.2 -> 0.55 and ends at 0.15,
+    below where the run started, lost everything it learned. With the entropy exploding and no
+    gradient logged, that is a divergence where the fall starts; the same fall ending above
+    the start is no collapse."""
+    rng = np.random.default_rng(24)
+    learn = 0.2 + 0.35 * np.clip(T / 300, 0, 1)
+    s = {"reward": np.where(T < 400, learn, 0.15) + 0.06 * rng.standard_normal(N),
+         "entropy": 0.5 * np.where(T < 400, 1.0, 4.0) * np.exp(_noise(rng, 0.03)),
+         "kl": 0.01 * np.exp(_noise(rng, 0.05))}
+    d = diagnose(_run(s))
+    assert d.label == "loss_divergence" and d.onset_step is not None
+    assert abs(d.onset_step - 400) <= 10
+    s["reward"] = np.where(T < 400, learn, 0.3) + 0.06 * rng.standard_normal(N)
+    above = diagnose(_run(s))
+    assert "reward_collapse" not in {e.kind for e in above.events} and above.label == "healthy"

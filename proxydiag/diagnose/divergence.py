@@ -103,7 +103,7 @@ def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:
     if change is None:
         return None
     kind, severity = rule.kind, rule.severity
-    if not _large(change, rule, cfg):
+    if not _large(change, rule, cfg) and not _below_start(change, rule, cfg, y):
         if not _weak_reward_fall(change, rule, cfg):
             return None
         kind, severity = "reward_decline", "info"
@@ -128,6 +128,17 @@ def _large(change: Change, rule: _Rule, cfg: DiagnoseConfig) -> bool:
         else c.symptom_fold
     big = abs(change.rise) >= np.log(fold) if rule.log else True
     return bool(big and change.z >= c.z_min)
+
+
+def _below_start(change: Change, rule: _Rule, cfg: DiagnoseConfig, y: np.ndarray) -> bool:
+    """A reward that rose (by more than the spread of its level), then fell and ends below
+    where the run started (its first 5%), lost all it learned: a collapse, although that
+    learning rise inflates the spread and keeps the fall's z under ``reward_z_min``."""
+    if not (rule.metric == "reward" and rule.sign * change.rise > 0
+            and change.z >= cfg.divergence.reward_z_weak):
+        return False
+    start = float(np.median(y[: max(5, y.size // 20)]))
+    return change.after < start < change.before - change.sigma
 
 
 def _weak_reward_fall(change: Change, rule: _Rule, cfg: DiagnoseConfig) -> bool:
