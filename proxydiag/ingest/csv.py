@@ -111,8 +111,9 @@ def read_any(path: Path, *, skip: Callable[[str], bool] | None = None,
     source: Path | bytes = path if data is mapped else bytes(data)
     skipped = _skipped(names, layout, skip)
     # only a long table's keys need the quote check: a wide file's body is not scanned
-    frame = _typed(source, sep, names, layout, skipped,
-                   quoted=bool(layout) and data.find(b'"', body_at) >= 0)
+    quoted = bool(layout) and data.find(b'"', body_at) >= 0
+    tabular.release(data)  # that scan touched every page: polars maps the file itself
+    frame = _typed(source, sep, names, layout, skipped, quoted=quoted)
     if frame is None or _maybe_ragged(frame, data):
         _check_fields(path, data, body_at, sep, len(header))
     for new, old in notes.renamed_columns.items():

@@ -135,6 +135,18 @@ def map_file(path: Path) -> Buffer:
         raise IngestError(f"{path}: cannot read ({exc.strerror})") from exc
 
 
+def release(data: Buffer) -> None:
+    """Drop the pages of a memory-mapped file from this process (they stay in the page
+    cache, and a later access maps them again): a scan of the whole file made them resident,
+    and polars, which reads the file through its own map, would hold a second copy of them
+    in the process's memory at its peak. Bytes are left alone.
+
+    >>> release(b"abc")
+    """
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        data.madvise(mmap.MADV_DONTNEED)
+
+
 def sniff(
     source: str | Path, *, suffixes: Sequence[str], peek_bytes: int,
     looks_right: Callable[[bytes], bool],
