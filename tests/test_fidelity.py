@@ -189,6 +189,39 @@ def test_consensus_takes_step_and_progress_from_one_seed() -> None:
     seeds = [make_run(f"full{i}", {"loss": loss}) for i in range(2)]
     grid = build_grid(seeds, make_run("proxy", {"loss": loss}, role="proxy"), config=CFG)
     known = [(0, diag(seeds[0], "loss_divergence", 60)), (1, diag(seeds[1], "loss_divergence", 20))]
-    label, step, progress, agree = faults.consensus(known, grid)
+    label, step, progress, agree, spread = faults.consensus(known, grid)
     assert (label, step, agree) == ("loss_divergence", 20, 2)
     assert progress == grid.progress(1, 20) != grid.progress(0, 60)
+    assert spread == (grid.progress(1, 20), grid.progress(0, 60))
+
+
+def test_an_onset_among_the_seeds_own_onsets_is_on_time() -> None:
+    """Seeds whose onsets are 30% and 70% of progress apart show how much the fault's onset
+    varies by itself: a proxy at 66% is as late as another seed (it was fault_late against
+    the lower middle seed); 10% beyond the latest seed is late."""
+    seeds = [make_run(f"full{i}", curves(500, seed=i)) for i in range(2)]
+    labels = [diag(seeds[0], "loss_divergence", 150), diag(seeds[1], "loss_divergence", 350)]
+    proxy = make_run("proxy", curves(500, seed=9), role="proxy")
+    grid = build_grid(seeds, proxy, config=CFG)
+    for onset, want in ((330, "reproduced"), (160, "reproduced"), (110, "reproduced"),
+                        (420, "fault_late"), (60, "fault_early")):
+        got = faults.score(seeds, proxy, grid, full=labels, config=CFG,
+                           proxy_diagnosis=diag(proxy, "loss_divergence", onset))
+        assert got.outcome == want, (onset, got.explanation)
+    assert "of the seeds' onsets (30%–70% of progress)" in got.explanation
+
+
+def test_seeds_split_evenly_the_order_of_the_full_runs_does_not_decide() -> None:
+    """One seed diverges, the other is healthy: a diverging proxy reproduces one of them
+    whichever seed is passed first; the verdict is partial, and says the seeds disagree."""
+    seeds = [make_run(f"full{i}", curves(400, seed=i)) for i in range(2)]
+    proxy = make_run("proxy", curves(400, seed=7), role="proxy")
+    labels = [diag(seeds[0], "loss_divergence", 200), diag(seeds[1])]
+    verdicts = set()
+    for order in ((0, 1), (1, 0)):
+        result = compare([seeds[i] for i in order], proxy, config=CFG,
+                         full_diagnoses=[labels[i] for i in order],
+                         proxy_diagnosis=diag(proxy, "loss_divergence", 205))
+        verdicts.add((result.verdict, result.faults.outcome))
+        assert any("full seeds disagree" in r for r in result.reasons)
+    assert verdicts == {("partial", "reproduced")}

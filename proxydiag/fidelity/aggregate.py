@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from proxydiag.fidelity.config import FidelityConfig
+from proxydiag.fidelity.faults import seeds_split
 from proxydiag.fidelity.result import (
     FaultComparison,
     MetricFidelity,
@@ -141,9 +142,13 @@ def overall(metrics: Mapping[str, MetricFidelity], faults: FaultComparison,
             f"{m} {metrics[m].verdict} ({metrics[m].score:.2f})" for m in off))
     if dyn < config.partial_below:
         reasons.append(f"{score_name} {dyn:.2f} < {config.partial_below}")
+    split = faults.outcome == "reproduced" and seeds_split(faults.full.get("seeds") or [])
+    if split:  # the proxy reproduces what some seeds show, not what the full run does
+        reasons.append("the full seeds disagree (" + ", ".join(faults.full["seeds"]) + "): "
+                       "the proxy reproduces some of them")
     if unfaithful:
         return dyn * config.unfaithful_factor, "unfaithful", tuple(reasons)
-    if dynamics_off or order_differs or dyn < config.partial_below:
+    if dynamics_off or order_differs or split or dyn < config.partial_below:
         return dyn, "partial", tuple(reasons)
     agree = (f"no curve could be compared; the symptoms co-occur ({score_name} {dyn:.2f}) and the "
              "fault comparison agrees" if by_events

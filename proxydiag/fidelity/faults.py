@@ -47,24 +47,31 @@ def score(full_runs: Sequence[Run], proxy: Run, grid: Grid, *, full: Sequence[Di
           proxy_diagnosis: Diagnosis | None, config: FidelityConfig) -> FaultComparison:
     """Compare the full runs' consensus diagnosis with the proxy's.
 
-    With several full seeds the full run's fault is their majority label (ties: the reference's)
-    and its onset the median progress of the seeds that carry it: one seed's misdiagnosis or early
-    onset does not decide.
+    With several full seeds the full run's fault is their majority label (a tie: the proxy's
+    label if it is one of the tied, see :func:`consensus`) and its onset the median progress of
+    the seeds that carry it: one seed's misdiagnosis or early onset does not decide. A proxy
+    onset within the range of the seeds' onsets is on time; outside it, the lag beyond the
+    range is held to the tolerance.
     """
     known = [(i, d) for i, d in enumerate(full) if d is not None]
     if not known or proxy_diagnosis is None:
         return FaultComparison({"label": None, "onset_step": None}, {"label": None, "onset_step": None},
                                None, None, False,
                                "faults not compared: proxydiag.diagnose is not available")
-    label, step, p_full, agree = consensus(known, grid)
+    label, step, p_full, agree, spread = consensus(known, grid, prefer=proxy_diagnosis.label)
     ref = Diagnosis(source="", run=grid.run_ids[0], label=label, onset_step=step, confidence=1.0,
                     root_cause=None)
     p_proxy = _progress(grid, grid.n_full, proxy_diagnosis)
     both = step is not None and proxy_diagnosis.onset_step is not None
     lag_steps = proxy_diagnosis.onset_step - step if both else None  # type: ignore[operator]
     lag = p_proxy - p_full if p_full is not None and p_proxy is not None else None
-    what = outcome(ref, proxy_diagnosis, lag, tolerance=config.onset_tolerance_progress)
+    # a proxy whose onset lies among the seeds' own is as early or late as another seed
+    beyond = (None if lag is None or p_proxy is None or spread is None
+              else p_proxy - min(max(p_proxy, spread[0]), spread[1]))
+    what = outcome(ref, proxy_diagnosis, beyond, tolerance=config.onset_tolerance_progress)
     words = _explain(what, ref, proxy_diagnosis, lag, config.onset_tolerance_progress)
+    if spread is not None and spread[1] > spread[0]:
+        words += (f" of the seeds' onsets ({spread[0]:.0%}–{spread[1]:.0%} of progress)")
     if len(known) > 1:
         words += f" (full run: {agree} of {len(known)} seeds say {label})"
     side = _side(ref, p_full)
@@ -73,21 +80,37 @@ def score(full_runs: Sequence[Run], proxy: Run, grid: Grid, *, full: Sequence[Di
                            what == "reproduced", words, what)
 
 
-def consensus(known: Sequence[tuple[int, Diagnosis]], grid: Grid
-              ) -> tuple[str, int | None, float | None, int]:
+def consensus(known: Sequence[tuple[int, Diagnosis]], grid: Grid, *, prefer: str | None = None
+              ) -> tuple[str, int | None, float | None, int, tuple[float, float] | None]:
     """Majority label of the full seeds, the onset step and progress of its median seed (the
-    lower middle one for an even count: step and progress from one seed), and how many seeds
-    agree."""
+    lower middle one for an even count: step and progress from one seed), how many seeds
+    agree, and the range of their onsets in progress (None without one).
+
+    Seeds split evenly have no majority: ``prefer`` (the proxy's label) wins when one of the
+    tied labels is it, else the reference's (the first seed's) label, so that the order of the
+    full runs does not decide (see :func:`seeds_split`)."""
     labels = [d.label for _, d in known]
     counts = {lab: labels.count(lab) for lab in labels}
     top = max(counts.values())
-    label = known[0][1].label if counts[known[0][1].label] == top else max(counts, key=counts.__getitem__)
+    tied = [lab for lab in dict.fromkeys(labels) if counts[lab] == top]
+    label = prefer if prefer in tied else tied[0] if known[0][1].label not in tied else known[0][1].label
     carriers = [(i, d) for i, d in known if d.label == label and d.onset_step is not None]
     if label == "healthy" or not carriers:
-        return label, None, None, counts[label]
+        return label, None, None, counts[label], None
     progress = [grid.progress(i, d.onset_step) for i, d in carriers]  # type: ignore[arg-type]
     middle = sorted(range(len(carriers)), key=lambda k: progress[k])[(len(carriers) - 1) // 2]
-    return label, carriers[middle][1].onset_step, float(progress[middle]), counts[label]
+    return (label, carriers[middle][1].onset_step, float(progress[middle]), counts[label],
+            (float(min(progress)), float(max(progress))))
+
+
+def seeds_split(labels: Sequence[str]) -> bool:
+    """The full seeds' labels have no majority (two or more labels tie for the most seeds).
+
+    >>> seeds_split(["healthy", "loss_divergence"]), seeds_split(["healthy", "healthy", "x"])
+    (True, False)
+    """
+    counts = [list(labels).count(lab) for lab in set(labels)]
+    return len(counts) > 1 and counts.count(max(counts)) > 1
 
 
 def _progress(grid: Grid, row: int, d: Diagnosis) -> float | None:
