@@ -44,3 +44,23 @@ def test_bench_compare_skips_pairs_it_cannot_read_and_pairs_without_truth(
     with pytest.warns(IngestWarning, match="not scored"):
         results = evaluate(corpus, truth=True)
     assert {r.pair for r in results} == set(readable) - {unknown}
+
+
+def test_bench_compare_names_a_pair_the_comparison_refuses(tmp_path: Path) -> None:
+    """Found in an audit: a proxy whose step axis does not overlap the full run's (a samples
+    axis: 'use --align progress') raised out of the whole corpus; that pair is now named and
+    the others are scored."""
+    from proxydiag.ingest import read_run
+
+    labels = write_corpus(tmp_path / "c", n_groups=1, seed=4, steps=200)
+    data = json.loads(labels.read_text())
+    moved = sorted(n for n, r in data["runs"].items() if r["role"] == "proxy")[0]
+    run = read_run(labels.parent / data["runs"][moved]["path"])
+    far = run.frame.select((run.frame["step"] + 10**7).alias("step"), "key", "value")
+    far.write_csv(tmp_path / "far.csv")
+    data["runs"][moved]["path"] = str(tmp_path / "far.csv")
+    labels.write_text(json.dumps(data))
+    with pytest.warns(IngestWarning, match="not scored"):
+        results = evaluate(labels.parent, truth=True)
+    scored = {r.pair for r in results}
+    assert scored and not any(p["proxy"] == moved for n, p in data["pairs"].items() if n in scored)

@@ -141,11 +141,13 @@ def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str
         try:
             fulls = [load(r) for r in pair["full"]]
             proxy, proxy_diag = load(pair["proxy"])
+            # a pair the comparison refuses (step axes that do not overlap: "use --align
+            # progress") is named, not the end of the corpus
+            c = compare([f for f, _ in fulls], proxy, align=align, config=cfg,
+                        full_diagnoses=[d for _, d in fulls], proxy_diagnosis=proxy_diag)
         except ProxydiagError as exc:
             warnings.warn(IngestWarning(f"pair {name}: not scored ({exc})"), stacklevel=2)
             continue
-        c = compare([f for f, _ in fulls], proxy, align=align, config=cfg,
-                    full_diagnoses=[d for _, d in fulls], proxy_diagnosis=proxy_diag)
         results.append(PairResult(
             name, pair.get("why", ""), bool(pair["faithful"]),
             runs_meta[pair["proxy"]].get("role") == "full", c.fidelity, c.verdict, c.reasons))
