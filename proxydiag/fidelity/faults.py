@@ -70,8 +70,9 @@ def score(full_runs: Sequence[Run], proxy: Run, grid: Grid, *, full: Sequence[Di
               else p_proxy - min(max(p_proxy, spread[0]), spread[1]))
     what = outcome(ref, proxy_diagnosis, beyond, tolerance=config.onset_tolerance_progress)
     words = _explain(what, ref, proxy_diagnosis, lag, config.onset_tolerance_progress)
-    if spread is not None and spread[1] > spread[0]:
-        words += (f" of the seeds' onsets ({spread[0]:.0%}–{spread[1]:.0%} of progress)")
+    if spread is not None and spread[1] > spread[0] and what in (
+            "reproduced", "fault_late", "fault_early"):  # "within / beyond 10%" of them
+        words += f" of the seeds' onsets ({spread[0]:.0%}–{spread[1]:.0%} of progress)"
     if len(known) > 1:
         words += f" (full run: {agree} of {len(known)} seeds say {label})"
     side = _side(ref, p_full)
