@@ -42,10 +42,15 @@ def _ident(x: np.ndarray) -> np.ndarray:
     return x
 
 
-def _rules(cfg: DiagnoseConfig) -> tuple[_Rule, ...]:
+def _rules(rv: RunView) -> tuple[_Rule, ...]:
+    """The checks of a run. An RL run's plain ``loss`` (beside a reward, without a policy
+    loss) is its objective (TRL's GRPO: β·KL, which grows as the policy leaves its
+    reference), not an LM loss: a blow-up of it is a symptom."""
+    rl_loss = rv.has("reward") and not rv.has("pg_loss")
     return (
         _Rule("grad_norm", "divergence", 1, "critical", _log_pos, True),
-        _Rule("loss", "divergence", 1, "critical", _log_pos, True),
+        _Rule("loss", "pg_loss_blowup", 1, "warning", _log_pos, True) if rl_loss
+        else _Rule("loss", "divergence", 1, "critical", _log_pos, True),
         _Rule("pg_loss", "pg_loss_blowup", 1, "warning", _log_pos, True),
         _Rule("reward", "reward_collapse", -1, "warning", _ident, False),
         _Rule("entropy", "entropy_collapse", -1, "warning", _log_pos, True),
@@ -69,11 +74,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     rv = view(run)
     warm = warmup_end(rv, fallback_fraction=GROWTH_FALLBACK_FRACTION)
     events = []
-    for rule in _rules(cfg):
-        if rule.metric == "loss" and rv.has("reward") and not rv.has("pg_loss"):
-            # an RL run's plain "loss" is its objective (TRL's GRPO: β·KL, which grows as the
-            # policy leaves its reference), not an LM loss: a blow-up of it is a symptom
-            rule = _Rule("loss", "pg_loss_blowup", 1, "warning", _log_pos, True)
+    for rule in _rules(rv):
         s = rv.get(rule.metric)
         if s is None:
             continue

@@ -93,8 +93,8 @@ def consensus(known: Sequence[tuple[int, Diagnosis]], grid: Grid, *, prefer: str
     labels = [d.label for _, d in known]
     counts = {lab: labels.count(lab) for lab in labels}
     top = max(counts.values())
-    tied = [lab for lab in dict.fromkeys(labels) if counts[lab] == top]
-    label = prefer if prefer in tied else tied[0] if known[0][1].label not in tied else known[0][1].label
+    tied = [lab for lab in dict.fromkeys(labels) if counts[lab] == top]  # first seed's first
+    label = prefer if prefer in tied else tied[0]
     carriers = [(i, d) for i, d in known if d.label == label and d.onset_step is not None]
     if label == "healthy" or not carriers:
         return label, None, None, counts[label], None

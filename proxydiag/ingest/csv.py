@@ -178,7 +178,7 @@ def _drop_cut_tail(path: Path, data: tabular.Buffer, sep: str, n_fields: int) ->
     start = data.rfind(b"\n") + 1
     if start == 0:
         return data  # only a header
-    line = int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))) + 1
+    line = tabular.count_byte(data, ord("\n")) + 1
     fields = _split(data[start:].decode("utf-8", "replace"), sep, f"{path}:{line}")
     if len(fields) >= n_fields or not data[start:].strip():
         return data

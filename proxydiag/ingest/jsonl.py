@@ -49,8 +49,6 @@ _NON_SPACE = re.compile(rb"\S")
 _GLOB = re.compile(r"[*?\[\]{}]")
 #: bytes per line above which finding newlines one by one beats scanning every byte
 _LONG_LINE = 1024
-_SLICE = 1 << 30
-_POSITION_SLICE = 1 << 22
 #: lines with keys the first records missed that are always parsed one by one (else at most an
 #: eighth of the records)
 _LATE_LINES = 64
@@ -209,7 +207,7 @@ def _late_columns(
     lines = lines or _record_lines(data, frame.height)
     if lines is None:
         return None
-    quotes = _byte_positions(data, ord('"'))
+    quotes = tabular.byte_positions(data, ord('"'))
     keys = (np.searchsorted(quotes, lines[1]) - np.searchsorted(quotes, lines[0])) // 2
     verl = isinstance(schema.get("data"), pl.Struct)
     cells = frame.select(pl.sum_horizontal(pl.all().is_not_null())).to_series().to_numpy()
@@ -294,7 +292,7 @@ def _head_frame(
     counted)."""
     if data.find(b"\\") >= 0:
         return None
-    keys = _count_byte(data, ord('"')) // 2
+    keys = tabular.count_byte(data, ord('"')) // 2
     tabular.release(data)  # the scans touched every page: polars maps the file itself
     try:
         frame = pl.read_ndjson(source)
@@ -390,34 +388,13 @@ def _newlines(data: tabular.Buffer, records: int) -> np.ndarray:
     """The offsets of the newlines: found one by one (memchr) when the lines are long, as
     metric records mostly are, else by a vectorised scan of every byte."""
     if len(data) < _LONG_LINE * records:
-        return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
+        return tabular.byte_positions(data, ord("\n"))
     out, find = [], data.find
     at = find(b"\n")
     while at >= 0:
         out.append(at)
         at = find(b"\n", at + 1)
     return np.array(out, dtype=np.int64)
-
-
-def _byte_positions(data: tabular.Buffer, byte: int) -> np.ndarray:
-    """The offsets of ``byte``, in order: numpy over 4 MB slices (its boolean array of the
-    whole file would be as large as the file).
-
-    >>> _byte_positions(b'{"a": 1}', ord('"')).tolist()
-    [1, 3]
-    """
-    view = np.frombuffer(data, dtype=np.uint8)
-    return np.concatenate([np.zeros(0, dtype=np.int64), *(
-        np.flatnonzero(view[at:at + _POSITION_SLICE] == byte) + at
-        for at in range(0, len(view), _POSITION_SLICE))])
-
-
-def _count_byte(data: tabular.Buffer, byte: int) -> int:
-    """How many times ``byte`` occurs: polars over zero-copy slices (faster than numpy; each
-    slice stays within polars' row index)."""
-    view = np.frombuffer(data, dtype=np.uint8)
-    return sum(int(pl.Series(view[at:at + _SLICE]).eq(byte).sum())
-               for at in range(0, len(view), _SLICE))
 
 
 def _swapped_frame(data: bytes) -> tuple[pl.DataFrame, int] | None:

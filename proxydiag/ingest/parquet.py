@@ -12,7 +12,6 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from proxydiag.errors import IngestError
 from proxydiag.frame import SCHEMA
@@ -92,9 +91,12 @@ def _read(path: Path) -> pl.DataFrame:
     """
     if path.stat().st_size < _PARALLEL_BYTES:
         return pl.read_parquet(path, glob=False)
-    names = list(pl.read_parquet_schema(path))
+    import pyarrow.parquet as pq  # 25-80 ms to import: only for a file that may need it
+
+    meta = pq.read_metadata(path)  # the footer, once: row groups and column names
+    names = meta.schema.to_arrow_schema().names
     spans = threads.parts(len(names))
-    if len(spans) < 2 or pq.read_metadata(path).num_row_groups >= len(spans):
+    if len(spans) < 2 or meta.num_row_groups >= len(spans):
         return pl.read_parquet(path, glob=False)
     return pl.concat(threads.side_by_side(
         lambda a, b: pl.read_parquet(path, columns=names[a:b], glob=False), spans,
