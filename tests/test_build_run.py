@@ -203,6 +203,41 @@ def test_a_wide_table_unpivoted_in_parts_side_by_side_builds_the_same_run(
     assert parts.mapping == whole.mapping and parts.attrs == whole.attrs
 
 
+@settings(max_examples=150, deadline=None)
+@given(table=wide_tables(), workers=st.integers(2, 4))
+def test_a_wide_table_read_and_unpivoted_in_parts_builds_the_same_run(
+    table: tabular.Wide, workers: int
+) -> None:
+    """A big single-row-group Parquet file is read and unpivoted in parts of its columns, a
+    part per thread: the same Run as the whole table built at once, or None (the caller then
+    builds the whole table) exactly when the straight route cannot take it."""
+    monotonic = bool(np.all(np.diff(table.step.to_numpy()) > 0))
+    common = {"name": "r", "source": "r", "fmt": "t", "attrs": {"run_id": "r"}}
+    whole = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
+    by_key = {c.name: c for c in table.columns}
+    asked: list[list[str]] = []
+
+    def read_part(part: list[str]) -> tabular.Wide | None:
+        asked.append(part)
+        return tabular.Wide(table.step, table.wall, [by_key[k] for k in part]) if monotonic else None
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(build, "_PART_COLUMNS", 1)
+        patch.setattr(pl, "thread_pool_size", lambda: workers)
+        parts = build.build_wide_parts(read_part, list(by_key), **common)  # type: ignore[arg-type]
+    resolved = AliasTable.default().resolve(list(by_key))
+    metrics = [resolved.get(k, k) for k in by_key]
+    straight = (monotonic and all(c.null_count() < c.len() for c in table.columns)
+                and len(set(metrics)) == len(metrics)
+                and not (set(by_key) | set(metrics)) & build._UNPIVOT_NAMES)
+    assert (parts is not None) == straight
+    if parts is not None:
+        assert_frame_equal(parts.frame, whole.frame, check_exact=True)
+        assert parts.mapping == whole.mapping and parts.attrs == whole.attrs
+        assert sorted(k for part in asked for k in part) == sorted(by_key)
+        assert len(asked) == min(workers, len(by_key))
+
+
 @pytest.mark.parametrize("names", [["aa/raw", "zz/raw"], ["actor/grad_norm", "loss", "zz/raw"]],
                          ids=["no alias: metric is the key column", "an alias renames a key"])
 def test_text_keys_already_in_metric_order_keep_their_column(names: list[str]) -> None:

@@ -20,6 +20,7 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from proxydiag.errors import IngestError
 from proxydiag.ingest import csv as csv_reader
@@ -316,6 +317,67 @@ def test_csv_quoted_keys_and_a_text_wall_time(tmp_path: Path) -> None:
     raw, notes = csv_reader.read_table(dated)
     assert raw.rows() == [(1, "loss", 0.5, None), (2, "loss", 0.25, None)]
     assert notes.ignored_columns == ["timestamp"]
+
+
+@pytest.mark.parametrize("variant", ["plain", "wall times", "restart", "an empty key", "text",
+                                     "three row groups"])
+def test_parquet_read_and_unpivoted_in_parts_equals_one_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str
+) -> None:
+    """A big wide file (one row group or several) is read and unpivoted in parts of its
+    columns, each part on its own thread with the step column: the same Run as one whole
+    read. A file the straight route cannot take (steps that go back, a key without values, a
+    column of text) is read whole, as before."""
+    from proxydiag.ingest import parquet, read_run
+
+    rng = random.Random(11)
+    n = 4_000
+    steps = list(range(0, 2 * n, 2))
+    if variant == "restart":
+        steps[n // 2:] = [s - 100 for s in steps[n // 2:]]
+    columns: dict[str, Any] = {"__index_level_0__": list(range(n)), "step": steps}
+    if variant == "wall times":
+        columns["timestamp"] = [1.7e9 + i for i in range(n)]
+    for i in range(40):
+        columns[f"zz/m{i:02d}"] = [
+            rng.choice([NAN, INF, -INF, None]) if rng.random() < 0.01 else rng.gauss(0, 1)
+            for _ in range(n)
+        ]
+    # aliases among them (a run of renamed keys between kept ones) and a cumulative counter
+    columns["actor/grad_norm"] = [rng.random() for _ in range(n)]
+    columns["actor/entropy"] = [rng.random() for _ in range(n)]
+    columns["ds_skipped"] = [float(i // 500) for i in range(n)]
+    columns["aa/first"] = [float(i) for i in range(n)]
+    if variant == "an empty key":
+        columns["actor/pg_loss"] = pl.Series([None] * n, dtype=pl.Float64)
+    if variant == "text":
+        columns["phase"] = ["train"] * n
+    path = tmp_path / "wide.parquet"
+    pl.DataFrame(columns).write_parquet(
+        path, row_group_size=-(-n // 3) if variant == "three row groups" else None)
+    assert path.stat().st_size >= parquet._PARALLEL_BYTES
+    reads: list[Any] = []
+    real = pl.read_parquet
+
+    def spy(*args: Any, **kwargs: Any) -> pl.DataFrame:
+        reads.append(kwargs.get("columns"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pl, "read_parquet", spy)
+    monkeypatch.setattr(pl, "thread_pool_size", lambda: 2)
+    parts = read_run(path)
+    fused = [r for r in reads if r is not None and r[0] == "step" and len(r) < len(columns) - 2]
+    straight = variant in ("plain", "wall times", "three row groups")
+    # steps that go back and a key without values are found by the parts, then read whole
+    assert len(fused) == (0 if variant == "text" else 2)
+    assert (len(reads) == len(fused)) == straight
+    monkeypatch.setattr(parquet, "_PARALLEL_BYTES", 1 << 40)
+    whole = read_run(path)
+    assert_frame_equal(parts.frame, whole.frame, check_exact=True)
+    assert parts.attrs == whole.attrs and parts.mapping == whole.mapping
+    assert parts.events == whole.events
+    assert {"grad_norm", "entropy", "skipped_total", "aa/first"} <= set(parts.frame["metric"])
+    assert parts.attrs["ignored_columns"][0] == "__index_level_0__"
 
 
 @pytest.mark.parametrize("row_groups", [1, 3])

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,8 @@ _UNPIVOT_NAMES = frozenset({"step", "wall_time", "key", "value", "metric", ""})
 #: rows on average; else the rows are sorted one by one (a gather beats many tiny slices)
 _MAX_SLICES = 4096
 _MIN_RUN_ROWS = 64
+#: a raw frame in order keeps at most this many chunks (aligned across its columns)
+_MAX_CHUNKS = 16
 #: a wide table of this many cells or more is unpivoted in parts of at least this many
 #: columns, side by side (:func:`_wide_frame`)
 _PARALLEL_CELLS = 1 << 18
@@ -117,6 +120,53 @@ def build_table(
     return _run(out, name, all_attrs, aliases, resolved, None)
 
 
+def build_wide_parts(
+    read_part: Callable[[list[str]], Wide | None],
+    keys: list[str],
+    *,
+    name: str,
+    source: str | Path,
+    fmt: str,
+    aliases: AliasTable | None = None,
+    attrs: Mapping[str, Any] | None = None,
+    sidecar: Path | None = None,
+) -> Run | None:
+    """The Run of a wide table that is read in parts of its columns, each part read and
+    unpivoted on its own thread, side by side: a big file read column by column on one core
+    (a single-row-group Parquet file) is read and unpivoted on all, without waiting for the
+    whole table between the two. ``read_part(some_keys)`` reads those columns with the steps
+    and wall times, validated (:class:`~proxydiag.ingest.tabular.Wide`), or gives None when
+    the table is not as :func:`build_table`'s straight route needs it (steps that do not
+    strictly increase, a null step).
+
+    None also when a key has no value at all (aliases compete among the keys that have rows)
+    or no key has a metric name of its own: the caller then reads the whole table and
+    builds it with :func:`build_table`, which gives the same Run.
+    """
+    aliases = aliases or AliasTable.default()
+    resolved = aliases.resolve(keys)
+    metrics = [resolved.get(k, k) for k in keys]
+    if (not keys or len(set(metrics)) < len(metrics)
+            or (set(keys) | set(metrics)) & _UNPIVOT_NAMES):
+        return None
+    order = sorted(range(len(keys)), key=metrics.__getitem__)
+    name, all_attrs = _attrs(name, source, fmt, attrs, sidecar)
+    rid, cumulative = all_attrs["run_id"], _cumulative(aliases, metrics)
+
+    def part(a: int, b: int) -> pl.DataFrame | None:
+        table = read_part([keys[i] for i in order[a:b]])
+        if table is None or any(c.len() == c.null_count() for c in table.columns):
+            return None
+        return _wide_part(table, table.columns, [metrics[i] for i in order[a:b]], rid,
+                          cumulative)
+
+    frames = threads.side_by_side(part, threads.parts(len(keys), least=_PART_COLUMNS))
+    if any(f is None for f in frames):
+        return None
+    out = pl.concat([f for f in frames if f is not None], rechunk=False)
+    return _run(out, name, all_attrs, aliases, resolved, None)
+
+
 def _wide_frame(
     table: Wide, columns: list[pl.Series], metrics: list[str], rid: str, cumulative: set[str]
 ) -> pl.DataFrame:
@@ -138,11 +188,20 @@ def _wide_frame(
 def _wide_part(
     table: Wide, columns: list[pl.Series], metrics: list[str], rid: str, cumulative: set[str]
 ) -> pl.DataFrame:
-    """The canonical frame of some of a wide table's columns (see :func:`_wide_frame`)."""
+    """The canonical frame of some of a wide table's columns (see :func:`_wide_frame`): a
+    chunk per run of keys that aliases rename or not (a key kept as its metric name shares
+    its strings with the metric column: 32 bytes a point written, not 48)."""
+    renamed = [m != c.name for m, c in zip(metrics, columns, strict=True)]
+    cuts = [i for i in range(1, len(renamed)) if renamed[i] != renamed[i - 1]]
+    if cuts:
+        return pl.concat([
+            _wide_part(table, columns[a:b], metrics[a:b], rid, cumulative)
+            for a, b in itertools.pairwise([0, *cuts, len(columns)])
+        ], rechunk=False)
     index = [table.step, *([table.wall.alias("wall_time")] if table.wall is not None else [])]
     wide = pl.DataFrame([*index, *columns])
     long = wide.unpivot(index=[s.name for s in index], variable_name="key", value_name="value")
-    if any(m != c.name for m, c in zip(metrics, columns, strict=True)):
+    if renamed and renamed[0]:
         # the names alone, unpivoted from columns of nulls (no buffers): no copy of the values
         nulls = pl.repeat(None, table.step.len(), dtype=pl.Null, eager=True)
         names = pl.DataFrame([nulls.alias(m) for m in metrics])
@@ -298,18 +357,28 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
         run_ranks, lengths = rank[coded.run_codes], coded.lengths
         order = np.argsort(run_ranks, kind="stable")
         in_order = not (order != np.arange(len(order))).any()
-        if not in_order or max(rows.n_chunks("all")) > 1:
+        kept = in_order and _few_aligned_chunks([*rows.iter_columns(), frame.get_column("key")])
+        if not kept:
             rows = pl.concat(
                 [rows.slice(int(coded.starts[r]), int(lengths[r])) for r in order], rechunk=True
             )
         text = frame.get_column("key")  # rows in file order keep their text keys, not a gather
-        text_keys = text.rechunk() if in_order and text.dtype == pl.Utf8 else None
+        text_keys = ((text if kept else text.rechunk()) if in_order and text.dtype == pl.Utf8
+                     else None)
         return _Grouped(rows, run_ranks[order], lengths[order], metrics, key_names, text_keys)
     per_row = rank[coded.per_row()]
     order = np.argsort(per_row, kind="stable")
     counts = np.bincount(per_row, minlength=len(metrics))
     present = np.flatnonzero(counts)
     return _Grouped(rows[pl.Series(order)], present, counts[present], metrics, key_names)
+
+
+def _few_aligned_chunks(columns: list[pl.Series]) -> bool:
+    """The ``columns`` are cut into the same chunks, and at most :data:`_MAX_CHUNKS` of them
+    (a long Parquet file's row groups, a parse's pieces of a file): the frame keeps them
+    rather than a copy in one chunk."""
+    lengths = [c.chunk_lengths() for c in columns]
+    return len(lengths[0]) <= _MAX_CHUNKS and all(n == lengths[0] for n in lengths[1:])
 
 
 def _sliceable(n_runs: int, n_rows: int) -> bool:

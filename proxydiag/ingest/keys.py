@@ -19,11 +19,14 @@ import numpy as np
 import polars as pl
 
 from proxydiag.errors import FrameError
+from proxydiag.ingest import threads
 
 #: at most one run of equal keys per this many rows, or the column is hashed instead
 _ROWS_PER_RUN = 4
 #: rows of a text column looked at first, to tell keys in runs from interleaved ones
 _PROBE = 4096
+#: a text column is cut into runs in parts of at least this many rows, side by side
+_PART_ROWS = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -95,11 +98,10 @@ def of(keys: pl.Series) -> Codes:
         # keys that change on most rows of the first _PROBE are hashed at once: their
         # encoding would hold about a copy of the column for nothing
         probe = min(n, _PROBE)
-        runs = keys.rle() if keys.head(probe).rle().len() * _ROWS_PER_RUN <= probe else None
-        if runs is not None and runs.len() * _ROWS_PER_RUN <= n:
-            lengths = runs.struct.field("len").to_numpy().astype(np.int64)
-            starts = np.concatenate(([0], np.cumsum(lengths[:-1])))
-            firsts = runs.struct.field("value").to_list()
+        if keys.head(probe).rle().len() * _ROWS_PER_RUN <= probe:
+            lengths, firsts = _rle(keys)
+            if len(lengths) * _ROWS_PER_RUN <= n:
+                starts = np.concatenate(([0], np.cumsum(lengths[:-1])))
     if starts is not None and len(starts) * _ROWS_PER_RUN <= n:
         index: dict[str, int] = {}
         run_codes = np.fromiter(
@@ -108,6 +110,24 @@ def of(keys: pl.Series) -> Codes:
         return Codes(list(index), starts, run_codes, n)
     names = keys.unique(maintain_order=True).cast(pl.Utf8)
     return _runs(keys.cast(pl.Enum(names)).to_physical().to_numpy(), names.to_list())
+
+
+def _rle(keys: pl.Series) -> tuple[np.ndarray, list[str]]:
+    """The lengths and keys of the runs of a text column: its parts encoded side by side
+    (polars encodes on one core: 1.1 ms instead of 2.1 for 10^6 keys on 2 cores), a run
+    that crosses a part's end joined back."""
+    spans = threads.parts(keys.len(), least=_PART_ROWS)
+    lengths: list[int] = []
+    firsts: list[str] = []
+    for runs in threads.side_by_side(lambda a, b: keys.slice(a, b - a).rle(), spans):
+        part_lengths = runs.struct.field("len").to_list()
+        part_keys = runs.struct.field("value").to_list()
+        if firsts and part_keys and part_keys[0] == firsts[-1]:
+            lengths[-1] += part_lengths.pop(0)
+            part_keys.pop(0)
+        lengths.extend(part_lengths)
+        firsts.extend(part_keys)
+    return np.array(lengths, dtype=np.int64), firsts
 
 
 def _run_starts(codes: np.ndarray) -> np.ndarray:

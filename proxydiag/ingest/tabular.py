@@ -254,10 +254,11 @@ def dedupe_names(names: Sequence[str], notes: Notes) -> list[str]:
     return out
 
 
-def steps(column: pl.Series, *, locate: Locate) -> pl.Series:
-    """Validate a step column (any dtype) and return it as Int64, in one chunk (a parse in
-    parallel leaves one per piece of the file, and every copy of the index in a wide table's
-    unpivot would repeat them); errors name the line."""
+def steps(column: pl.Series, *, locate: Locate, rechunk: bool = True) -> pl.Series:
+    """Validate a step column (any dtype) and return it as Int64; errors name the line. In
+    one chunk unless ``rechunk=False``: a parse in parallel leaves one per piece of the file,
+    and every copy of the index in a wide table's unpivot would repeat them (a long table
+    keeps them, as its other columns do)."""
     name = column.name
     dtype = column.dtype
     if dtype == pl.Int64:
@@ -282,7 +283,7 @@ def steps(column: pl.Series, *, locate: Locate) -> pl.Series:
         out = as_int.fill_null(as_float.cast(pl.Int64, strict=False))
     if out.has_nulls():
         _fail_first(out.is_null(), locate, lambda r: f"no step in column {name}")
-    return out.rechunk().alias("step")
+    return (out.rechunk() if rechunk else out).alias("step")
 
 
 def values(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series | None:
@@ -410,7 +411,8 @@ def long_to_raw(
     if keys.has_nulls():
         _fail_first(keys.is_null() & vals.is_not_null(), locate,
                     lambda r: f"no key in column {key}")
-    out = pl.DataFrame({"step": steps(frame[step], locate=locate), "key": keys, "value": vals})
+    out = pl.DataFrame({"step": steps(frame[step], locate=locate, rechunk=False), "key": keys,
+                        "value": vals})
     out = out.with_columns(  # no wall time: one null for the column
         _wall(frame[wall], locate=locate, notes=notes) if wall
         else pl.lit(None, dtype=pl.Float64).alias("wall_time")
