@@ -8,6 +8,7 @@ text, ``Enum`` or ``Categorical`` keys.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -72,6 +73,11 @@ def raw_frames(draw: st.DrawFn) -> pl.DataFrame:
     walls = draw(st.one_of(st.none(), st.just([float(i) for i in range(len(rows))])))
     frame = pl.DataFrame({"step": list(steps), "key": list(ks), "value": list(values),
                           "wall_time": walls}, schema_overrides={"wall_time": pl.Float64})
+    cuts = sorted(set(draw(st.lists(st.integers(1, max(1, frame.height - 1)), max_size=3))))
+    if cuts and frame.height > 1:  # chunks, as a parse in parallel or row groups leave them
+        bounds = [0, *cuts, frame.height]
+        frame = pl.concat([frame.slice(a, b - a) for a, b in itertools.pairwise(bounds)],
+                          rechunk=False)
     coding = draw(st.sampled_from(["text", "enum", "categorical"]))
     if coding == "enum":  # with categories no row has (an empty column): they win no alias
         codes = keys.of(frame["key"])
@@ -96,6 +102,16 @@ def test_build_run_equals_reference(
     assert run.frame.schema == pl.Schema(SCHEMA)
     assert_frame_equal(run.frame, expected, check_exact=True)  # NaN equals NaN, signs of inf kept
     assert set(run.mapping.values()) <= set(run.frame["key"].unique().to_list())
+    assert_aligned(run.frame)
+
+
+def assert_aligned(frame: pl.DataFrame) -> None:
+    """The columns that hold a value a row (``run`` is one) are cut into the same chunks:
+    polars would copy a misaligned frame on every later filter."""
+    cut = {tuple(c.chunk_lengths()) for c in frame.iter_columns()
+           if c.name in ("step", "value", "key", "metric")
+           or (c.name == "wall_time" and c.null_count() < c.len())}
+    assert len(cut) <= 1, cut
 
 
 def test_blocked_and_interleaved_give_one_frame() -> None:
@@ -201,6 +217,7 @@ def test_a_wide_table_unpivoted_in_parts_side_by_side_builds_the_same_run(
         parts = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
     assert_frame_equal(parts.frame, whole.frame, check_exact=True)
     assert parts.mapping == whole.mapping and parts.attrs == whole.attrs
+    assert_aligned(parts.frame)
 
 
 @settings(max_examples=150, deadline=None)
@@ -234,6 +251,7 @@ def test_a_wide_table_read_and_unpivoted_in_parts_builds_the_same_run(
     if parts is not None:
         assert_frame_equal(parts.frame, whole.frame, check_exact=True)
         assert parts.mapping == whole.mapping and parts.attrs == whole.attrs
+        assert_aligned(parts.frame)
         assert sorted(k for part in asked for k in part) == sorted(by_key)
         assert len(asked) == min(workers, len(by_key))
 

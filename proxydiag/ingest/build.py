@@ -28,8 +28,12 @@ _UNPIVOT_NAMES = frozenset({"step", "wall_time", "key", "value", "metric", ""})
 #: rows on average; else the rows are sorted one by one (a gather beats many tiny slices)
 _MAX_SLICES = 4096
 _MIN_RUN_ROWS = 64
-#: a raw frame in order keeps at most this many chunks (aligned across its columns)
-_MAX_CHUNKS = 16
+#: a raw frame keeps at most this many chunks, or runs of one key as slices (aligned
+#: across its columns: a frame of 50 chunks is no slower to diagnose than one of 1)
+_MAX_CHUNKS = 64
+#: the columns of a canonical frame that hold a value a row (and ``wall_time`` when some
+#: row has one; ``run`` is one value, whatever its chunks)
+_CUT_COLUMNS = ("step", "metric", "key", "value")
 #: a wide table of this many cells or more is unpivoted in parts of at least this many
 #: columns, side by side (:func:`_wide_frame`)
 _PARALLEL_CELLS = 1 << 18
@@ -163,7 +167,7 @@ def build_wide_parts(
     frames = threads.side_by_side(part, threads.parts(len(keys), least=_PART_COLUMNS))
     if any(f is None for f in frames):
         return None
-    out = pl.concat([f for f in frames if f is not None], rechunk=False)
+    out = _aligned(pl.concat([f for f in frames if f is not None], rechunk=False))
     return _run(out, name, all_attrs, aliases, resolved, None)
 
 
@@ -182,7 +186,7 @@ def _wide_frame(
              if table.step.len() * len(columns) >= _PARALLEL_CELLS else [(0, len(columns))])
     frames = threads.side_by_side(
         lambda a, b: _wide_part(table, columns[a:b], metrics[a:b], rid, cumulative), spans)
-    return frames[0] if len(frames) == 1 else pl.concat(frames, rechunk=False)
+    return frames[0] if len(frames) == 1 else _aligned(pl.concat(frames, rechunk=False))
 
 
 def _wide_part(
@@ -260,8 +264,10 @@ def _run(
 class _Grouped:
     """The rows of a raw frame grouped by metric name, in runs of one key.
 
-    ``rows`` (step, value and wall_time unless it is all null; one chunk) hold run after run; run ``i`` has
-    ``lengths[i]`` rows of the metric ``metrics[ranks[i]]`` (``metrics`` sorted).
+    ``rows`` (step, value and wall_time unless it is all null) hold run after run; run ``i``
+    has ``lengths[i]`` rows of the metric ``metrics[ranks[i]]`` (``metrics`` sorted). They are
+    in one chunk, or in a few chunks aligned across the columns (see
+    :func:`_group_by_metric`).
     """
 
     rows: pl.DataFrame
@@ -269,8 +275,12 @@ class _Grouped:
     lengths: np.ndarray
     metrics: list[str]
     keys: list[str]
-    #: the raw frame's text keys when ``rows`` kept its order (one chunk): the key column as it is
+    #: the raw frame's text keys in the order of ``rows``, when they were kept or sliced with
+    #: them rather than gathered: the key column as it is
     text_keys: pl.Series | None = None
+    #: ``rows`` and ``text_keys`` are cut into chunks at every run's start (slices of the raw
+    #: frame): a metric column is put together run by run, in the same chunks
+    by_run: bool = False
 
     def steps_not_increasing(self) -> bool:
         """Some key's steps drop or repeat along its rows (a restart, a duplicate)."""
@@ -292,15 +302,18 @@ class _Grouped:
         if spans:  # a counter named by an Enum may have no rows
             value = _per_step(value, spans)
         renamed = self.metrics != self.keys  # some key has an alias
-        if self.text_keys is None or renamed:
+        if self.text_keys is not None and (self.by_run or not renamed):
+            key = self.text_keys.alias("key")
+            # without an alias the metric column is the key column (the same buffers)
+            metric = self._metric_by_run(key) if renamed else key.alias("metric")
+        else:
             # a polars index: gathering with a numpy array of indices costs 3x as much
             per_row = pl.Series(np.repeat(self.ranks.astype(np.uint32), self.lengths))
-        key = (self.text_keys.alias("key") if self.text_keys is not None
-               else pl.Series("key", self.keys, dtype=pl.Utf8).gather(per_row))
-        # without an alias the metric column is the key column (the same buffers)
-        metric = (pl.Series("metric", self.metrics, dtype=pl.Utf8).gather(per_row) if renamed
-                  else key.alias("metric"))
-        return self.rows.select(
+            key = (self.text_keys.alias("key") if self.text_keys is not None
+                   else pl.Series("key", self.keys, dtype=pl.Utf8).gather(per_row))
+            metric = (pl.Series("metric", self.metrics, dtype=pl.Utf8).gather(per_row)
+                      if renamed else key.alias("metric"))
+        return _aligned(self.rows.select(
             pl.lit(rid, dtype=pl.Utf8).alias("run"),
             "step",
             metric,
@@ -308,7 +321,20 @@ class _Grouped:
             value,
             "wall_time" if "wall_time" in self.rows.columns
             else pl.lit(None, dtype=pl.Float64).alias("wall_time"),
-        )
+        ))
+
+    def _metric_by_run(self, key: pl.Series) -> pl.Series:
+        """The metric column in the chunks of ``key`` (cut at every run's start): a run whose
+        key is its metric name is its key slice, another the metric name repeated."""
+        pieces, start = [], 0
+        for rank, length in zip(self.ranks.tolist(), self.lengths.tolist(), strict=True):
+            piece = key.slice(start, length)
+            if self.metrics[rank] != self.keys[rank]:
+                piece = pl.concat([pl.repeat(self.metrics[rank], n, dtype=pl.Utf8, eager=True)
+                                   for n in piece.chunk_lengths()], rechunk=False)
+            pieces.append(piece)
+            start += length
+        return pl.concat(pieces, rechunk=False).alias("metric")
 
     def _metric_spans(self, ranks: list[int]) -> list[tuple[int, int]]:
         """``(start, stop)`` of the rows of each metric in ``ranks`` (each is contiguous)."""
@@ -334,7 +360,14 @@ def _per_step(value: pl.Series, spans: list[tuple[int, int]]) -> pl.Series:
             step = np.diff(total)
         counts.append(np.concatenate((total[:1], np.where(step < 0, total[1:], step))))
         index.append(np.arange(start, stop))
-    return value.scatter(np.concatenate(index), np.concatenate(counts))
+    lengths = value.chunk_lengths()
+    out = value.scatter(np.concatenate(index), np.concatenate(counts))  # in one chunk
+    if len(lengths) < 2:
+        return out
+    # cut as ``value`` was (slices: no copy), or its frame's columns would not be aligned
+    starts = np.cumsum([0, *lengths[:-1]]).tolist()
+    return pl.concat([out.slice(a, n) for a, n in zip(starts, lengths, strict=True)],
+                     rechunk=False)
 
 
 def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str]) -> _Grouped:
@@ -357,15 +390,26 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
         run_ranks, lengths = rank[coded.run_codes], coded.lengths
         order = np.argsort(run_ranks, kind="stable")
         in_order = not (order != np.arange(len(order))).any()
-        kept = in_order and _few_aligned_chunks([*rows.iter_columns(), frame.get_column("key")])
-        if not kept:
-            rows = pl.concat(
-                [rows.slice(int(coded.starts[r]), int(lengths[r])) for r in order], rechunk=True
-            )
-        text = frame.get_column("key")  # rows in file order keep their text keys, not a gather
-        text_keys = ((text if kept else text.rechunk()) if in_order and text.dtype == pl.Utf8
-                     else None)
-        return _Grouped(rows, run_ranks[order], lengths[order], metrics, key_names, text_keys)
+        # text keys are kept or sliced with the rows, not gathered (coded keys are gathered
+        # from their names, in one chunk: so are the rows then)
+        text = frame.get_column("key")
+        aligned = (text.dtype == pl.Utf8
+                   and _few_aligned_chunks([*rows.iter_columns(), text]))
+        renamed = metrics != key_names
+        grouped = rows if text.dtype != pl.Utf8 else rows.with_columns(text)
+        if in_order and aligned and not renamed:  # nothing to move
+            by_run = False
+        elif aligned and len(order) <= _MAX_CHUNKS:  # slices, not a copy: a chunk a run
+            grouped = pl.concat([grouped.slice(int(coded.starts[r]), int(lengths[r]))
+                                 for r in order], rechunk=False)
+            by_run = True
+        else:
+            grouped = pl.concat([grouped.slice(int(coded.starts[r]), int(lengths[r]))
+                                 for r in order], rechunk=True)
+            by_run = False
+        text_keys = grouped.get_column("key") if "key" in grouped.columns else None
+        return _Grouped(grouped.drop("key", strict=False), run_ranks[order], lengths[order],
+                        metrics, key_names, text_keys, by_run)
     per_row = rank[coded.per_row()]
     order = np.argsort(per_row, kind="stable")
     counts = np.bincount(per_row, minlength=len(metrics))
@@ -373,12 +417,23 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
     return _Grouped(rows[pl.Series(order)], present, counts[present], metrics, key_names)
 
 
-def _few_aligned_chunks(columns: list[pl.Series]) -> bool:
+def _aligned(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame``, in one chunk unless its columns are cut into the same chunks (polars may
+    merge small chunks of one column and not of another when frames are put together; a
+    misaligned frame would be copied again by every later filter)."""
+    cut = [c for c in frame.iter_columns() if c.name in _CUT_COLUMNS
+           or (c.name == "wall_time" and c.null_count() < c.len())]
+    if _few_aligned_chunks(cut, limit=2 * _MAX_CHUNKS):
+        return frame
+    return frame.rechunk()
+
+
+def _few_aligned_chunks(columns: list[pl.Series], limit: int = _MAX_CHUNKS) -> bool:
     """The ``columns`` are cut into the same chunks, and at most :data:`_MAX_CHUNKS` of them
     (a long Parquet file's row groups, a parse's pieces of a file): the frame keeps them
     rather than a copy in one chunk."""
     lengths = [c.chunk_lengths() for c in columns]
-    return len(lengths[0]) <= _MAX_CHUNKS and all(n == lengths[0] for n in lengths[1:])
+    return len(lengths[0]) <= limit and all(n == lengths[0] for n in lengths[1:])
 
 
 def _sliceable(n_runs: int, n_rows: int) -> bool:
