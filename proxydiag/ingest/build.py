@@ -142,9 +142,10 @@ def build_wide_parts(
     the table is not as :func:`build_table`'s straight route needs it (steps that do not
     strictly increase, a null step).
 
-    None also when a key has no value at all (aliases compete among the keys that have rows)
-    or no key has a metric name of its own: the caller then reads the whole table and
-    builds it with :func:`build_table`, which gives the same Run.
+    None also when a key has no value at all (aliases compete among the keys that have
+    rows), when two keys would share a metric name, or when a key or metric is named like
+    one of the unpivot's columns: the caller then reads the whole table and builds it with
+    :func:`build_table`, which gives the same Run.
     """
     aliases = aliases or AliasTable.default()
     resolved = aliases.resolve(keys)
@@ -432,9 +433,9 @@ def _aligned(frame: pl.DataFrame, *, timed: bool = False) -> pl.DataFrame:
 
 
 def _few_aligned_chunks(columns: list[pl.Series], limit: int = _MAX_CHUNKS) -> bool:
-    """The ``columns`` are cut into the same chunks, and at most :data:`_MAX_CHUNKS` of them
-    (a long Parquet file's row groups, a parse's pieces of a file): the frame keeps them
-    rather than a copy in one chunk."""
+    """The ``columns`` are cut into the same chunks, and at most ``limit`` of them (a long
+    Parquet file's row groups, a parse's pieces of a file): a frame keeps them rather than a
+    copy in one chunk."""
     lengths = [c.chunk_lengths() for c in columns]
     return len(lengths[0]) <= limit and all(n == lengths[0] for n in lengths[1:])
 
