@@ -111,12 +111,10 @@ def build_table(
     aliases = aliases or AliasTable.default()
     # aliases compete among the keys that have rows, as in build_run
     columns = [c for c in table.columns if c.len() > c.null_count()]
-    resolved = aliases.resolve([c.name for c in columns])
-    metrics = [resolved.get(c.name, c.name) for c in columns]
-    if (not monotonic or not columns or len(set(metrics)) < len(metrics)
-            or ({c.name for c in columns} | set(metrics)) & _UNPIVOT_NAMES):
+    plan = _straight([c.name for c in columns], aliases)
+    if not monotonic or plan is None:
         return build_run(table.raw(), **kwargs)
-    order = sorted(range(len(columns)), key=metrics.__getitem__)
+    resolved, metrics, order = plan
     name, all_attrs = _attrs(name, source, fmt, attrs, sidecar)
     out = _wide_frame(table, [columns[i] for i in order], [metrics[i] for i in order],
                       all_attrs["run_id"], _cumulative(aliases, metrics))
@@ -148,12 +146,10 @@ def build_wide_parts(
     :func:`build_table`, which gives the same Run.
     """
     aliases = aliases or AliasTable.default()
-    resolved = aliases.resolve(keys)
-    metrics = [resolved.get(k, k) for k in keys]
-    if (not keys or len(set(metrics)) < len(metrics)
-            or (set(keys) | set(metrics)) & _UNPIVOT_NAMES):
+    plan = _straight(keys, aliases)
+    if plan is None:
         return None
-    order = sorted(range(len(keys)), key=metrics.__getitem__)
+    resolved, metrics, order = plan
     name, all_attrs = _attrs(name, source, fmt, attrs, sidecar)
     rid, cumulative = all_attrs["run_id"], _cumulative(aliases, metrics)
 
@@ -169,6 +165,21 @@ def build_wide_parts(
         return None
     out = _aligned(pl.concat([f for f in frames if f is not None], rechunk=False))
     return _run(out, name, all_attrs, aliases, resolved, None)
+
+
+def _straight(
+    keys: list[str], aliases: AliasTable
+) -> tuple[dict[str, str], list[str], list[int]] | None:
+    """How a wide table's ``keys`` (its columns that have values) go straight into the
+    canonical frame: the resolved aliases, each key's metric name, and the keys' order by
+    metric name. None when they cannot: no key, two keys sharing a metric name (their rows
+    go to one metric through :func:`build_run`), or a key or metric named like one of the
+    unpivot's columns."""
+    resolved = aliases.resolve(keys)
+    metrics = [resolved.get(k, k) for k in keys]
+    if not keys or len(set(metrics)) < len(metrics) or (set(keys) | set(metrics)) & _UNPIVOT_NAMES:
+        return None
+    return resolved, metrics, sorted(range(len(keys)), key=metrics.__getitem__)
 
 
 def _wide_frame(
