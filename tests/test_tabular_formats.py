@@ -248,3 +248,14 @@ def test_jsonl_records_of_one_point_each_are_the_long_form(tmp_path: Path) -> No
                     '{"step": 2, "key": "loss", "value": "high"}\n')
     with pytest.raises(IngestError, match=r"points\.jsonl:2: 'high' is not a number"):
         read_run(path)
+
+
+def test_slimes_train_step_column_is_the_step(tmp_path: Path) -> None:
+    # found by a blind audit: slime logs its step as train/step (REFERENCE-formats)
+    from proxydiag.ingest import read_run
+
+    path = tmp_path / "metrics.csv"
+    path.write_text("train/step,train/loss\n1,0.5\n2,0.25\n")
+    run = read_run(path)
+    assert run.frame.select("step", "key", "value").rows() == [(1, "train/loss", 0.5),
+                                                             (2, "train/loss", 0.25)]

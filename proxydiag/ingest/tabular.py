@@ -40,7 +40,7 @@ from proxydiag.ingest.keys import enum_keys
 #: step column names, in order of preference (matched case-insensitively)
 STEP_NAMES = (
     "step", "_step", "global_step", "trainer/global_step", "train/global_step", "iteration",
-    "iter", "steps", "global step", "num_updates", "update",
+    "iter", "steps", "global step", "num_updates", "update", "train/step", "rollout/step",
 )
 #: wall-time column names (seconds since the epoch)
 WALL_NAMES = ("wall_time", "walltime", "_timestamp", "timestamp", "time")
