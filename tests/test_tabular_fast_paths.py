@@ -319,6 +319,21 @@ def test_csv_quoted_keys_and_a_text_wall_time(tmp_path: Path) -> None:
     assert notes.ignored_columns == ["timestamp"]
 
 
+def spy_parquet_reads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The ``columns`` asked of each ``pl.read_parquet`` from here on (None: all), with polars
+    seeming to have two threads."""
+    reads: list[Any] = []
+    real = pl.read_parquet
+
+    def spy(*args: Any, **kwargs: Any) -> pl.DataFrame:
+        reads.append(kwargs.get("columns"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pl, "read_parquet", spy)
+    monkeypatch.setattr(pl, "thread_pool_size", lambda: 2)
+    return reads
+
+
 @pytest.mark.parametrize("variant", ["plain", "wall times", "restart", "an empty key", "text",
                                      "three row groups"])
 def test_parquet_read_and_unpivoted_in_parts_equals_one_read(
@@ -356,15 +371,7 @@ def test_parquet_read_and_unpivoted_in_parts_equals_one_read(
     pl.DataFrame(columns).write_parquet(
         path, row_group_size=-(-n // 3) if variant == "three row groups" else None)
     assert path.stat().st_size >= parquet._PARALLEL_BYTES
-    reads: list[Any] = []
-    real = pl.read_parquet
-
-    def spy(*args: Any, **kwargs: Any) -> pl.DataFrame:
-        reads.append(kwargs.get("columns"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pl, "read_parquet", spy)
-    monkeypatch.setattr(pl, "thread_pool_size", lambda: 2)
+    reads = spy_parquet_reads(monkeypatch)
     parts = read_run(path)
     fused = [r for r in reads if r is not None and r[0] == "step" and len(r) < len(columns) - 2]
     straight = variant in ("plain", "wall times", "three row groups")
@@ -402,15 +409,7 @@ def test_parquet_read_in_parts_of_columns_equals_one_read(
     path = tmp_path / "wide.parquet"
     pl.DataFrame(columns).write_parquet(path, row_group_size=-(-n // row_groups))
     assert path.stat().st_size >= parquet._PARALLEL_BYTES
-    reads: list[object] = []
-    real = pl.read_parquet
-
-    def spy(*args: Any, **kwargs: Any) -> pl.DataFrame:
-        reads.append(kwargs.get("columns"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(pl, "read_parquet", spy)
-    monkeypatch.setattr(pl, "thread_pool_size", lambda: 2)
+    reads = spy_parquet_reads(monkeypatch)
     parts = read_run(path)
     assert len(reads) == (2 if row_groups == 1 else 1)
     assert (reads[0] is None) == (row_groups > 1)

@@ -408,15 +408,13 @@ def _group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str
                    and _few_aligned_chunks([*rows.iter_columns(), text]))
         renamed = metrics != key_names
         grouped = rows if text.dtype != pl.Utf8 else rows.with_columns(text)
-        if in_order and aligned and not renamed:  # nothing to move
-            by_run = False
-        elif aligned and len(order) <= _MAX_CHUNKS:  # slices, not a copy: a chunk a run
+        # slices, not a copy (a chunk a run) when they are few; nothing to move when the
+        # runs are in order and keep their names
+        by_run = aligned and len(order) <= _MAX_CHUNKS
+        if not (in_order and aligned and not renamed):
             grouped = pl.concat([grouped.slice(int(coded.starts[r]), int(lengths[r]))
-                                 for r in order], rechunk=False)
-            by_run = True
+                                 for r in order], rechunk=not by_run)
         else:
-            grouped = pl.concat([grouped.slice(int(coded.starts[r]), int(lengths[r]))
-                                 for r in order], rechunk=True)
             by_run = False
         text_keys = grouped.get_column("key") if "key" in grouped.columns else None
         return _Grouped(grouped.drop("key", strict=False), run_ranks[order], lengths[order],

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -148,7 +147,7 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
         if steps.has_nulls():
             return None
         steps = steps.cast(pl.Int64).alias("step")
-        if not (np.diff(steps.to_numpy()) > 0).all():
+        if not tabular.increasing(steps):
             return None
         walls = frame.get_column(wall).cast(pl.Float64).alias("wall_time") if wall else None
         return tabular.Wide(steps, walls, [frame.get_column(k).cast(pl.Float64) for k in part])

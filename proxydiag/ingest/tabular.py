@@ -286,6 +286,15 @@ def steps(column: pl.Series, *, locate: Locate, rechunk: bool = True) -> pl.Seri
     return (out.rechunk() if rechunk else out).alias("step")
 
 
+def increasing(steps: pl.Series) -> bool:
+    """The steps strictly increase (each key of a wide table then has its steps in order).
+
+    >>> increasing(pl.Series([1, 2, 5])), increasing(pl.Series([1, 1]))
+    (True, False)
+    """
+    return bool((np.diff(steps.to_numpy()) > 0).all())
+
+
 def values(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series | None:
     """A metric column as Float64 (NaN/±inf spellings kept); None if it holds no number."""
     dtype = column.dtype
@@ -373,7 +382,7 @@ def wide_columns(
     whether its steps strictly increase (``notes.monotonic``)."""
     frame, locate = _drop_blank_rows(frame, locate)
     step_col = steps(frame.get_column(step), locate=locate)
-    notes.monotonic = bool(np.all(np.diff(step_col.to_numpy()) > 0))
+    notes.monotonic = increasing(step_col)
     wall_col = _wall(frame.get_column(wall), locate=locate, notes=notes) if wall else None
     metrics = []
     for column in frame.iter_columns():
