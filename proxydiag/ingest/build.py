@@ -209,10 +209,10 @@ def _wide_part(
     renamed = [m != c.name for m, c in zip(metrics, columns, strict=True)]
     cuts = [i for i in range(1, len(renamed)) if renamed[i] != renamed[i - 1]]
     if cuts:
-        return pl.concat([
+        return _aligned(pl.concat([
             _wide_part(table, columns[a:b], metrics[a:b], rid, cumulative)
             for a, b in itertools.pairwise([0, *cuts, len(columns)])
-        ], rechunk=False)
+        ], rechunk=False), timed=table.wall is not None)
     index = [table.step, *([table.wall.alias("wall_time")] if table.wall is not None else [])]
     wide = pl.DataFrame([*index, *columns])
     long = wide.unpivot(index=[s.name for s in index], variable_name="key", value_name="value")
