@@ -304,19 +304,33 @@ class _Grouped:
         return not np.isin(later, metric_starts).all()
 
     def frame(self, rid: str, cumulative: set[str]) -> pl.DataFrame:
-        """The canonical frame, in one chunk per column (a frame of many chunks makes every
-        later group-by slower: 15x for 300 chunks of 12 M rows). The ``cumulative``
-        counters become per-step counts (:func:`_per_step`)."""
+        """The canonical frame, in one chunk per column or at most :data:`_MAX_CHUNKS` chunks
+        aligned across them (a frame of many chunks makes every later group-by slower: 15x
+        for 300 chunks of 12 M rows). The ``cumulative`` counters become per-step counts
+        (:func:`_per_step`)."""
         value = self.rows.get_column("value")
         counters = [i for i, m in enumerate(self.metrics) if m in cumulative]
         spans = self._metric_spans(counters) if counters else []
         if spans:  # a counter named by an Enum may have no rows
             value = _per_step(value, spans)
         renamed = self.metrics != self.keys  # some key has an alias
+        rows = self.rows
         if self.text_keys is not None and (self.by_run or not renamed):
             key = self.text_keys.alias("key")
             # without an alias the metric column is the key column (the same buffers)
             metric = self._metric_by_run(key) if renamed else key.alias("metric")
+        elif self.text_keys is None and renamed and len(self.ranks) <= _MAX_CHUNKS:
+            # a chunk a run: a key that keeps its name shares its chunk with the metric
+            # column, so only renamed rows are written twice (a third of a DeepSpeed log's
+            # rows, not all); the rows are cut alike (slices, no copy)
+            key = pl.concat([pl.repeat(self.keys[r], n, dtype=pl.Utf8, eager=True)
+                             for r, n in zip(self.ranks.tolist(), self.lengths.tolist(),
+                                             strict=True)], rechunk=False).alias("key")
+            metric = self._metric_by_run(key)
+            cuts = list(zip((np.cumsum(self.lengths) - self.lengths).tolist(),
+                            self.lengths.tolist(), strict=True))
+            rows = pl.concat([rows.slice(a, n) for a, n in cuts], rechunk=False)
+            value = pl.concat([value.slice(a, n) for a, n in cuts], rechunk=False)
         else:
             # a polars index: gathering with a numpy array of indices costs 3x as much
             per_row = pl.Series(np.repeat(self.ranks.astype(np.uint32), self.lengths))
@@ -324,8 +338,8 @@ class _Grouped:
                    else pl.Series("key", self.keys, dtype=pl.Utf8).gather(per_row))
             metric = (pl.Series("metric", self.metrics, dtype=pl.Utf8).gather(per_row)
                       if renamed else key.alias("metric"))
-        timed = "wall_time" in self.rows.columns
-        return _aligned(self.rows.select(
+        timed = "wall_time" in rows.columns
+        return _aligned(rows.select(
             pl.lit(rid, dtype=pl.Utf8).alias("run"),
             "step",
             metric,
