@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,7 @@ from _fidelity_runs import curves, diag, make_run
 from scipy.stats import ks_2samp, spearmanr
 
 from proxydiag.align.grid import build_grid
+from proxydiag.diagnose.result import RootCause
 from proxydiag.errors import ConfigError
 from proxydiag.fidelity import events, faults
 from proxydiag.fidelity.api import compare
@@ -225,3 +227,27 @@ def test_seeds_split_evenly_the_order_of_the_full_runs_does_not_decide() -> None
         verdicts.add((result.verdict, result.faults.outcome))
         assert any("full seeds disagree" in r for r in result.reasons)
     assert verdicts == {("partial", "reproduced")}
+
+
+@pytest.mark.parametrize(("label", "cause", "proxy_logs", "told"), [
+    ("precision_fault", "mismatch_kl", ["reward"], False),
+    ("precision_fault", "mismatch_kl", ["reward", "mismatch_prob_diff"], True),
+    ("loss_divergence", "grad_norm", ["reward"], False),
+    ("loss_divergence", "grad_norm", ["reward", "grad_norm"], True),
+])
+def test_a_missing_fault_says_when_the_proxy_does_not_log_where_it_shows(
+    label: str, cause: str, proxy_logs: list[str], told: bool
+) -> None:
+    """A proxy without the metrics the full run's fault was found in is not called healthy."""
+    data = curves(400, seed=0)
+    full = make_run("f", {**data, cause: np.linspace(0.1, 1.0, 400)})
+    proxy = make_run("p", {m: curves(400, seed=1).get(m, np.full(400, 0.1)) for m in proxy_logs},
+                     role="proxy")
+    carrier = replace(diag(full, label, 200), root_cause=RootCause("climb", cause, 200))
+    healthy = replace(diag(proxy), missing=() if any(m.startswith("mismatch") for m in proxy_logs)
+                      else ("mismatch_*",))
+    grid = build_grid([full], proxy, config=CFG)
+    got = faults.score([full], proxy, grid, full=[carrier], proxy_diagnosis=healthy, config=CFG)
+    assert got.outcome == "fault_missing" and not got.reproduced
+    assert ("the proxy is healthy" in got.explanation) is told
+    assert ("cannot be told" in got.explanation) is not told

@@ -69,7 +69,9 @@ def score(full_runs: Sequence[Run], proxy: Run, grid: Grid, *, full: Sequence[Di
     beyond = (None if lag is None or p_proxy is None or spread is None
               else p_proxy - min(max(p_proxy, spread[0]), spread[1]))
     what = outcome(ref, proxy_diagnosis, beyond, tolerance=config.onset_tolerance_progress)
-    words = _explain(what, ref, proxy_diagnosis, lag, config.onset_tolerance_progress)
+    unseen = (_unseen([d for _, d in known if d.label == label], proxy_diagnosis, proxy)
+              if what == "fault_missing" else None)
+    words = _explain(what, ref, proxy_diagnosis, lag, config.onset_tolerance_progress, unseen)
     if spread is not None and spread[1] > spread[0] and what in (
             "reproduced", "fault_late", "fault_early"):  # "within / beyond 10%" of them
         words += f" of the seeds' onsets ({spread[0]:.0%}–{spread[1]:.0%} of progress)"
@@ -114,6 +116,19 @@ def seeds_split(labels: Sequence[str]) -> bool:
     return len(counts) > 1 and counts.count(max(counts)) > 1
 
 
+def _unseen(carriers: Sequence[Diagnosis], proxy: Diagnosis, run: Run) -> str | None:
+    """What the proxy does not log of the metrics the full seeds' fault was found in (their
+    root causes'): any rollout/learner mismatch metric for a precision fault, else every one
+    of those metrics. None when the proxy has one, so its being healthy means something."""
+    if carriers and carriers[0].label == "precision_fault":
+        return "rollout/learner mismatch metric" if "mismatch_*" in proxy.missing else None
+    metrics = sorted({d.root_cause.metric for d in carriers
+                      if d.root_cause is not None and d.root_cause.metric})
+    if not metrics or any(run.has(m) for m in metrics):
+        return None
+    return " or ".join(repr(m) for m in metrics)
+
+
 def _progress(grid: Grid, row: int, d: Diagnosis) -> float | None:
     return None if d.onset_step is None or d.label == "healthy" else grid.progress(row, d.onset_step)
 
@@ -123,14 +138,18 @@ def _side(d: Diagnosis, progress: float | None) -> dict[str, Any]:
             "onset_progress": None if progress is None else round(progress, 4)}
 
 
-def _explain(what: str, full: Diagnosis, proxy: Diagnosis, lag: float | None, tol: float) -> str:
+def _explain(what: str, full: Diagnosis, proxy: Diagnosis, lag: float | None, tol: float,
+             unseen: str | None = None) -> str:
     at = f" (onsets {full.onset_step} vs {proxy.onset_step}, lag {lag:+.1%} of progress)" if lag is not None else ""
     texts = {
         "reproduced": (f"fault reproduced: both {full.label}{at}, within {tol:.0%}"
                        if full.label != "healthy" else "no fault: both runs healthy"),
         "fault_late": f"fault_late: both {full.label} but the proxy's onset is later{at}, beyond {tol:.0%}",
         "fault_early": f"fault_early: both {full.label} but the proxy's onset is earlier{at}, beyond {tol:.0%}",
-        "fault_missing": f"fault_missing: the full run has {full.label} at step {full.onset_step}, the proxy is healthy",
+        "fault_missing": f"fault_missing: the full run has {full.label} at step {full.onset_step}, "
+                         + (f"but the proxy logs no {unseen} (where the full run's fault shows): "
+                            "its health there cannot be told; log them in the proxy"
+                            if unseen else "the proxy is healthy"),
         "extra_fault": f"extra_fault: the proxy has {proxy.label} at step {proxy.onset_step} where the full run is healthy",
         "wrong_fault": f"wrong_fault: the full run has {full.label}, the proxy {proxy.label}",
     }
