@@ -190,6 +190,21 @@ def test_scaler_infers_overflows_from_the_scale_alone() -> None:
                               ("scale_min", "loss_scale", 350, "critical")]
 
 
+def test_a_sparse_scale_collapse_is_dated_from_its_first_halving() -> None:
+    """A scale logged at its overflows only, on a run logged every 10 steps (DeepSpeed: the
+    overflow line takes the next progress line's step): the halvings of one collapse lie
+    10-20 steps apart, and the collapse begins at the first of them, not where it has
+    fallen far enough to be one."""
+    steps = np.arange(0, 3400, 10)
+    halvings = [3220, 3230, 3250, 3260, 3280, 3290, 3310, 3320, 3340, 3350, 3370, 3380]
+    at = np.array([5, 2000, *halvings])
+    level = np.r_[12.0, 12.0, 12.0 - np.arange(1, len(halvings) + 1)]
+    events = scaler.detect(from_arrays({"loss_scale": (at, 2.0**level),
+                                        "lr": (steps, np.full(steps.size, 1e-5))}), CFG)
+    collapse = [e for e in events if e.kind in ("scale_collapse", "scale_min")]
+    assert [e.onset_step for e in collapse] == [3219]
+
+
 def test_scaler_constant_scale_of_one_is_bookkeeping_not_a_collapse() -> None:
     events = scaler.detect(from_arrays({"loss_scale": (range(100), np.ones(100))}), CFG)
     assert events == []

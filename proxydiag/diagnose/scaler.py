@@ -50,7 +50,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
         events.extend(_persistent(counts, c, calib_end=calib_end))
     scale = rv.get("loss_scale")
     if scale is not None:
-        events.extend(_scale_events(scale, c, calib_end=calib_end))
+        events.extend(_scale_events(scale, c, calib_end=calib_end, interval=rv.interval))
     return events
 
 
@@ -172,7 +172,11 @@ def _persistent(counts: Series, c: ScalerConfig, *, calib_end: int | None) -> li
     return events
 
 
-def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None) -> list[Event]:
+def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
+                  interval: float = 1.0) -> list[Event]:
+    """``scale_min`` / ``scale_collapse`` of the scale after calibration. ``interval`` is the
+    run's log interval: a scale logged at its overflows takes the steps of the progress lines
+    around them, so one descent's drops lie up to a few intervals apart."""
     ok = np.isfinite(scale.values) & (scale.values > 0)
     steps, lg = scale.steps[ok], np.log2(np.where(ok, scale.values, 1.0)[ok])
     after = steps > (calib_end if calib_end is not None else steps[0] - 1)
@@ -189,7 +193,7 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None) -> l
     collapsed = peak[-1] - tail_level >= c.collapse_halvings and lg[-1] <= tail_level + 1
     if at_min.size >= 2 or collapsed:
         hit = int(at_min[0]) if at_min.size >= 2 else lg.size - tail
-        start = _descent_start(steps, lg, hit=hit, gap_steps=c.calibration_gap_steps)
+        start = _descent_start(steps, lg, hit=hit, gap_steps=burst_gap(c, interval))
         # a scale logged only at overflows is sparse: the descent starts just before its
         # first drop (one overflow is absorbed by hysteresis), not after the previous point
         onset = max(int(steps[start - 1]) + 1, int(steps[start]) - 1) if start > 0 else int(steps[0])
