@@ -208,7 +208,7 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
     return events
 
 
-def _descent_start(steps: np.ndarray, lg: np.ndarray, *, hit: int, gap_steps: int) -> int:
+def _descent_start(steps: np.ndarray, lg: np.ndarray, *, hit: int, gap_steps: float) -> int:
     """Index of the first drop of the descent that reaches ``hit``: drops closer together than
     ``gap_steps`` (hysteresis, log intervals) belong to one descent."""
     drops = np.flatnonzero(np.diff(lg[: hit + 1]) < 0) + 1
