@@ -58,6 +58,7 @@ def sustained_change(
     baseline_points: int | None = None,
     sigma_floor: float = 1e-3,
     locate_power: float | None = None,
+    peak_points: int | None = None,
 ) -> Change | None:
     """The best single change of ``y`` (finite, in the direction ``sign``) and its size.
 
@@ -69,6 +70,9 @@ def sustained_change(
     (a disagreement that climbs linearly is concave on log scale, which tilts a hinge early;
     second-order measures such as KL climb with the square of a first-order one, hence 1/2);
     sizes are always measured on ``y``.
+    ``peak_points``: with ``after="peak"``, the sustained level is the median of this many
+    points (default: the tail's, a tenth of the series) -- fewer see a climb that began late
+    in a long run at its height.
 
     >>> t = np.arange(100.0)
     >>> rng = np.random.default_rng(1)
@@ -91,7 +95,7 @@ def sustained_change(
     if after == "tail":
         level = float(np.median(y[-level_w:]))
     else:
-        rolled = block_level(y[k:], window_points=level_w)
+        rolled = block_level(y[k:], window_points=min(level_w, peak_points or level_w))
         level = float(np.nanmax(rolled) if sign > 0 else np.nanmin(rolled))
     onset = int(t[k]) if model == "hinge" or k == 0 else int(t[k - 1]) + 1
     return Change(k, kind, before, level, sigma, onset)
