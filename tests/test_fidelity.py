@@ -22,6 +22,7 @@ from proxydiag.fidelity.shape import area, dtw_distance
 from proxydiag.fidelity.stats import binned_sigma, robust_sigma
 from proxydiag.fidelity.trend import change, spearman
 from proxydiag.fidelity.volatility import log_ratio
+from proxydiag.run import Run
 
 CFG = FidelityConfig(n_boot=100)
 
@@ -251,3 +252,23 @@ def test_a_missing_fault_says_when_the_proxy_does_not_log_where_it_shows(
     assert got.outcome == "fault_missing" and not got.reproduced
     assert ("the proxy is healthy" in got.explanation) is told
     assert ("cannot be told" in got.explanation) is not told
+
+
+def test_a_sparse_metric_logged_at_other_steps_in_each_run_is_left_out_not_a_crash() -> None:
+    """A loss scale logged at its overflows only: a burst at the start of the full run, one
+    late in the proxy. Each run has enough points, the two have no step in common: the metric
+    is left out with its reason (it crashed the volatility bootstrap on an empty array)."""
+    n = 600
+    sparse_full = np.full(n, np.nan)
+    sparse_full[:12] = 2.0 ** np.arange(16, 4, -1)
+    sparse_proxy = np.full(n, np.nan)
+    sparse_proxy[500:512] = 2.0 ** np.arange(16, 4, -1)
+
+    def with_sparse(name: str, seed: int, sparse: np.ndarray, role: str = "full"):  # type: ignore[no-untyped-def]
+        run = make_run(name, {**curves(n, seed=seed), "loss_scale": sparse}, role=role)
+        frame = run.frame.filter(~((run.frame["metric"] == "loss_scale") & run.frame["value"].is_nan()))
+        return Run(frame, run.name, run.attrs, run.mapping, list(run.events))
+
+    c = _compare([with_sparse("f", 0, sparse_full)], with_sparse("p", 1, sparse_proxy, "proxy"))
+    assert "loss_scale" not in c.metrics and "reward" in c.metrics
+    assert "both have a finite point" in c.events["skipped_metrics"]["loss_scale"]
