@@ -181,3 +181,31 @@ def test_an_empty_column_wins_no_alias(tmp_path: Path) -> None:
     run = read_run(path)
     assert run.mapping == {"loss": "train/loss"}
     assert run.frame["metric"].unique().to_list() == ["loss"]
+
+
+def test_empty_cells_after_a_column_logged_every_row_warn_that_they_may_be_nan(tmp_path: Path) -> None:
+    """pandas' to_csv writes NaN as an empty cell: a grad norm logged on every row that goes
+    empty from step 30 on (an overflow) reads as not logged, and the reader says so. A column
+    logged every 5 rows (an eval metric) is no such column."""
+    import numpy as np
+    import pandas as pd
+
+    n = 60
+    grad = np.linspace(0.5, 1.0, n)
+    grad[30:] = np.nan
+    grad[45] = 2.0
+    evals = np.where(np.arange(n) % 5 == 0, 0.7, np.nan)
+    path = tmp_path / "run.csv"
+    pd.DataFrame({"step": np.arange(n), "loss": np.ones(n), "grad_norm": grad,
+                  "eval/acc": evals}).to_csv(path, index=False)
+    with pytest.warns(IngestWarning) as caught:
+        run = read_run(path)
+    texts = [str(w.message) for w in caught if issubclass(w.category, IngestWarning)]
+    assert len(texts) == 1 and "'grad_norm' (29 from step 30)" in texts[0], texts
+    assert "eval/acc" not in texts[0] and "na_rep='nan'" in texts[0]
+    steps, values = run.series("grad_norm")
+    assert steps.size == 31 and np.isfinite(values).all()  # read as not logged, as written
+    path.write_text(path.read_text().replace(",,", ",nan,"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IngestWarning)
+        assert read_run(path).series("grad_norm")[0].size == n
