@@ -337,7 +337,8 @@ def test_mismatch_second_order_measures_need_the_square_of_the_fold() -> None:
 def test_mismatch_late_climb_in_a_long_run_is_measured_at_its_height(fold: float, found: bool) -> None:
     """TRL's |Δlog p| (no published bound) climbs 5x over the last 40 of 300 points (a run of
     3,000 steps logged every 10): a tenth of the run (30 points) averaged the climb to 3.5x,
-    below strong_fold; its height is 4.75x. A late 2x drift is still nothing."""
+    below strong_fold; its height is 4.75x. A late 2x drift is still nothing, and so is the
+    same height for 10 points mid-run (a glitch that reverts)."""
     t = np.arange(10, 3010, 10)
     ramp = 1.0 + (fold - 1.0) * np.clip((t - 2600) / 400, 0.0, 1.0)
     for seed in range(4):
@@ -346,6 +347,11 @@ def test_mismatch_late_climb_in_a_long_run_is_measured_at_its_height(fold: float
         assert [e.kind for e in events] == (["mismatch_climb"] if found else []), seed
         if found:
             assert abs(events[0].onset_step - 2600) <= 30, (seed, events[0].onset_step)
+    # the same height for 10 points mid-run, then back: a glitch, measured over a tenth
+    glitch = np.where((t >= 1500) & (t < 1600), fold, 1.0)
+    for seed in range(4):
+        x = 0.012 * glitch * np.exp(_ar1(np.random.default_rng(seed), t.size, sigma=0.05))
+        assert mismatch.detect(from_arrays({"mismatch_logp_diff": (t, x)}), CFG) == [], seed
 
 
 def test_mismatch_healthy_noise_raises_nothing() -> None:

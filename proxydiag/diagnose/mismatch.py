@@ -27,8 +27,8 @@ Badness = Callable[[np.ndarray], np.ndarray]
 
 #: at most this many left splits when looking for the earliest change
 MAX_SPLITS = 6
-#: points whose median is a change's sustained height: a tenth of a 3,000-step run logged
-#: every 10 steps (30 points) saw a 5x climb over its last 40 points at 3.5x
+#: last points whose median may be a change's sustained height: a tenth of a 3,000-step run
+#: logged every 10 steps (30 points) saw a 5x climb over its last 40 points at 3.5x
 PEAK_POINTS = 10
 
 
