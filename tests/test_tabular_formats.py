@@ -12,7 +12,7 @@ import pandas as pd
 import polars as pl
 import pytest
 
-from proxydiag.errors import IngestError
+from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import read_run
 from proxydiag.ingest.trainer_state import NAN_FILTER_NOTE
 
@@ -259,3 +259,29 @@ def test_slimes_train_step_column_is_the_step(tmp_path: Path) -> None:
     run = read_run(path)
     assert run.frame.select("step", "key", "value").rows() == [(1, "train/loss", 0.5),
                                                              (2, "train/loss", 0.25)]
+
+
+@pytest.mark.parametrize("steps", [200, 20_000], ids=["small file", "read in parts"])
+def test_parquet_nulls_after_a_column_logged_every_row_warn_that_pandas_wrote_nan(
+    tmp_path: Path, steps: int
+) -> None:
+    """pandas' to_parquet writes NaN as null (pyarrow's from_pandas): a grad norm that goes
+    null from the middle on reads as not logged, with a warning naming it, on both routes
+    (a file of 1 MB or more is read in parts of its columns, side by side)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    data = {f"m{i:02d}": rng.normal(size=steps) for i in range(40)}
+    data["grad_norm"] = np.where(np.arange(steps) < steps // 2, 1.0, np.nan)
+    path = tmp_path / "run.parquet"
+    pd.DataFrame({"step": np.arange(steps), **data}).to_parquet(path)
+    assert (path.stat().st_size >= 1 << 20) == (steps > 1000)
+    with pytest.warns(IngestWarning, match=rf"'grad_norm' \({steps // 2} from step {steps // 2}\)"
+                                           r".*nan_to_null=False"):
+        run = read_run(path)
+    assert run.series("grad_norm")[0].size == steps // 2
+    pl.from_pandas(pd.DataFrame({"step": np.arange(steps), **data}), nan_to_null=False
+                   ).write_parquet(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IngestWarning)
+        assert np.isnan(read_run(path).series("grad_norm")[1][-1])

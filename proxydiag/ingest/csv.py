@@ -139,25 +139,9 @@ def read_any(path: Path, *, skip: Callable[[str], bool] | None = None,
         return tabular.nonempty(raw, path), notes
     wall = tabular.find_column(names, tabular.WALL_NAMES)
     wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
-    _warn_holes(path, tabular.holes(wide))
+    tabular.warn_holes(path, tabular.holes(wide), writer="pandas' to_csv writes NaN as an "
+                       "empty cell: write with na_rep='nan'")
     return tabular.nonempty(wide, path), notes
-
-
-def _warn_holes(path: Path, columns: list[tuple[str, int, int]]) -> None:
-    """Warn of columns logged on every row that then have empty cells (see
-    :func:`tabular.holes`): read as not logged, those may have been NaN."""
-    if not columns:
-        return
-    named = ", ".join(f"{name!r} ({n} from step {step})" for name, step, n in columns[:3])
-    more = f" and {len(columns) - 3} more" if len(columns) > 3 else ""
-    warnings.warn(
-        IngestWarning(
-            f"{path}: empty cells in columns that had a value on every row before: {named}"
-            f"{more}. They are read as not logged, but pandas writes NaN as an empty cell: "
-            "if the run produced NaN there, write the CSV with na_rep='nan'"
-        ),
-        stacklevel=3,
-    )
 
 
 def _separator(path: Path, data: tabular.Buffer) -> str:

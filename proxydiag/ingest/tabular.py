@@ -25,6 +25,7 @@ from __future__ import annotations
 import mmap
 import os
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 
-from proxydiag.errors import IngestError
+from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.frame import empty_raw
 from proxydiag.ingest.keys import enum_keys
 
@@ -426,6 +427,22 @@ def holes(table: Wide, *, least: int = 10) -> list[tuple[str, int, int]]:
         if empty.size and empty[0] >= least:
             out.append((column.name, int(table.step[first + int(empty[0])]), int(empty.size)))
     return out
+
+
+def warn_holes(where: object, found: list[tuple[str, int, int]], *, writer: str) -> None:
+    """Warn of :func:`holes` (``writer``: how the usual writer loses NaN, and the cure): read
+    as not logged, those cells may have been NaN."""
+    if not found:
+        return
+    named = ", ".join(f"{name!r} ({n} from step {step})" for name, step, n in found[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    warnings.warn(
+        IngestWarning(
+            f"{where}: empty cells in columns that had a value on every row before: {named}"
+            f"{more}. They are read as not logged; if the run produced NaN there, {writer}"
+        ),
+        stacklevel=3,
+    )
 
 
 def wide_to_raw(
