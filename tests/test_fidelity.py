@@ -272,3 +272,19 @@ def test_a_sparse_metric_logged_at_other_steps_in_each_run_is_left_out_not_a_cra
     c = _compare([with_sparse("f", 0, sparse_full)], with_sparse("p", 1, sparse_proxy, "proxy"))
     assert "loss_scale" not in c.metrics and "reward" in c.metrics
     assert "both have a finite point" in c.events["skipped_metrics"]["loss_scale"]
+
+
+@pytest.mark.parametrize(("per_step", "hint"), [(500.0, True), (900.0, False)])
+def test_a_proxy_consuming_data_at_another_rate_gets_a_hint_to_align_by_tokens(
+    per_step: float, hint: bool
+) -> None:
+    """Half the batch: half the tokens a step, and the same data at twice the steps."""
+    n = 400
+    full = make_run("f", {**curves(n, seed=0), "tokens": 1000.0 * np.arange(1, n + 1)})
+    proxy = make_run("p", {**curves(n, seed=1), "tokens": per_step * np.arange(1, n + 1)},
+                     role="proxy")
+    said = [r for r in _compare([full], proxy).reasons if "--align tokens" in r]
+    assert bool(said) is hint
+    if hint:
+        assert "0.5x the full run's tokens per step" in said[0]
+    assert not any("--align tokens" in r for r in _compare([full], proxy, align="tokens").reasons)

@@ -14,8 +14,10 @@ from types import ModuleType
 
 import numpy as np
 
+from proxydiag.align.axis import Axis
 from proxydiag.align.grid import Grid, build_grid
 from proxydiag.diagnose.result import Diagnosis
+from proxydiag.errors import AnalysisError
 from proxydiag.fidelity import (
     aggregate,
     events,
@@ -75,6 +77,9 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
     if undecidable:
         reasons = (*reasons, f"undecidable, left out: {', '.join(undecidable)} (no finite point in "
                              "any run)")
+    hint = _consumption_hint(fulls, proxy) if align == "step" else None
+    if hint:
+        reasons = (*reasons, hint)
     other = {m: why for m, why in curves.skipped.items() if m not in undecidable}
     if not per_metric and (other or not undecidable):
         reasons = (*reasons, f"no curve could be compared ({_skips(other)})")
@@ -105,6 +110,42 @@ def _score_metrics(grid: Grid, fulls: list[Run], proxy: Run, *, config: Fidelity
         tests = {t.NAME: t.score(fulls, proxy, mg, ctx=ctx) for t in TESTS}
         out[name] = aggregate.metric_fidelity(name, tests, config)
     return out
+
+
+#: a proxy consuming this many times more (or less) data per step than the full run is
+#: better compared at equal data consumed
+CONSUMPTION_RATIO = 1.5
+
+
+def _consumption_hint(fulls: list[Run], proxy: Run) -> str | None:
+    """A hint to align by data consumed when the runs' tokens (or samples) per step differ
+    by :data:`CONSUMPTION_RATIO` or more (a proxy with half the batch takes twice the steps
+    to the same data, and a fault at the same data looks late by steps)."""
+    from proxydiag.align import tokens
+
+    for counter in tokens.COUNTERS:
+        if not all(run.has(counter) for run in [*fulls, proxy]):
+            continue
+        try:
+            rates = [_per_step(tokens.axis(run, counter=counter)) for run in [*fulls, proxy]]
+        except AnalysisError:
+            return None
+        full_rate = float(np.median(rates[:-1]))
+        if not (full_rate > 0 and rates[-1] > 0):
+            return None
+        ratio = rates[-1] / full_rate
+        if max(ratio, 1 / ratio) < CONSUMPTION_RATIO:
+            return None
+        return (f"the proxy consumes {ratio:.2g}x the full run's {counter} per step "
+                f"({rates[-1]:.4g} vs {full_rate:.4g}): compared by step, the same data comes at "
+                f"other steps; consider --align tokens (equal {counter} consumed)")
+    return None
+
+
+def _per_step(axis: Axis) -> float:
+    """Data consumed per step over a run's logged counter."""
+    span = float(axis.knots[-1] - axis.knots[0])
+    return float(axis.values[-1] - axis.values[0]) / span if span > 0 else 0.0
 
 
 def _skips(skipped: dict[str, str]) -> str:
