@@ -250,6 +250,20 @@ def test_divergence_rl_symptoms() -> None:
     assert all(abs(e.onset_step - 300) <= 5 for e in events)
 
 
+@pytest.mark.parametrize(("start", "end", "severity"), [(1e-3, 1e-2, "info"), (1e-2, 0.3, "warning")])
+def test_kl_growth_below_a_quiet_level_is_context_not_a_warning(
+    start: float, end: float, severity: str
+) -> None:
+    """A GRPO policy's KL to its reference grows 0.001 -> 0.01 in healthy runs: info. Growth
+    to 0.3 is a blow-up worth a warning."""
+    rng = np.random.default_rng(4)
+    t = np.arange(600)
+    kl = np.exp(np.log(start) + np.log(end / start) * np.clip((t - 100) / 400, 0.0, 1.0)
+                + _ar1(rng, 600, sigma=0.03))
+    (event,) = divergence.detect(from_arrays({"kl": (t, kl)}), CFG)
+    assert (event.kind, event.severity) == ("kl_blowup", severity)
+
+
 # --- mismatch -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize(

@@ -105,6 +105,9 @@ class DivergenceConfig:
     z_min: float = ranged(4.0, lo=0.5, hi=1e3)
     #: RL symptoms: entropy collapse (÷ fold) or explosion (× fold), KL / clip-fraction blow-up
     symptom_fold: float = ranged(3.0, lo=1.01, hi=1e6)
+    #: a KL to the reference that grows but ends below this (nats) is what a healthy GRPO/PPO
+    #: policy does as it leaves its reference (0.001 -> 0.01): context (info), not a warning
+    kl_quiet_level: float = ranged(0.02, lo=0.0, hi=1e3)
     #: reward collapse: the tail falls this many robust σ below the level before the change
     reward_z_min: float = ranged(6.0, lo=0.5, hi=1e3)
     #: a smaller fall (this many σ) is a ``reward_decline`` (info): a divergence only together

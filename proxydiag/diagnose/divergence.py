@@ -108,15 +108,17 @@ def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:
         if not _weak_reward_fall(change, rule, cfg):
             return None
         kind, severity = "reward_decline", "info"
+    evidence = _evidence(s.name, change.onset_step, change, rule)
+    if rule.kind == "kl_blowup" and float(np.exp(change.after)) < c.kl_quiet_level:
+        severity = "info"
+        evidence += (f" (below {c.kl_quiet_level:g}: a policy leaving its reference, as healthy "
+                     "runs do)")
     z = change.z
     strength = 1.0 - c.z_min / max(z, c.z_min)
     # a symptom alone is weak evidence (KL grows and entropy falls in healthy RL runs too)
     weight = (0.6, 0.4) if rule.severity == "critical" else (0.4, 0.2)
     conf = float(min(0.99, weight[0] + weight[1] * strength))
-    return Event(
-        kind, rule.metric, change.onset_step, None, severity, conf,
-        _evidence(s.name, change.onset_step, change, rule),
-    )
+    return Event(kind, rule.metric, change.onset_step, None, severity, conf, evidence)
 
 
 def _large(change: Change, rule: _Rule, cfg: DiagnoseConfig) -> bool:
