@@ -175,8 +175,9 @@ def _persistent(counts: Series, c: ScalerConfig, *, calib_end: int | None) -> li
 def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
                   interval: float = 1.0) -> list[Event]:
     """``scale_min`` / ``scale_collapse`` of the scale after calibration. ``interval`` is the
-    run's log interval: a scale logged at its overflows takes the steps of the progress lines
-    around them, so one descent's drops lie up to a few intervals apart."""
+    run's log interval: a scale logged at its overflows takes the step of the next progress
+    line, so one descent's drops lie one or two intervals apart (a DeepSpeed collapse: 10-20
+    steps at an interval of 10); drops further apart are separate descents."""
     ok = np.isfinite(scale.values) & (scale.values > 0)
     steps, lg = scale.steps[ok], np.log2(np.where(ok, scale.values, 1.0)[ok])
     after = steps > (calib_end if calib_end is not None else steps[0] - 1)
@@ -193,7 +194,8 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
     collapsed = peak[-1] - tail_level >= c.collapse_halvings and lg[-1] <= tail_level + 1
     if at_min.size >= 2 or collapsed:
         hit = int(at_min[0]) if at_min.size >= 2 else lg.size - tail
-        start = _descent_start(steps, lg, hit=hit, gap_steps=burst_gap(c, interval))
+        start = _descent_start(steps, lg, hit=hit,
+                               gap_steps=max(c.calibration_gap_steps, 2 * interval))
         # a scale logged only at overflows is sparse: the descent starts just before its
         # first drop (one overflow is absorbed by hysteresis), not after the previous point
         onset = max(int(steps[start - 1]) + 1, int(steps[start]) - 1) if start > 0 else int(steps[0])
