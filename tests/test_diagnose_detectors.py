@@ -368,6 +368,22 @@ def test_mismatch_late_climb_in_a_long_run_is_measured_at_its_height(fold: float
         assert mismatch.detect(from_arrays({"mismatch_logp_diff": (t, x)}), CFG) == [], seed
 
 
+def test_an_accelerating_mismatch_climb_is_dated_where_it_begins() -> None:
+    """|Δlog p| growing exponentially from step 120 (1.5x by 150, 3x by 190; logged every 10
+    steps): the decisive change is found where the climb is steep, and left of it an earlier
+    change that has reached only ~2.5-3x (above min_fold, below strong_fold) dates the fault.
+    Taking only decisive changes dated three of six seeds at 210-220."""
+    t = np.arange(10, 340, 10)
+    onsets = []
+    for seed in range(6):
+        x = 0.019 * np.exp(0.015 * np.maximum(t - 120, 0))
+        x = x * np.exp(_ar1(np.random.default_rng(seed), t.size, sigma=0.05))
+        (event,) = mismatch.detect(from_arrays({"mismatch_logp_diff": (t, x)}), CFG)
+        assert event.kind == "mismatch_climb", seed
+        onsets.append(event.onset_step)
+    assert max(abs(o - 120) for o in onsets) <= 40, onsets
+
+
 def test_mismatch_healthy_noise_raises_nothing() -> None:
     rng = np.random.default_rng(10)
     t = np.arange(800)

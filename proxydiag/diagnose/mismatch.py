@@ -173,7 +173,11 @@ def _earliest_change(
         # min_fold is a first-order disagreement's: a second-order measure (KL, χ², 1 − ESS)
         # moves with its square (a benign 2.2x drift of |Δp| is 4.3x in k3)
         relative = change.rise >= order * np.log(c.min_fold) and change.z >= c.z_min
-        if relative and (over or change.rise >= np.log(c.strong_fold)):
+        if relative and best is not None:
+            # left of a decisive change, a relative one dates where the climb began (an
+            # accelerating climb has reached only ~3x where the decisive change is found)
+            best = (change, over or best[1])
+        elif relative and (over or change.rise >= np.log(c.strong_fold)):
             best = (change, over)
         end = change.index  # an earlier change may stand out once the later one is cut off
     return best
