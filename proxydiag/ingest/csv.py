@@ -140,7 +140,7 @@ def read_any(path: Path, *, skip: Callable[[str], bool] | None = None,
     wall = tabular.find_column(names, tabular.WALL_NAMES)
     wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
     tabular.warn_holes(path, tabular.holes(wide), writer="pandas' to_csv writes NaN as an "
-                       "empty cell: write with na_rep='nan'")
+                       "empty cell", cure="write with na_rep='nan'")
     return tabular.nonempty(wide, path), notes
 
 

@@ -25,8 +25,8 @@ _MAGIC = b"PAR1"
 #: files from this size on are read in parts of columns, one thread each (see :func:`_read`)
 _PARALLEL_BYTES = 1 << 20
 #: how pandas loses NaN in Parquet, and the cure (see :func:`tabular.holes`)
-_NAN_AS_NULL = ("pandas' to_parquet writes NaN as null: write with "
-                "pl.from_pandas(df, nan_to_null=False).write_parquet(path)")
+_NAN_AS_NULL = {"writer": "pandas' to_parquet writes NaN as null",
+                "cure": "write with pl.from_pandas(df, nan_to_null=False).write_parquet(path)"}
 
 
 def can_read(source: str | Path) -> bool:
@@ -86,7 +86,7 @@ def read_any(path: Path) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes]:
     step = tabular.step_column(frame.columns, where=str(path))
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
     wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
-    tabular.warn_holes(path, tabular.holes(wide), writer=_NAN_AS_NULL)
+    tabular.warn_holes(path, tabular.holes(wide), **_NAN_AS_NULL)
     return tabular.nonempty(wide, path), notes
 
 
@@ -162,7 +162,7 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
     run = build_wide_parts(read_part, keys, name=path.stem, source=path, fmt=FORMAT,
                            aliases=ctx.aliases, attrs=notes.attrs(), sidecar=sidecar_for(path))
     if run is not None:
-        tabular.warn_holes(path, sorted(found, key=lambda h: keys.index(h[0])), writer=_NAN_AS_NULL)
+        tabular.warn_holes(path, sorted(found, key=lambda h: keys.index(h[0])), **_NAN_AS_NULL)
     return run
 
 

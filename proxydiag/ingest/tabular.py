@@ -429,9 +429,10 @@ def holes(table: Wide, *, least: int = 10) -> list[tuple[str, int, int]]:
     return out
 
 
-def warn_holes(where: object, found: list[tuple[str, int, int]], *, writer: str) -> None:
-    """Warn of :func:`holes` (``writer``: how the usual writer loses NaN, and the cure): read
-    as not logged, those cells may have been NaN."""
+def warn_holes(where: object, found: list[tuple[str, int, int]], *, writer: str, cure: str) -> None:
+    """Warn of :func:`holes`: read as not logged (a step that logged nothing there, as a
+    skipped iteration leaves it), those cells may also have been NaN that ``writer`` lost;
+    ``cure`` is how to keep it."""
     if not found:
         return
     named = ", ".join(f"{name!r} ({n} from step {step})" for name, step, n in found[:3])
@@ -439,7 +440,8 @@ def warn_holes(where: object, found: list[tuple[str, int, int]], *, writer: str)
     warnings.warn(
         IngestWarning(
             f"{where}: empty cells in columns that had a value on every row before: {named}"
-            f"{more}. They are read as not logged; if the run produced NaN there, {writer}"
+            f"{more}. They are read as not logged; {writer}: if the run produced NaN there, "
+            f"{cure}"
         ),
         stacklevel=3,
     )
