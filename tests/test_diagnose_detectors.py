@@ -384,6 +384,20 @@ def test_an_accelerating_mismatch_climb_is_dated_where_it_begins() -> None:
     assert max(abs(o - 120) for o in onsets) <= 40, onsets
 
 
+def test_an_earlier_bump_that_reverted_does_not_date_a_later_climb() -> None:
+    """A 3x bump of |Δlog p| at steps 1000-1300 that comes back down, then a 6x climb from
+    2600 (a review's case): the bump must not date the fault (it did, at 991 or 30, when a
+    change left of the decisive one was taken without checking that it held). The climb's
+    own dating here is coarse (2700-2720, or missed): the bump disturbs the fit."""
+    t = np.arange(10, 3010, 10)
+    bump = np.where((t >= 1000) & (t < 1300), 3.0, 1.0)
+    climb = 1.0 + 5.0 * np.clip((t - 2600) / 400, 0.0, 1.0)
+    for seed in range(6):
+        x = 0.012 * bump * climb * np.exp(_ar1(np.random.default_rng(seed), t.size, sigma=0.05))
+        events = mismatch.detect(from_arrays({"mismatch_logp_diff": (t, x)}), CFG)
+        assert all(e.onset_step >= 2590 for e in events), (seed, events)
+
+
 def test_mismatch_healthy_noise_raises_nothing() -> None:
     rng = np.random.default_rng(10)
     t = np.arange(800)

@@ -70,10 +70,11 @@ def sustained_change(
     (a disagreement that climbs linearly is concave on log scale, which tilts a hinge early;
     second-order measures such as KL climb with the square of a first-order one, hence 1/2);
     sizes are always measured on ``y``.
-    ``peak_points``: with ``after="peak"``, the level at the very end may also be the median
-    of only this many last points: a climb still under way when a long run ends is seen at
-    its height (a tenth of the series would average it down), while a glitch that reverted
-    mid-run is still measured over a tenth of the series.
+    ``peak_points``: with ``after="peak"``, for a change within the series' last three tenths,
+    the level at the very end may also be the median of only this many last points: a climb
+    still under way when a long run ends is seen at its height (a tenth of the series would
+    average it down), while a glitch that reverted mid-run, or a change located early, is
+    still measured over a tenth of the series.
 
     >>> t = np.arange(100.0)
     >>> rng = np.random.default_rng(1)
@@ -97,7 +98,8 @@ def sustained_change(
         level = float(np.median(y[-level_w:]))
     else:
         rolled = block_level(y[k:], window_points=level_w)
-        if peak_points and n - k >= peak_points:
+        if peak_points and peak_points <= n - k <= 3 * level_w:
+            # a change in the series' last stretch, still under way at its end
             rolled = np.append(rolled, np.median(y[-peak_points:]))
         level = float(np.nanmax(rolled) if sign > 0 else np.nanmin(rolled))
     onset = int(t[k]) if model == "hinge" or k == 0 else int(t[k - 1]) + 1

@@ -172,7 +172,8 @@ def _earliest_change(
         over = bound is not None and bool(bound[0][change.index : end].any())
         # min_fold is a first-order disagreement's: a second-order measure (KL, χ², 1 − ESS)
         # moves with its square (a benign 2.2x drift of |Δp| is 4.3x in k3)
-        relative = change.rise >= order * np.log(c.min_fold) and change.z >= c.z_min
+        relative = (change.rise >= order * np.log(c.min_fold) and change.z >= c.z_min
+                    and _holds(y[change.index : end], change.before + 0.5 * change.rise))
         if relative and best is not None:
             # left of a decisive change, a relative one dates where the climb began (an
             # accelerating climb has reached only ~3x where the decisive change is found)
@@ -181,6 +182,26 @@ def _earliest_change(
             best = (change, over)
         end = change.index  # an earlier change may stand out once the later one is cut off
     return best
+
+
+def _holds(y: np.ndarray, floor: float) -> bool:
+    """Once the level (medians of 3 points) has reached ``floor``, it stays there up to the
+    end of ``y`` but for short dips (under a tenth of the stretch, at least 3 points): a
+    change that came back down (a bump that reverted) is no change, whatever follows it.
+
+    >>> bool(_holds(np.r_[np.zeros(5), np.ones(10)], 0.5)), bool(_holds(np.r_[np.ones(5), np.zeros(10)], 0.5))
+    (True, False)
+    """
+    if y.size < 3:
+        return bool(y.size) and float(np.median(y)) >= floor
+    level = np.median(np.lib.stride_tricks.sliding_window_view(y, 3), axis=1)
+    above = level >= floor
+    if not above.any() or not above[-1]:
+        return False
+    below = np.r_[0, (~above[int(np.argmax(above)):]).astype(np.int8), 0]
+    edges = np.flatnonzero(np.diff(below))  # starts and ends of the dips, in pairs
+    longest = int((edges[1::2] - edges[::2]).max()) if edges.size else 0
+    return longest < max(3, y.size // 10)
 
 
 def _event(
