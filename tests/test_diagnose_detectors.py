@@ -250,16 +250,20 @@ def test_divergence_rl_symptoms() -> None:
     assert all(abs(e.onset_step - 300) <= 5 for e in events)
 
 
-@pytest.mark.parametrize(("start", "end", "severity"), [(1e-3, 1e-2, "info"), (1e-2, 0.3, "warning")])
+@pytest.mark.parametrize(("start", "end", "inf_tail", "severity"), [
+    (1e-3, 1e-2, False, "info"), (1e-2, 0.3, False, "warning"), (1e-3, 1e-2, True, "warning"),
+])
 def test_kl_growth_below_a_quiet_level_is_context_not_a_warning(
-    start: float, end: float, severity: str
+    start: float, end: float, inf_tail: bool, severity: str
 ) -> None:
     """A GRPO policy's KL to its reference grows 0.001 -> 0.01 in healthy runs: info. Growth
-    to 0.3 is a blow-up worth a warning."""
+    to 0.3 is a blow-up worth a warning, and so is a quiet climb that ends in +inf."""
     rng = np.random.default_rng(4)
     t = np.arange(600)
     kl = np.exp(np.log(start) + np.log(end / start) * np.clip((t - 100) / 400, 0.0, 1.0)
                 + _ar1(rng, 600, sigma=0.03))
+    if inf_tail:
+        kl[560:] = np.inf
     (event,) = divergence.detect(from_arrays({"kl": (t, kl)}), CFG)
     assert (event.kind, event.severity) == ("kl_blowup", severity)
 

@@ -271,7 +271,7 @@ def test_a_sparse_metric_logged_at_other_steps_in_each_run_is_left_out_not_a_cra
 
     c = _compare([with_sparse("f", 0, sparse_full)], with_sparse("p", 1, sparse_proxy, "proxy"))
     assert "loss_scale" not in c.metrics and "reward" in c.metrics
-    assert "both have a finite point" in c.events["skipped_metrics"]["loss_scale"]
+    assert "both have a finite value" in c.events["skipped_metrics"]["loss_scale"]
 
 
 @pytest.mark.parametrize(("per_step", "hint"), [(500.0, True), (900.0, False)])

@@ -31,6 +31,8 @@ Ints = npt.NDArray[np.int64]
 
 #: skip reason of a metric no run has a finite point of: its comparison is undecidable
 NO_FINITE = "undecidable: no finite point in any run"
+#: buckets where the first full run and the proxy must both have a finite value
+_MIN_SHARED = 3
 #: alignment name -> module with ``axis(run)`` and ``RANGE`` ("overlap" | "progress")
 ALIGNERS: dict[str, ModuleType] = {"step": step, "tokens": tokens, "progress": progress}
 
@@ -220,13 +222,16 @@ def _metric_grid(metric: str, series: list[tuple[Floats, Floats]], x_range: tupl
                 f"{config.min_points}) in at least one run")
     edges = np.linspace(lo, hi, buckets + 1)
     parts = [resample(x, v, edges) for x, v in series]
-    # the tests compare the reference full run and the proxy where both have a value: a
-    # sparse metric (a loss scale logged at its overflows) may have enough points in each
-    # run and hardly a step in common
+    # the tests compare the first full run with the metric and the proxy where both have a
+    # finite value: a sparse metric (a loss scale logged at its overflows) may have enough
+    # points in each run and hardly a step in common. Fewer than 3 leave the tests nothing
+    # to work on (the volatility bootstrap needs two changes); non-finite stretches are data
+    # and are compared as long as that many finite steps are shared
     both = int(np.count_nonzero(np.isfinite(parts[0].sample) & np.isfinite(parts[-1].sample)))
-    if both < config.min_points:
-        return (f"too few steps where the full run and the proxy both have a finite point "
-                f"({both} of {buckets} < {config.min_points}): logged at different steps")
+    if both < _MIN_SHARED:
+        return (f"{both} of {buckets} buckets where the full run and the proxy both have a finite "
+                f"value (< {_MIN_SHARED}): logged at other steps, or non-finite where the other "
+                "has values")
     finite_values = [v[np.isfinite(v)] for _, v in series]
     positive = all(fv.size > 0 and bool(np.all(fv > 0)) for fv in finite_values)
     ref = finite_values[0]

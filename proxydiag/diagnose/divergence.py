@@ -109,10 +109,11 @@ def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:
             return None
         kind, severity = "reward_decline", "info"
     evidence = _evidence(s.name, change.onset_step, change, rule)
-    if rule.kind == "kl_blowup" and float(np.exp(change.after)) < c.kl_quiet_level:
+    if (rule.kind == "kl_blowup" and float(np.exp(change.after)) < c.kl_quiet_level
+            and ok[s.steps >= change.onset_step].all()):  # an inf or NaN after it is no quiet KL
         severity = "info"
-        evidence += (f" (below {c.kl_quiet_level:g}: a policy leaving its reference, as healthy "
-                     "runs do)")
+        evidence += (f" (it ends below {c.kl_quiet_level:g}, where a policy leaving its reference "
+                     "is in healthy runs too)")
     z = change.z
     strength = 1.0 - c.z_min / max(z, c.z_min)
     # a symptom alone is weak evidence (KL grows and entropy falls in healthy RL runs too)
