@@ -209,3 +209,26 @@ def test_empty_cells_after_a_column_logged_every_row_warn_that_they_may_be_nan(t
     with warnings.catch_warnings():
         warnings.simplefilter("error", IngestWarning)
         assert read_run(path).series("grad_norm")[0].size == n
+
+
+def test_empty_cells_warning_sees_a_nan_tail_and_not_eval_rows(tmp_path: Path) -> None:
+    """A diverged run's last rows, every metric NaN (pandas leaves only the step): warned.
+    HF Trainer's eval records share a step with a training record and leave its columns
+    empty: not warned."""
+    import numpy as np
+    import pandas as pd
+
+    n = 100
+    loss = np.linspace(2.0, 1.0, n)
+    loss[60:] = np.nan
+    tail = tmp_path / "tail.csv"
+    pd.DataFrame({"step": np.arange(n), "loss": loss, "grad_norm": loss / 2}).to_csv(tail, index=False)
+    with pytest.warns(IngestWarning, match=r"'loss' \(40 from step 60\), 'grad_norm' \(40 from step 60\)"):
+        read_run(tail)
+    rows = [{"step": s, "loss": 2.0 - s / 1000, "learning_rate": 1e-4} for s in range(0, 300, 10)]
+    rows += [{"step": s, "eval_loss": 1.7} for s in (100, 200)]
+    hf = tmp_path / "hf.csv"
+    pd.DataFrame(rows).sort_values("step", kind="stable").to_csv(hf, index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IngestWarning)
+        assert read_run(hf).series("loss")[0].size == 30

@@ -81,18 +81,20 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     ]
 
 
-def read_table(path: Path, *, skip: Callable[[str], bool] | None = None,
+def read_table(path: Path, *, skip: Callable[[str], bool] | None = None, holes: bool = True,
                ) -> tuple[pl.DataFrame, tabular.Notes]:
     """Read one CSV/TSV file into a raw frame (``step, key, value, wall_time``).
 
     Columns for which ``skip(name)`` is true are left out before their cells are read (listed
-    in ``notes.skipped_columns``); the file's shape is still checked whole.
+    in ``notes.skipped_columns``); the file's shape is still checked whole. ``holes=False``:
+    no warning of empty cells after a column logged every row (:func:`tabular.holes`; a
+    W&B export's columns are runs of their own lengths).
     """
-    table, notes = read_any(path, skip=skip)
+    table, notes = read_any(path, skip=skip, holes=holes)
     return tabular.as_raw(table), notes
 
 
-def read_any(path: Path, *, skip: Callable[[str], bool] | None = None,
+def read_any(path: Path, *, skip: Callable[[str], bool] | None = None, holes: bool = True,
              ) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes]:
     """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.ingest.tabular.Wide`
     table (:func:`~proxydiag.ingest.build.build_table` builds its run without a raw frame)."""
@@ -139,8 +141,9 @@ def read_any(path: Path, *, skip: Callable[[str], bool] | None = None,
         return tabular.nonempty(raw, path), notes
     wall = tabular.find_column(names, tabular.WALL_NAMES)
     wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
-    tabular.warn_holes(path, tabular.holes(wide), writer="pandas' to_csv writes NaN as an "
-                       "empty cell", cure="write with na_rep='nan'")
+    if holes:
+        tabular.warn_holes(path, tabular.holes(wide), writer="pandas' to_csv writes NaN as an "
+                           "empty cell", cure="write with na_rep='nan'")
     return tabular.nonempty(wide, path), notes
 
 

@@ -400,32 +400,32 @@ def wide_columns(
 
 def holes(table: Wide, *, least: int = 10) -> list[tuple[str, int, int]]:
     """Columns with a value on each of their first ``least`` rows or more that then have
-    empty cells (before the table's last row with a value): ``(name, the step of the first
-    empty cell, how many empty cells)``. In a CSV that pandas wrote, that is how a metric
-    that turned NaN looks (``to_csv`` writes NaN as an empty cell), and an empty cell reads
-    as not logged. A column logged every k steps has holes from its second row: not one.
+    empty cells (up to the table's last row): ``(name, the step of the first empty cell,
+    how many empty cells)``. In a CSV that pandas wrote, that is how a metric that turned NaN
+    looks (``to_csv`` writes NaN as an empty cell; a diverged run's last rows may hold only
+    the step), and an empty cell reads as not logged. A column logged every k steps has
+    holes from its second row: not one. An empty cell whose step has a value in another row
+    (HF Trainer's eval records share a step with its training records) is no hole.
 
-    >>> w = Wide(pl.Series([1, 2, 3, 4]), None, [pl.Series("loss", [1.0, 2.0, None, 5.0]),
-    ...                                          pl.Series("lr", [1.0, 1.0, 1.0, 1.0])])
+    >>> w = Wide(pl.Series([1, 2, 3, 4, 4]), None, [pl.Series("loss", [1.0, 2.0, None, 5.0, None]),
+    ...                                             pl.Series("lr", [1.0, 1.0, 1.0, 1.0, None])])
     >>> holes(w, least=2)
     [('loss', 3, 1)]
     """
     gaps = [c for c in table.columns if c.has_nulls()]
-    if not gaps or table.step.len() == 0:
+    if not gaps:
         return []
-    any_value = np.zeros(table.step.len(), dtype=bool)
-    for column in table.columns:
-        any_value |= column.is_not_null().to_numpy()
-    table_last = int(np.flatnonzero(any_value)[-1]) if any_value.any() else -1
+    steps = table.step.to_numpy()
     out = []
     for column in gaps:
-        held = column.is_not_null().to_numpy()[: table_last + 1]
+        held = column.is_not_null().to_numpy()
         if not held.any():
             continue
         first = int(np.argmax(held))
-        empty = np.flatnonzero(~held[first:])
-        if empty.size and empty[0] >= least:
-            out.append((column.name, int(table.step[first + int(empty[0])]), int(empty.size)))
+        empty = np.flatnonzero(~held[first:]) + first
+        empty = empty[~np.isin(steps[empty], steps[held])]
+        if empty.size and empty[0] - first >= least:
+            out.append((column.name, int(steps[empty[0]]), int(empty.size)))
     return out
 
 

@@ -74,7 +74,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     naming ``file:line`` (quoted cells spanning lines counted) and the column.
     """
     path = Path(source)
-    raw, notes = csv.read_table(path, skip=lambda column: split_column(column)[2])
+    raw, notes = csv.read_table(path, skip=lambda column: split_column(column)[2], holes=False)
     coded = keys.of(raw.get_column("key"))
     # band columns were skipped unread: every key left is a (run, metric) column
     split = [split_column(c)[:2] for c in coded.names]
