@@ -235,6 +235,7 @@ def test_seeds_split_evenly_the_order_of_the_full_runs_does_not_decide() -> None
     ("precision_fault", "mismatch_kl", ["reward", "mismatch_prob_diff"], True),
     ("loss_divergence", "grad_norm", ["reward"], False),
     ("loss_divergence", "grad_norm", ["reward", "grad_norm"], True),
+    ("gradient_overflow", "skipped", ["reward", "loss_scale"], True),  # overflows from halvings
 ])
 def test_a_missing_fault_says_when_the_proxy_does_not_log_where_it_shows(
     label: str, cause: str, proxy_logs: list[str], told: bool

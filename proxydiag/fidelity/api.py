@@ -129,10 +129,10 @@ def _consumption_hint(fulls: list[Run], proxy: Run) -> str | None:
         try:
             rates = [_per_step(tokens.axis(run, counter=counter)) for run in [*fulls, proxy]]
         except AnalysisError:
-            return None
+            continue
         full_rate = float(np.median(rates[:-1]))
         if not (full_rate > 0 and rates[-1] > 0):
-            return None
+            continue
         ratio = rates[-1] / full_rate
         if max(ratio, 1 / ratio) < CONSUMPTION_RATIO:
             return None

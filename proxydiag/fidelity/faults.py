@@ -3,8 +3,9 @@
 The fault is *reproduced* when both runs carry the same label and, for a fault, the onsets are
 within ``onset_tolerance_progress`` (10%) of run progress of each other (ARCHITECTURE.md). Two
 healthy runs reproduce "no fault". The outcome names what went wrong otherwise: ``fault_missing``
-(the proxy is healthy), ``extra_fault`` (the proxy fails where the full run is healthy: a pruning
-artefact), ``wrong_fault``, ``fault_early``, ``fault_late``. Diagnoses come from
+(the proxy is healthy, or does not log what the fault shows in: then the explanation says so),
+``extra_fault`` (the proxy fails where the full run is healthy: a pruning artefact),
+``wrong_fault``, ``fault_early``, ``fault_late``. Diagnoses come from
 :func:`proxydiag.diagnose.api.diagnose` unless given.
 """
 
@@ -124,9 +125,19 @@ def _unseen(carriers: Sequence[Diagnosis], proxy: Diagnosis, run: Run) -> str | 
         return "rollout/learner mismatch metric" if "mismatch_*" in proxy.missing else None
     metrics = sorted({d.root_cause.metric for d in carriers
                       if d.root_cause is not None and d.root_cause.metric})
-    if not metrics or any(run.has(m) for m in metrics):
+    judged_by = set(metrics).union(*(_SAME_SIGNAL.get(m, ()) for m in metrics))
+    if not metrics or any(run.has(m) for m in judged_by):
         return None
-    return " or ".join(repr(m) for m in metrics)
+    return " or ".join(repr(m) for m in sorted(judged_by))
+
+
+#: metrics a detector judges the same fault from: overflows are counted from the skip
+#: counters or inferred from the loss scale's halvings; a divergence shows in either norm
+_SAME_SIGNAL: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("skipped", "skipped_total", "loss_scale"),
+                    ("skipped", "skipped_total", "loss_scale")),
+    **dict.fromkeys(("grad_norm", "loss"), ("grad_norm", "loss")),
+}
 
 
 def _progress(grid: Grid, row: int, d: Diagnosis) -> float | None:
