@@ -141,3 +141,17 @@ def test_band_columns_are_not_parsed_but_still_count_for_the_shape(tmp_path: Pat
     path.write_text(path.read_text() + "2,0.1,0.2\n")
     with pytest.raises(IngestError, match=rf"^{path}:4: 3 fields where the header has 4"):
         read_runs(path)
+
+
+def test_runs_of_other_lengths_in_one_export_raise_no_empty_cell_warning(tmp_path: Path) -> None:
+    """A W&B export of a full run and a shorter proxy: the proxy's columns end early, as runs
+    do; that is not pandas losing NaN (the generic CSV reader would warn of it)."""
+    rows = [f"{s},{1.0 + s / 100},{(2.0 + s / 100) if s < 50 else ''}" for s in range(100)]
+    path = tmp_path / "wandb_export.csv"
+    path.write_text('"Step","full - train/loss","short - train/loss"\n' + "\n".join(rows) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IngestWarning)
+        runs = {r.name: r for r in read_runs(path)}
+    assert runs["short"].series("loss")[0].size == 50
+    with pytest.warns(IngestWarning, match="'short - train/loss' \\(50 from step 50\\)"):
+        csv_reader.read_table(path)
