@@ -11,6 +11,7 @@ from _fidelity_runs import curves, diag, make_run
 from scipy.stats import ks_2samp, spearmanr
 
 from proxydiag.align.grid import build_grid
+from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.result import RootCause
 from proxydiag.errors import ConfigError
 from proxydiag.fidelity import events, faults
@@ -246,8 +247,7 @@ def test_a_missing_fault_says_when_the_proxy_does_not_log_where_it_shows(
     proxy = make_run("p", {m: curves(400, seed=1).get(m, np.full(400, 0.1)) for m in proxy_logs},
                      role="proxy")
     carrier = replace(diag(full, label, 200), root_cause=RootCause("climb", cause, 200))
-    healthy = replace(diag(proxy), missing=() if any(m.startswith("mismatch") for m in proxy_logs)
-                      else ("mismatch_*",))
+    healthy = replace(diag(proxy), missing=diagnose(proxy).missing)  # what it cannot show
     grid = build_grid([full], proxy, config=CFG)
     got = faults.score([full], proxy, grid, full=[carrier], proxy_diagnosis=healthy, config=CFG)
     assert got.outcome == "fault_missing" and not got.reproduced

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from proxydiag.diagnose._stats import block_level, safe_log
+from proxydiag.diagnose._stats import block_level, rolling_median, runs_of, safe_log
 from proxydiag.diagnose._sustained import Change, sustained_change
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, MismatchConfig
@@ -194,13 +194,11 @@ def _holds(y: np.ndarray, floor: float) -> bool:
     """
     if y.size < 3:
         return bool(y.size) and float(np.median(y)) >= floor
-    level = np.median(np.lib.stride_tricks.sliding_window_view(y, 3), axis=1)
-    above = level >= floor
+    above = rolling_median(y, window_points=3)[2:] >= floor  # full windows only
     if not above.any() or not above[-1]:
         return False
-    below = np.r_[0, (~above[int(np.argmax(above)):]).astype(np.int8), 0]
-    edges = np.flatnonzero(np.diff(below))  # starts and ends of the dips, in pairs
-    longest = int((edges[1::2] - edges[::2]).max()) if edges.size else 0
+    starts, ends = runs_of(~above[int(np.argmax(above)):])
+    longest = int((ends - starts).max()) if starts.size else 0
     return longest < max(3, y.size // 10)
 
 

@@ -14,6 +14,7 @@ from types import ModuleType
 
 import numpy as np
 
+from proxydiag.align import tokens
 from proxydiag.align.axis import Axis
 from proxydiag.align.grid import Grid, build_grid
 from proxydiag.diagnose.result import Diagnosis
@@ -121,8 +122,6 @@ def _consumption_hint(fulls: list[Run], proxy: Run) -> str | None:
     """A hint to align by data consumed when the runs' tokens (or samples) per step differ
     by :data:`CONSUMPTION_RATIO` or more (a proxy with half the batch takes twice the steps
     to the same data, and a fault at the same data looks late by steps)."""
-    from proxydiag.align import tokens
-
     for counter in tokens.COUNTERS:
         if not all(run.has(counter) for run in [*fulls, proxy]):
             continue
@@ -145,7 +144,7 @@ def _consumption_hint(fulls: list[Run], proxy: Run) -> str | None:
 def _per_step(axis: Axis) -> float:
     """Data consumed per step over a run's logged counter."""
     span = float(axis.knots[-1] - axis.knots[0])
-    return float(axis.values[-1] - axis.values[0]) / span if span > 0 else 0.0
+    return (axis.last - axis.first) / span if span > 0 else 0.0
 
 
 def _skips(skipped: dict[str, str]) -> str:

@@ -70,8 +70,7 @@ def score(full_runs: Sequence[Run], proxy: Run, grid: Grid, *, full: Sequence[Di
     beyond = (None if lag is None or p_proxy is None or spread is None
               else p_proxy - min(max(p_proxy, spread[0]), spread[1]))
     what = outcome(ref, proxy_diagnosis, beyond, tolerance=config.onset_tolerance_progress)
-    unseen = (_unseen([d for _, d in known if d.label == label], proxy_diagnosis, proxy)
-              if what == "fault_missing" else None)
+    unseen = _unseen(label, proxy_diagnosis) if what == "fault_missing" else None
     words = _explain(what, ref, proxy_diagnosis, lag, config.onset_tolerance_progress, unseen)
     if spread is not None and spread[1] > spread[0] and what in (
             "reproduced", "fault_late", "fault_early"):  # "within / beyond 10%" of them
@@ -117,26 +116,21 @@ def seeds_split(labels: Sequence[str]) -> bool:
     return len(counts) > 1 and counts.count(max(counts)) > 1
 
 
-def _unseen(carriers: Sequence[Diagnosis], proxy: Diagnosis, run: Run) -> str | None:
-    """What the proxy does not log of the metrics the full seeds' fault was found in (their
-    root causes'): any rollout/learner mismatch metric for a precision fault, else every one
-    of those metrics. None when the proxy has one, so its being healthy means something."""
-    if carriers and carriers[0].label == "precision_fault":
-        return "rollout/learner mismatch metric" if "mismatch_*" in proxy.missing else None
-    metrics = sorted({d.root_cause.metric for d in carriers
-                      if d.root_cause is not None and d.root_cause.metric})
-    judged_by = set(metrics).union(*(_SAME_SIGNAL.get(m, ()) for m in metrics))
-    if not metrics or any(run.has(m) for m in judged_by):
-        return None
-    return " or ".join(repr(m) for m in sorted(judged_by))
+def _unseen(label: str, proxy: Diagnosis) -> str | None:
+    """What the proxy does not log of the signals that show the full run's fault class, as
+    its own diagnosis lists them (``Diagnosis.missing``, the taxonomy's one rule), or None
+    when it logs some: then its being healthy means something."""
+    entry, what = _DECIDED_BY.get(label, (None, ""))
+    return what if entry is not None and entry in proxy.missing else None
 
 
-#: metrics a detector judges the same fault from: overflows are counted from the skip
-#: counters or inferred from the loss scale's halvings; a divergence shows in either norm
-_SAME_SIGNAL: dict[str, tuple[str, ...]] = {
-    **dict.fromkeys(("skipped", "skipped_total", "loss_scale"),
-                    ("skipped", "skipped_total", "loss_scale")),
-    **dict.fromkeys(("grad_norm", "loss"), ("grad_norm", "loss")),
+#: fault class -> the entry of ``Diagnosis.missing`` that says the class could not be seen
+#: (:func:`proxydiag.diagnose.taxonomy._missing`), and what it stands for
+_DECIDED_BY: dict[str, tuple[str, str]] = {
+    "precision_fault": ("mismatch_*", "rollout/learner mismatch metric"),
+    "gradient_overflow": ("loss_scale", "overflow signal (grad norm, loss scale, skip counter or "
+                                        "non-finite count)"),
+    "loss_divergence": ("loss", "grad norm or loss"),
 }
 
 

@@ -293,6 +293,12 @@ class _Grouped:
     #: frame): a metric column is put together run by run, in the same chunks
     by_run: bool = False
 
+    @property
+    def starts(self) -> np.ndarray:
+        """The first row of each run."""
+        starts: np.ndarray = np.cumsum(self.lengths) - self.lengths
+        return starts
+
     def steps_not_increasing(self) -> bool:
         """Some key's steps drop or repeat along its rows (a restart, a duplicate)."""
         steps = self.rows["step"].to_numpy()
@@ -300,7 +306,7 @@ class _Grouped:
         if not len(later):
             return False
         new_metric = np.concatenate(([True], self.ranks[1:] != self.ranks[:-1]))
-        metric_starts = np.cumsum(np.concatenate(([0], self.lengths[:-1])))[new_metric]
+        metric_starts = self.starts[new_metric]
         return not np.isin(later, metric_starts).all()
 
     def frame(self, rid: str, cumulative: set[str]) -> pl.DataFrame:
@@ -327,8 +333,7 @@ class _Grouped:
                              for r, n in zip(self.ranks.tolist(), self.lengths.tolist(),
                                              strict=True)], rechunk=False).alias("key")
             metric = self._metric_by_run(key)
-            cuts = list(zip((np.cumsum(self.lengths) - self.lengths).tolist(),
-                            self.lengths.tolist(), strict=True))
+            cuts = list(zip(self.starts.tolist(), self.lengths.tolist(), strict=True))
             rows = pl.concat([rows.slice(a, n) for a, n in cuts], rechunk=False)
             value = pl.concat([value.slice(a, n) for a, n in cuts], rechunk=False)
         else:
@@ -363,8 +368,7 @@ class _Grouped:
 
     def _metric_spans(self, ranks: list[int]) -> list[tuple[int, int]]:
         """``(start, stop)`` of the rows of each metric in ``ranks`` (each is contiguous)."""
-        ends = np.cumsum(self.lengths)
-        starts = ends - self.lengths
+        starts, ends = self.starts, self.starts + self.lengths
         return [(int(starts[self.ranks == r].min()), int(ends[self.ranks == r].max()))
                 for r in ranks if (self.ranks == r).any()]
 
