@@ -190,14 +190,23 @@ def wide_tables(draw: st.DrawFn) -> tabular.Wide:
 
 
 @settings(max_examples=300, deadline=None)
-@given(table=wide_tables())
-def test_a_wide_table_builds_the_run_its_raw_frame_builds(table: tabular.Wide) -> None:
+@given(table=wide_tables(), by_key=st.booleans())
+def test_a_wide_table_builds_the_run_its_raw_frame_builds(table: tabular.Wide, by_key: bool) -> None:
+    """Straight into the canonical frame, in a chunk per key (the table's own buffers) or,
+    for a table of many keys (forced here), unpivoted by polars."""
     monotonic = bool(np.all(np.diff(table.step.to_numpy()) > 0))
     common = {"name": "r", "source": "r", "fmt": "t", "attrs": {"run_id": "r"}}
-    direct = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
+    before = pl.DataFrame([pl.Series(c.name, c.to_list(), dtype=c.dtype) for c in table.columns])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(build, "_KEY_CHUNKS", build._KEY_CHUNKS if by_key else 0)
+        direct = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
+    # the frame shares the table's buffers: building it changes none (a counter's per-step
+    # counts once did, in place)
+    assert_frame_equal(pl.DataFrame(table.columns), before, check_exact=True)
     via_raw = build_run(table.raw(), monotonic=monotonic, **common)  # type: ignore[arg-type]
     assert_frame_equal(direct.frame, via_raw.frame, check_exact=True)
     assert direct.mapping == via_raw.mapping and direct.attrs == via_raw.attrs
+    assert_aligned(direct.frame)
 
 
 @settings(max_examples=150, deadline=None)
@@ -213,6 +222,7 @@ def test_a_wide_table_unpivoted_in_parts_side_by_side_builds_the_same_run(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(build, "_PARALLEL_CELLS", 0)
         patch.setattr(build, "_PART_COLUMNS", 1)
+        patch.setattr(build, "_KEY_CHUNKS", 0)  # unpivoted: a table of many keys
         patch.setattr(pl, "thread_pool_size", lambda: workers)
         parts = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
     assert_frame_equal(parts.frame, whole.frame, check_exact=True)
@@ -221,9 +231,9 @@ def test_a_wide_table_unpivoted_in_parts_side_by_side_builds_the_same_run(
 
 
 @settings(max_examples=150, deadline=None)
-@given(table=wide_tables(), workers=st.integers(2, 4))
+@given(table=wide_tables(), workers=st.integers(2, 4), by_key=st.booleans())
 def test_a_wide_table_read_and_unpivoted_in_parts_builds_the_same_run(
-    table: tabular.Wide, workers: int
+    table: tabular.Wide, workers: int, by_key: bool
 ) -> None:
     """A big single-row-group Parquet file is read and unpivoted in parts of its columns, a
     part per thread: the same Run as the whole table built at once, or None (the caller then
@@ -240,6 +250,7 @@ def test_a_wide_table_read_and_unpivoted_in_parts_builds_the_same_run(
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(build, "_PART_COLUMNS", 1)
+        patch.setattr(build, "_KEY_CHUNKS", build._KEY_CHUNKS if by_key else 0)
         patch.setattr(pl, "thread_pool_size", lambda: workers)
         parts = build.build_wide_parts(read_part, list(by_key), **common)  # type: ignore[arg-type]
     resolved = AliasTable.default().resolve(list(by_key))
