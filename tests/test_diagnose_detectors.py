@@ -74,6 +74,22 @@ def test_nonfinite_persistent_grad_norm_is_critical_at_its_first_point() -> None
     assert "nan=" in events[0].evidence
 
 
+def test_a_sparse_nonfinite_burst_that_pauses_is_dated_at_its_first_point() -> None:
+    # found in a blind audit: inf on ~35% of steps from step 700, with a 12- and a 14-step
+    # pause early on (the audit's own draw); traced back through gaps of at most 10 steps the
+    # burst was dated at 748, where it resumed
+    g = np.ones(1000)
+    g[[701, 703, 706, 708, 710, 715, 717, 721, 722, 734, 748, 754, 759, 763, 764, 766, 771,
+       772, 774, 775, 776, 779, 785, 786, 791, 793, 794, 797, 800]] = np.inf
+    g[800:][np.random.default_rng(0).random(200) < 0.35] = np.inf
+    events = nonfinite.detect(from_arrays({"grad_norm": (range(1000), g)}), CFG)
+    assert _kinds(events) == [("nonfinite", "grad_norm", 701, "critical")]
+    # an isolated overflow 40 steps before a burst stays outside it
+    g[660] = np.inf
+    events = nonfinite.detect(from_arrays({"grad_norm": (range(1000), g)}), CFG)
+    assert _kinds(events) == [("nonfinite", "grad_norm", 701, "critical")]
+
+
 def test_nonfinite_single_glitch_is_a_warning_and_counters_are_read() -> None:
     g = np.ones(200)
     g[90] = np.inf

@@ -132,7 +132,7 @@ def _burst(s: Series, bad: np.ndarray, c: ScalerConfig, *, calib_end: int | None
     high = np.flatnonzero((num / den > c.max_skip_fraction) & (den >= 3))
     if high.size == 0:
         return None
-    gap = burst_gap(c, s.interval)
+    gap = burst_gap(c, s.interval, rate=float(num[high[0]] / den[high[0]]))
     start = cluster_start(s.steps[hits > 0], s.steps[high[0]], gap_steps=gap)
     # logged every k steps, the burst began after the last logged point before it
     i = int(np.searchsorted(s.steps, start))
