@@ -209,13 +209,34 @@ def test_a_wide_table_builds_the_run_its_raw_frame_builds(table: tabular.Wide, b
     assert_aligned(direct.frame)
 
 
+def test_a_wide_table_of_few_keys_is_its_own_columns_a_chunk_per_key() -> None:
+    """The frame's values are the table's columns, not copies (a column with empty cells is
+    filtered, a counter differenced); only the names are written."""
+    steps = pl.Series("step", np.arange(1, 101))
+    columns = [pl.Series(name, np.linspace(0.0, 1.0, 100)) for name in ("b", "actor/grad_norm")]
+    columns.append(pl.Series("a", [None if i % 3 else float(i) for i in range(100)]))
+    table = tabular.Wide(steps, None, columns)
+    frame = build.build_table(table, name="r", source="r", fmt="t", monotonic=True).frame
+    assert [c.chunk_lengths() for c in (frame["step"], frame["key"], frame["value"])] == [
+        [34, 100, 100]] * 3  # metric order: a, b, grad_norm (actor/grad_norm renamed)
+    assert frame["metric"].chunk_lengths() == [34, 100, 100]
+
+    def address(series: pl.Series) -> int:
+        return int(series.to_numpy().ctypes.data)  # zero-copy for one chunk without nulls
+
+    chunks = frame["value"].get_chunks()
+    assert address(chunks[1]) == address(columns[0]) and address(chunks[2]) == address(columns[1])
+    assert address(frame["step"].get_chunks()[1]) == address(steps)
+
+
 @settings(max_examples=150, deadline=None)
 @given(table=wide_tables(), workers=st.integers(2, 4))
 def test_a_wide_table_unpivoted_in_parts_side_by_side_builds_the_same_run(
     table: tabular.Wide, workers: int
 ) -> None:
-    """A big table is unpivoted in parts of its columns, in threads: the same frame, in a
-    chunk per part (forced here on small tables: one column a part, up to four parts)."""
+    """A big table of many keys is unpivoted in parts of its columns, in threads: the same
+    frame, in a chunk per part (forced here on small tables: one column a part, up to four
+    parts, and no table counted small enough for a chunk per key)."""
     monotonic = bool(np.all(np.diff(table.step.to_numpy()) > 0))
     common = {"name": "r", "source": "r", "fmt": "t", "attrs": {"run_id": "r"}}
     whole = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
@@ -235,36 +256,37 @@ def test_a_wide_table_unpivoted_in_parts_side_by_side_builds_the_same_run(
 def test_a_wide_table_read_and_unpivoted_in_parts_builds_the_same_run(
     table: tabular.Wide, workers: int, by_key: bool
 ) -> None:
-    """A big single-row-group Parquet file is read and unpivoted in parts of its columns, a
-    part per thread: the same Run as the whole table built at once, or None (the caller then
-    builds the whole table) exactly when the straight route cannot take it."""
+    """A big single-row-group Parquet file is read and built in parts of its columns, a part
+    per thread (in chunks per key, or unpivoted for a table of many keys): the same Run as the
+    whole table built at once, or None (the caller then builds the whole table) exactly when
+    the straight route cannot take it."""
     monotonic = bool(np.all(np.diff(table.step.to_numpy()) > 0))
     common = {"name": "r", "source": "r", "fmt": "t", "attrs": {"run_id": "r"}}
     whole = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
-    by_key = {c.name: c for c in table.columns}
+    named = {c.name: c for c in table.columns}
     asked: list[list[str]] = []
 
     def read_part(part: list[str]) -> tabular.Wide | None:
         asked.append(part)
-        return tabular.Wide(table.step, table.wall, [by_key[k] for k in part]) if monotonic else None
+        return tabular.Wide(table.step, table.wall, [named[k] for k in part]) if monotonic else None
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(build, "_PART_COLUMNS", 1)
         patch.setattr(build, "_KEY_CHUNKS", build._KEY_CHUNKS if by_key else 0)
         patch.setattr(pl, "thread_pool_size", lambda: workers)
-        parts = build.build_wide_parts(read_part, list(by_key), **common)  # type: ignore[arg-type]
-    resolved = AliasTable.default().resolve(list(by_key))
-    metrics = [resolved.get(k, k) for k in by_key]
+        parts = build.build_wide_parts(read_part, list(named), **common)  # type: ignore[arg-type]
+    resolved = AliasTable.default().resolve(list(named))
+    metrics = [resolved.get(k, k) for k in named]
     straight = (monotonic and all(c.null_count() < c.len() for c in table.columns)
                 and len(set(metrics)) == len(metrics)
-                and not (set(by_key) | set(metrics)) & build._UNPIVOT_NAMES)
+                and not (set(named) | set(metrics)) & build._UNPIVOT_NAMES)
     assert (parts is not None) == straight
     if parts is not None:
         assert_frame_equal(parts.frame, whole.frame, check_exact=True)
         assert parts.mapping == whole.mapping and parts.attrs == whole.attrs
         assert_aligned(parts.frame)
-        assert sorted(k for part in asked for k in part) == sorted(by_key)
-        assert len(asked) == min(workers, len(by_key))
+        assert sorted(k for part in asked for k in part) == sorted(named)
+        assert len(asked) == min(workers, len(named))
 
 
 @pytest.mark.parametrize("names", [["aa/raw", "zz/raw"], ["actor/grad_norm", "loss", "zz/raw"]],

@@ -88,6 +88,13 @@ def test_a_sparse_nonfinite_burst_that_pauses_is_dated_at_its_first_point() -> N
     g[660] = np.inf
     events = nonfinite.detect(from_arrays({"grad_norm": (range(1000), g)}), CFG)
     assert _kinds(events) == [("nonfinite", "grad_norm", 701, "critical")]
+    # ... and one 18 steps before a dense burst (found in review: the density taken from the
+    # first window above the threshold, not from the burst, merged it)
+    dense = np.ones(1000)
+    dense[700:] = np.nan
+    dense[682] = np.inf
+    events = nonfinite.detect(from_arrays({"grad_norm": (range(1000), dense)}), CFG)
+    assert _kinds(events) == [("nonfinite", "grad_norm", 700, "critical")]
 
 
 def test_nonfinite_single_glitch_is_a_warning_and_counters_are_read() -> None:

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from proxydiag.diagnose._stats import cluster_start, window_sum
+from proxydiag.diagnose._stats import cluster_start, runs_of, window_sum
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
 from proxydiag.diagnose.scaler import burst_gap, calibration_end, skip_window
@@ -129,11 +129,16 @@ def _burst(s: Series, bad: np.ndarray, c: ScalerConfig, *, calib_end: int | None
     window = skip_window(c, s.interval)
     num = window_sum(s.steps, hits, window_steps=window)
     den = window_sum(s.steps, np.ones_like(hits), window_steps=window)
-    high = np.flatnonzero((num / den > c.max_skip_fraction) & (den >= 3))
-    if high.size == 0:
+    starts, ends = runs_of((num / den > c.max_skip_fraction) & (den >= 3))
+    if starts.size == 0:
         return None
-    gap = burst_gap(c, s.interval, rate=float(num[high[0]] / den[high[0]]))
-    start = cluster_start(s.steps[hits > 0], s.steps[high[0]], gap_steps=gap)
+    # the burst's density: its points from the first window above the fraction to the end of
+    # the stretch of such windows
+    a, b = int(starts[0]), int(ends[0])
+    inside = (s.steps > s.steps[a] - window) & (s.steps <= s.steps[b - 1])
+    gap = burst_gap(c, s.interval, rate=float(hits[inside].mean()),
+                    hits=int(np.count_nonzero(hits[inside])))
+    start = cluster_start(s.steps[hits > 0], s.steps[a], gap_steps=gap)
     # logged every k steps, the burst began after the last logged point before it
     i = int(np.searchsorted(s.steps, start))
     return int(s.steps[i - 1]) + 1 if i > 0 else start

@@ -10,6 +10,8 @@ own level and never recovers, or a scale at its minimum ("Minimum loss scale rea
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from proxydiag.diagnose._stats import cluster_start, runs_of, window_sum
@@ -117,23 +119,27 @@ def skip_window(c: ScalerConfig, interval: float) -> float:
     return max(float(c.window_steps), 4 * interval)
 
 
-#: a burst whose points are hit at a rate p is traced back through gaps of up to this many
-#: times its mean gap, interval / p (a longer one has chance ~exp(-5) under that rate)
-_GAP_MEANS = 5.0
+#: a burst is traced back through pauses up to the longest one its density would show, with
+#: this chance of a longer one among its hits
+_PAUSE_CHANCE = 0.05
 
 
-def burst_gap(c: ScalerConfig, interval: float, *, rate: float | None = None) -> float:
+def burst_gap(c: ScalerConfig, interval: float, *, rate: float = 1.0, hits: int = 0) -> float:
     """Largest gap between hits of one burst when its start is traced back from where it
-    persists: ``calibration_gap_steps``, but at least four log intervals, and for a burst
-    that hits ``rate`` of its points, at least the gaps such a burst shows (one of
-    non-finite values on 35% of the steps paused 14 steps early on: a gap of 10 dated it
-    where it resumed, 47 steps late).
+    persists: ``calibration_gap_steps``, but at least four log intervals, and for a burst of
+    ``hits`` on ``rate`` of its logged points, the longest pause such a burst shows: its
+    ``hits`` gaps stay under g points with chance about 1 - hits * (1 - rate)^g. A burst of
+    non-finite values on 35% of the steps paused 14 steps early on; a gap of 10 dated it
+    where it resumed, 47 steps late.
 
-    >>> burst_gap(ScalerConfig(), 1.0), burst_gap(ScalerConfig(), 1.0, rate=0.25)
-    (10.0, 20.0)
+    >>> burst_gap(ScalerConfig(), 1.0), round(burst_gap(ScalerConfig(), 1.0, rate=0.35, hits=100))
+    (10.0, 18)
     """
     gap = max(float(c.calibration_gap_steps), 4 * interval)
-    return max(gap, _GAP_MEANS * interval / rate) if rate else gap
+    if not 0 < rate < 1 or hits < 1:
+        return gap
+    longest = math.log(_PAUSE_CHANCE / hits) / math.log1p(-rate)
+    return max(gap, longest * interval)
 
 
 def _leading_burst_end(counts: Series, c: ScalerConfig) -> int | None:

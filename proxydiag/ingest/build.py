@@ -137,10 +137,11 @@ def build_wide_parts(
     """The Run of a wide table that is read in parts of its columns, each part read and
     made canonical (:func:`_wide_frame`'s two ways) on its own thread, side by side: a big
     file read column by column on one core (a single-row-group Parquet file) is read and
-    built on all, without waiting for the whole table between the two. ``read_part(some_keys)`` reads those columns with the steps
-    and wall times, validated (:class:`~proxydiag.ingest.tabular.Wide`), or gives None when
-    the table is not as :func:`build_table`'s straight route needs it (steps that do not
-    strictly increase, a null step).
+    built on all, without waiting for the whole table between the two.
+    ``read_part(some_keys)`` reads those columns with the steps and wall times, validated
+    (:class:`~proxydiag.ingest.tabular.Wide`), or gives None when the table is not as
+    :func:`build_table`'s straight route needs it (steps that do not strictly increase, a
+    null step).
 
     None also when a key has no value at all (aliases compete among the keys that have
     rows), when two keys would share a metric name, or when a key or metric is named like
@@ -212,10 +213,11 @@ def _key_chunks(
 ) -> pl.DataFrame:
     """The canonical frame of a wide table's ``columns`` (see :func:`_wide_frame`) in a chunk
     per column: its values and the table's steps (and wall times) are the table's own
-    buffers, shared and not copied (a column with empty cells is filtered); only the names
-    are written, 16 bytes a point for the key, and again for the metric where an alias
-    renames the key (else the metric chunk is the key's). 2 ms for 50 columns of 20,000
-    steps where polars' unpivot takes 4 on two cores."""
+    buffers, shared rather than copied, except that a column (or the steps) in several
+    chunks is put in one first, a column with empty cells is filtered and a cumulative
+    counter differenced; only the names are written, 16 bytes a point for the key, and
+    again for the metric where an alias renames the key (else the metric chunk is the
+    key's). 2 ms for 50 columns of 20,000 steps where polars' unpivot takes 4 on two cores."""
     step, wall = _one_chunk(table.step), table.wall
     wall = _one_chunk(wall) if wall is not None and wall.null_count() < wall.len() else None
     pieces: dict[str, list[pl.Series]] = {"step": [], "metric": [], "key": [], "value": [],
@@ -447,8 +449,8 @@ def _per_step(value: pl.Series, spans: list[tuple[int, int]]) -> pl.Series:
         counts.append(np.concatenate((total[:1], np.where(step < 0, total[1:], step))))
         index.append(np.arange(start, stop))
     lengths = value.chunk_lengths()
-    # scatter writes in place: on a clone, the caller's series (a wide table's own column)
-    # is copied rather than changed
+    # scatter changes the Series it is called on: a clone shares the buffer and copies it
+    # on write, so the caller's series (a wide table's own column) stays as it was
     out = value.clone().scatter(np.concatenate(index), np.concatenate(counts))  # one chunk
     if len(lengths) < 2:
         return out

@@ -116,8 +116,9 @@ def _read(path: Path) -> pl.DataFrame:
 def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
     """A big wide file: its Run read and built in parts of its columns side by side
     (:func:`~proxydiag.ingest.build.build_wide_parts`), 9 ms for 50 columns of 20,000 steps
-    on 2 cores where it took 11 with the whole table unpivoted, against polars' 8 ms for
-    the wide table alone (12, 15 and 10 ms after a ``gc.collect()``). None for a
+    on 2 cores where it took 11 with the parts unpivoted, against polars' 8 ms for the wide
+    table alone (with a ``gc.collect()`` before each read: 12 ms, where it took 15, against
+    polars' 10). None for a
     smaller file, and for one that needs :func:`read_any`'s rules (a long table, a step
     column that is not of integers, a column of text, a key without values, ...): the same
     Run comes from :func:`read_any` then. polars' schema read decides (pyarrow's footer read
