@@ -118,11 +118,10 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
     (:func:`~proxydiag.ingest.build.build_wide_parts`), 9 ms for 50 columns of 20,000 steps
     on 2 cores where it took 11 with the parts unpivoted, against polars' 8 ms for the wide
     table alone (with a ``gc.collect()`` before each read: 12 ms, where it took 15, against
-    polars' 10). None for a
-    smaller file, and for one that needs :func:`read_any`'s rules (a long table, a step
-    column that is not of integers, a column of text, a key without values, ...): the same
-    Run comes from :func:`read_any` then. polars' schema read decides (pyarrow's footer read
-    costs 6 ms of imports in a fresh process).
+    polars' 10). None for a smaller file, and for one that needs :func:`read_any`'s rules (a
+    long table, a step column that is not of integers, a column of text, a key without
+    values, ...): the same Run comes from :func:`read_any` then. polars' schema read decides
+    (pyarrow's footer read costs 6 ms of imports in a fresh process).
     """
     if path.stat().st_size < _PARALLEL_BYTES:
         return None
