@@ -211,6 +211,45 @@ def test_empty_cells_after_a_column_logged_every_row_warn_that_they_may_be_nan(t
         assert read_run(path).series("grad_norm")[0].size == n
 
 
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_empty_grad_norms_beside_a_loss_scale_halving_are_skipped_steps_not_lost_nan(
+    tmp_path: Path, fmt: str
+) -> None:
+    """An fp16 Megatron run logs no gradient norm on the iterations around an overflow (the
+    loss scale halves): those empty cells are skipped steps, and the reader does not warn
+    that they may be NaN (the demo did, for its own samples). An empty cell away from a
+    halving still warns. The Parquet file is big enough to be read in parts of its columns,
+    the loss scale in another part than the gradient norm."""
+    import numpy as np
+
+    n = 10_000
+    rng = np.random.default_rng(0)
+    scale = np.full(n, 8192.0)
+    scale[5001:] = 4096.0  # an overflow at 5000: the lower scale logged from 5001
+    grad = rng.random(n)
+    grad[[5000, 5001]] = np.nan  # empty on both sides of the halving
+    fillers = {f"h/{i:02d}": rng.random(n) for i in range(20)}
+    table = pl.DataFrame({"step": np.arange(n), "grad-norm": grad, **fillers, "loss-scale": scale})
+    table = table.with_columns(pl.col("grad-norm").fill_nan(None))  # an empty cell
+    path = tmp_path / f"run.{fmt}"
+    if fmt == "csv":
+        table.write_csv(path)
+    else:
+        table.write_parquet(path)
+        assert path.stat().st_size >= 1 << 20  # the parts route
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", IngestWarning)
+        assert read_run(path).series("grad_norm")[0].size == n - 2
+    lost = table.with_columns(pl.when(pl.col("step") == 7000).then(None)
+                              .otherwise(pl.col("grad-norm")).alias("grad-norm"))
+    if fmt == "csv":
+        lost.write_csv(path)
+    else:
+        lost.write_parquet(path)
+    with pytest.warns(IngestWarning, match=r"'grad-norm' \(1 from step 7000\)"):
+        read_run(path)
+
+
 def test_empty_cells_warning_sees_a_nan_tail_and_not_eval_rows(tmp_path: Path) -> None:
     """A diverged run's last rows, every metric NaN (pandas leaves only the step): warned.
     HF Trainer's eval records share a step with a training record and leave its columns

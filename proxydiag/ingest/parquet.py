@@ -145,6 +145,12 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
         else:  # text, say: read_any tells a label column from a column of bad numbers
             return None
     index = [step, *([wall] if wall else [])]
+    # the columns that show skipped steps (a loss scale) may be in another part: read for all
+    signs = [k for k in keys if tabular.skip_sign(k)]
+    skipped = None
+    if signs:
+        shown = pl.read_parquet(path, columns=signs, glob=False)
+        skipped = tabular.skipped_rows(shown.get_columns(), shown.height)
 
     def read_part(part: list[str]) -> tabular.Wide | None:
         frame = pl.read_parquet(path, columns=[*index, *part], glob=False)
@@ -156,7 +162,7 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
             return None
         walls = frame.get_column(wall).cast(pl.Float64).alias("wall_time") if wall else None
         table = tabular.Wide(steps, walls, [frame.get_column(k).cast(pl.Float64) for k in part])
-        found.extend(tabular.holes(table))  # per part: a list's append is atomic
+        found.extend(tabular.holes(table, skipped=skipped))  # a list's append is atomic
         return table
 
     found: list[tuple[str, int, int]] = []

@@ -37,6 +37,7 @@ import polars as pl
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.frame import empty_raw
 from proxydiag.ingest.keys import enum_keys
+from proxydiag.metrics import AliasTable
 
 #: step column names, in order of preference (matched case-insensitively)
 STEP_NAMES = (
@@ -398,14 +399,17 @@ def wide_columns(
     return Wide(step_col, wall_col, metrics)
 
 
-def holes(table: Wide, *, least: int = 10) -> list[tuple[str, int, int]]:
+def holes(table: Wide, *, least: int = 10, skipped: np.ndarray | None = None,
+          ) -> list[tuple[str, int, int]]:
     """Columns with a value on each of their first ``least`` rows or more that then have
     empty cells (up to the table's last row): ``(name, the step of the first empty cell,
     how many empty cells)``. In a CSV that pandas wrote, that is how a metric that turned NaN
     looks (``to_csv`` writes NaN as an empty cell; a diverged run's last rows may hold only
     the step), and an empty cell reads as not logged. A column logged every k steps has
     holes from its second row: not one. An empty cell whose step has a value in another row
-    (HF Trainer's eval records share a step with its training records) is no hole.
+    (HF Trainer's eval records share a step with its training records) is no hole, nor is
+    one on a row that ``skipped`` marks (default: :func:`skipped_rows` of the table), where
+    the optimizer step was skipped and logged no gradient norm.
 
     >>> w = Wide(pl.Series([1, 2, 3, 4, 4]), None, [pl.Series("loss", [1.0, 2.0, None, 5.0, None]),
     ...                                             pl.Series("lr", [1.0, 1.0, 1.0, 1.0, None])])
@@ -416,6 +420,8 @@ def holes(table: Wide, *, least: int = 10) -> list[tuple[str, int, int]]:
     if not gaps:
         return []
     steps = table.step.to_numpy()
+    if skipped is None:
+        skipped = skipped_rows(table.columns, table.step.len())
     out = []
     for column in gaps:
         held = column.is_not_null().to_numpy()
@@ -423,9 +429,45 @@ def holes(table: Wide, *, least: int = 10) -> list[tuple[str, int, int]]:
             continue
         first = int(np.argmax(held))
         empty = np.flatnonzero(~held[first:]) + first
-        empty = empty[~np.isin(steps[empty], steps[held])]
+        empty = empty[~np.isin(steps[empty], steps[held]) & ~skipped[empty]]
         if empty.size and empty[0] - first >= least:
             out.append((column.name, int(steps[empty[0]]), int(empty.size)))
+    return out
+
+
+#: canonical metrics whose changes mark skipped optimizer steps (see :func:`skipped_rows`)
+_SKIP_SIGNS = ("loss_scale", "skipped")
+
+
+def skip_sign(name: str) -> str | None:
+    """``loss_scale`` or ``skipped`` when the default aliases map the column ``name`` to an
+    fp16 loss scale or a skipped-step counter, else None."""
+    metric = AliasTable.default().resolve([name]).get(name)
+    return metric if metric in _SKIP_SIGNS else None
+
+
+def skipped_rows(columns: Sequence[pl.Series], n_rows: int) -> np.ndarray:
+    """Rows of a wide table where an optimizer step was skipped, as an fp16 run's overflow
+    skips one: beside a drop of the loss scale (the row of the lower scale and the one before
+    it: Megatron logs no gradient norm on either side of a halving) or where a skip counter
+    rises. A boolean per row.
+
+    >>> scale = pl.Series("loss-scale", [8.0, 8.0, 4.0, 4.0])
+    >>> skipped_rows([scale, pl.Series("skipped", [0.0, 0.0, 0.0, 1.0])], 4).tolist()
+    [False, True, True, True]
+    """
+    out = np.zeros(n_rows, dtype=bool)
+    for column in columns:
+        sign = skip_sign(column.name)
+        if sign is None:
+            continue
+        values = column.cast(pl.Float64).to_numpy()  # an empty cell is NaN: no change
+        with np.errstate(invalid="ignore"):
+            if sign == "loss_scale":
+                down = np.flatnonzero(values[1:] < values[:-1])
+                out[down] = out[down + 1] = True
+            else:
+                out[np.flatnonzero(values[1:] > values[:-1]) + 1] = True
     return out
 
 
