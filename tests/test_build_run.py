@@ -209,6 +209,26 @@ def test_a_wide_table_builds_the_run_its_raw_frame_builds(table: tabular.Wide, b
     assert_aligned(direct.frame)
 
 
+def test_parts_with_wall_times_in_some_parts_only_are_aligned() -> None:
+    """Found by the parts property test: a wall time beside one key's values only, so one
+    part's frame has wall times and the others none; put together, the wall-time column was
+    cut otherwise than the rest (every later filter would copy the frame)."""
+    table = tabular.Wide(
+        pl.Series("step", [-1, 0, 1]), pl.Series("wall_time", [None, 1.0, None], dtype=pl.Float64),
+        [pl.Series("loss", [None, None, 0.0], dtype=pl.Float64),
+         pl.Series("grad_norm", [1.0, None, None], dtype=pl.Float64),
+         pl.Series("actor/grad_norm", [None, 0.0, None], dtype=pl.Float64)])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(build, "_PARALLEL_CELLS", 0)
+        patch.setattr(build, "_PART_COLUMNS", 1)
+        patch.setattr(build, "_KEY_CHUNKS", 0)
+        patch.setattr(pl, "thread_pool_size", lambda: 3)
+        run = build.build_table(table, name="r", source="r", fmt="t", monotonic=True)
+    assert_aligned(run.frame)
+    via_raw = build_run(table.raw(), name="r", source="r", fmt="t", monotonic=True)
+    assert_frame_equal(run.frame, via_raw.frame, check_exact=True)
+
+
 def test_a_wide_table_of_few_keys_is_its_own_columns_a_chunk_per_key() -> None:
     """The frame's values are the table's columns, not copies (a column with empty cells is
     filtered, a counter differenced); only the names are written."""

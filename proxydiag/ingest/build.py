@@ -168,7 +168,7 @@ def build_wide_parts(
     frames = threads.side_by_side(part, threads.parts(len(keys), least=_PART_COLUMNS))
     if any(f is None for f in frames):
         return None
-    out = _aligned(pl.concat([f for f in frames if f is not None], rechunk=False))
+    out = _stacked([f for f in frames if f is not None])
     return _run(out, name, all_attrs, aliases, resolved, None)
 
 
@@ -205,7 +205,7 @@ def _wide_frame(
              if table.step.len() * len(columns) >= _PARALLEL_CELLS else [(0, len(columns))])
     frames = threads.side_by_side(
         lambda a, b: _wide_part(table, columns[a:b], metrics[a:b], rid, cumulative), spans)
-    return frames[0] if len(frames) == 1 else _aligned(pl.concat(frames, rechunk=False))
+    return frames[0] if len(frames) == 1 else _stacked(frames)
 
 
 def _key_chunks(
@@ -268,10 +268,10 @@ def _wide_part(
     renamed = [m != c.name for m, c in zip(metrics, columns, strict=True)]
     cuts = [i for i in range(1, len(renamed)) if renamed[i] != renamed[i - 1]]
     if cuts:
-        return _aligned(pl.concat([
+        return _stacked([
             _wide_part(table, columns[a:b], metrics[a:b], rid, cumulative)
             for a, b in itertools.pairwise([0, *cuts, len(columns)])
-        ], rechunk=False), timed=table.wall is not None)
+        ])
     index = [table.step, *([table.wall.alias("wall_time")] if table.wall is not None else [])]
     wide = pl.DataFrame([*index, *columns])
     long = wide.unpivot(index=[s.name for s in index], variable_name="key", value_name="value")
@@ -518,6 +518,15 @@ def _aligned(frame: pl.DataFrame, *, timed: bool = False) -> pl.DataFrame:
     if _few_aligned_chunks([frame.get_column(n) for n in names], limit=2 * _MAX_CHUNKS):
         return frame
     return frame.rechunk()
+
+
+def _stacked(frames: list[pl.DataFrame]) -> pl.DataFrame:
+    """Canonical frames of parts of a table, one after the other, aligned (see
+    :func:`_aligned`; wall times too when some part has them: one part may, another not)."""
+    out = pl.concat(frames, rechunk=False)
+    # counted by a query: taking the column out would write a one-value column row by row
+    timed = out.select(pl.col("wall_time").null_count()).item() < out.height
+    return _aligned(out, timed=timed)
 
 
 def _few_aligned_chunks(columns: list[pl.Series], limit: int = _MAX_CHUNKS) -> bool:
