@@ -22,6 +22,7 @@ the data (a column with an empty header, ``Unnamed: 0``, ``__index_level_0__``, 
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import re
@@ -439,9 +440,11 @@ def holes(table: Wide, *, least: int = 10, skipped: np.ndarray | None = None,
 _SKIP_SIGNS = ("loss_scale", "skipped")
 
 
+@functools.lru_cache(maxsize=4096)
 def skip_sign(name: str) -> str | None:
     """``loss_scale`` or ``skipped`` when the default aliases map the column ``name`` to an
-    fp16 loss scale or a skipped-step counter, else None."""
+    fp16 loss scale or a skipped-step counter, else None (kept per name: a fleet's runs share
+    their keys, and an alias lookup costs a few microseconds a name)."""
     metric = AliasTable.default().resolve([name]).get(name)
     return metric if metric in _SKIP_SIGNS else None
 
