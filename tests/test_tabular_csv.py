@@ -248,6 +248,16 @@ def test_empty_grad_norms_beside_a_loss_scale_halving_are_skipped_steps_not_lost
         lost.write_parquet(path)
     with pytest.warns(IngestWarning, match=r"'grad-norm' \(1 from step 7000\)"):
         read_run(path)
+    # a loss that went empty beside the halving still warns (a collapse halves the scale on
+    # every step while its loss turns NaN, which pandas would lose)
+    lost = table.with_columns(pl.when(pl.col("step") == 5001).then(None)
+                              .otherwise(pl.col("h/00")).alias("lm loss"))
+    if fmt == "csv":
+        lost.write_csv(path)
+    else:
+        lost.write_parquet(path)
+    with pytest.warns(IngestWarning, match=r"'lm loss' \(1 from step 5001\)"):
+        read_run(path)
 
 
 def test_empty_cells_warning_sees_a_nan_tail_and_not_eval_rows(tmp_path: Path) -> None:

@@ -409,8 +409,9 @@ def holes(table: Wide, *, least: int = 10, skipped: np.ndarray | None = None,
     the step), and an empty cell reads as not logged. A column logged every k steps has
     holes from its second row: not one. An empty cell whose step has a value in another row
     (HF Trainer's eval records share a step with its training records) is no hole, nor is
-    one on a row that ``skipped`` marks (default: :func:`skipped_rows` of the table), where
-    the optimizer step was skipped and logged no gradient norm.
+    a gradient norm's on a row that ``skipped`` marks (default: :func:`skipped_rows` of the
+    table), where the optimizer step was skipped and logged none (a loss there still warns:
+    an fp16 run that collapses halves its scale on every step while its loss turns NaN).
 
     >>> w = Wide(pl.Series([1, 2, 3, 4, 4]), None, [pl.Series("loss", [1.0, 2.0, None, 5.0, None]),
     ...                                             pl.Series("lr", [1.0, 1.0, 1.0, 1.0, None])])
@@ -430,7 +431,9 @@ def holes(table: Wide, *, least: int = 10, skipped: np.ndarray | None = None,
             continue
         first = int(np.argmax(held))
         empty = np.flatnonzero(~held[first:]) + first
-        empty = empty[~np.isin(steps[empty], steps[held]) & ~skipped[empty]]
+        empty = empty[~np.isin(steps[empty], steps[held])]
+        if canonical(column.name) == "grad_norm":
+            empty = empty[~skipped[empty]]
         if empty.size and empty[0] - first >= least:
             out.append((column.name, int(steps[empty[0]]), int(empty.size)))
     return out
@@ -441,11 +444,16 @@ _SKIP_SIGNS = ("loss_scale", "skipped")
 
 
 @functools.lru_cache(maxsize=4096)
+def canonical(name: str) -> str:
+    """The metric the default aliases map the column ``name`` to (the name itself when none),
+    kept per name: a fleet's runs share their keys, and a lookup costs a few microseconds."""
+    return AliasTable.default().resolve([name]).get(name, name)
+
+
 def skip_sign(name: str) -> str | None:
-    """``loss_scale`` or ``skipped`` when the default aliases map the column ``name`` to an
-    fp16 loss scale or a skipped-step counter, else None (kept per name: a fleet's runs share
-    their keys, and an alias lookup costs a few microseconds a name)."""
-    metric = AliasTable.default().resolve([name]).get(name)
+    """``loss_scale`` or ``skipped`` when the column ``name`` is an fp16 loss scale or a
+    skipped-step counter (by the default aliases), else None."""
+    metric = canonical(name)
     return metric if metric in _SKIP_SIGNS else None
 
 
