@@ -439,8 +439,8 @@ def holes(table: Wide, *, least: int = 10, skipped: np.ndarray | None = None,
     return out
 
 
-#: canonical metrics whose changes mark skipped optimizer steps (see :func:`skipped_rows`)
-_SKIP_SIGNS = ("loss_scale", "skipped")
+#: canonical metrics that mark skipped optimizer steps (see :func:`skipped_rows`)
+_SKIP_SIGNS = ("loss_scale", "skipped", "skipped_total")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -451,34 +451,45 @@ def canonical(name: str) -> str:
 
 
 def skip_sign(name: str) -> str | None:
-    """``loss_scale`` or ``skipped`` when the column ``name`` is an fp16 loss scale or a
-    skipped-step counter (by the default aliases), else None."""
+    """``loss_scale``, ``skipped`` or ``skipped_total`` when the column ``name`` is an fp16
+    loss scale, a per-step (or per-interval) skip count or a running total of skipped steps
+    (by the default aliases), else None."""
     metric = canonical(name)
     return metric if metric in _SKIP_SIGNS else None
 
 
 def skipped_rows(columns: Sequence[pl.Series], n_rows: int) -> np.ndarray:
     """Rows of a wide table where an optimizer step was skipped, as an fp16 run's overflow
-    skips one: beside a drop of the loss scale (the row of the lower scale and the one before
-    it: Megatron logs no gradient norm on either side of a halving) or where a skip counter
-    rises. A boolean per row.
+    skips one, a boolean per row. A scale or a running total logged on some rows only is
+    compared with its previous logged value, and the rows from that one to the change are
+    marked (the skip happened somewhere between):
 
-    >>> scale = pl.Series("loss-scale", [8.0, 8.0, 4.0, 4.0])
-    >>> skipped_rows([scale, pl.Series("skipped", [0.0, 0.0, 0.0, 1.0])], 4).tolist()
-    [False, True, True, True]
+    * a loss scale: the rows from the last one before a drop to the first of the lower scale
+      (Megatron logs no gradient norm on either side of a halving);
+    * a skip count per step or interval: the rows where it is above 0;
+    * a running total: the rows after its last value up to the one where it rose.
+
+    >>> scale = pl.Series("loss-scale", [8.0, 8.0, None, 4.0, 4.0])
+    >>> skipped_rows([scale], 5).tolist()
+    [False, True, True, True, False]
+    >>> skipped_rows([pl.Series("skipped", [0, 1, 1, 0]), pl.Series("ds_skipped", [0, 0, 2, 2])], 4).tolist()
+    [False, True, True, False]
     """
     out = np.zeros(n_rows, dtype=bool)
     for column in columns:
         sign = skip_sign(column.name)
-        if sign is None:
+        if sign is None or not column.dtype.is_numeric():
             continue
-        values = column.cast(pl.Float64).to_numpy()  # an empty cell is NaN: no change
-        with np.errstate(invalid="ignore"):
-            if sign == "loss_scale":
-                down = np.flatnonzero(values[1:] < values[:-1])
-                out[down] = out[down + 1] = True
-            else:
-                out[np.flatnonzero(values[1:] > values[:-1]) + 1] = True
+        values = column.cast(pl.Float64).to_numpy()  # an empty cell is NaN
+        if sign == "skipped":
+            out |= values > 0  # NaN compares False
+            continue
+        at = np.flatnonzero(np.isfinite(values))  # the logged rows
+        logged = values[at]
+        changed = logged[1:] < logged[:-1] if sign == "loss_scale" else logged[1:] > logged[:-1]
+        for k in np.flatnonzero(changed).tolist():
+            first = at[k] if sign == "loss_scale" else at[k] + 1
+            out[first:at[k + 1] + 1] = True
     return out
 
 
