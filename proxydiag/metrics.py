@@ -25,6 +25,9 @@ DEFAULT_ALIASES = Path(__file__).with_name("aliases.toml")
 
 #: Every mismatch (rollout-vs-learner) metric name starts with this.
 MISMATCH_PREFIX = "mismatch"
+#: canonical metrics that count skipped optimizer steps (per step or interval, or a running
+#: total: the alias table's ``counter`` says which)
+SKIP_COUNTERS = ("skipped", "skipped_total")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from proxydiag.diagnose._stats import cluster_start, runs_of, window_sum
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
 from proxydiag.events import Event
+from proxydiag.metrics import SKIP_COUNTERS
 from proxydiag.run import Run
 
 #: logged points a start-up burst needs before its own span, not a window, judges it
@@ -58,7 +59,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
 
 def _skip_counts(rv: RunView) -> Series | None:
     """Skipped steps per logged step: the counter if logged, else inferred from scale halvings."""
-    for name in ("skipped", "skipped_total"):
+    for name in SKIP_COUNTERS:
         s = rv.get(name)
         if s is not None:
             vals = np.where(np.isfinite(s.values), np.maximum(s.values, 0.0), 0.0)

@@ -21,6 +21,7 @@ from proxydiag.diagnose._view import RunView
 from proxydiag.diagnose._warmup import warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.events import Event
+from proxydiag.metrics import SKIP_COUNTERS
 
 #: ``loss_scale_minimum`` is the console reader's "minimum loss scale reached" message
 OVERFLOW = frozenset({
@@ -233,11 +234,17 @@ def _symptom_cluster(events: list[Event], rv: RunView, *, start: int,
     return None
 
 
+#: fault class -> the entry of :func:`_missing` that says the run logs nothing it shows in
+UNSEEN_BY = {"precision_fault": "mismatch_*", "gradient_overflow": "loss_scale",
+             "loss_divergence": "loss"}
+
+
 def _missing(rv: RunView) -> tuple[str, ...]:
+    """What the run does not log, by the signals of each fault class (see :data:`UNSEEN_BY`)."""
     out = []
     if not rv.mismatch_metrics:
         out.append("mismatch_*")
-    if not any(rv.has(m) for m in ("grad_norm", "loss_scale", "skipped", "skipped_total", "nonfinite")):
+    if not any(rv.has(m) for m in ("grad_norm", "loss_scale", *SKIP_COUNTERS, "nonfinite")):
         out.extend(["grad_norm", "loss_scale"])
     if not any(rv.has(m) for m in ("grad_norm", "loss", "pg_loss")):
         out.extend(m for m in ("grad_norm", "loss") if m not in out)

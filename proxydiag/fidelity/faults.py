@@ -16,6 +16,7 @@ from typing import Any
 
 from proxydiag.align.grid import Grid
 from proxydiag.diagnose.result import Diagnosis
+from proxydiag.diagnose.taxonomy import UNSEEN_BY
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.result import FaultComparison
 from proxydiag.run import Run
@@ -120,17 +121,15 @@ def _unseen(label: str, proxy: Diagnosis) -> str | None:
     """What the proxy does not log of the signals that show the full run's fault class, as
     its own diagnosis lists them (``Diagnosis.missing``, the taxonomy's one rule), or None
     when it logs some: then its being healthy means something."""
-    entry, what = _DECIDED_BY.get(label, (None, ""))
-    return what if entry is not None and entry in proxy.missing else None
+    entry = UNSEEN_BY.get(label)
+    return _SIGNALS[label] if entry is not None and entry in proxy.missing else None
 
 
-#: fault class -> the entry of ``Diagnosis.missing`` that says the class could not be seen
-#: (:func:`proxydiag.diagnose.taxonomy._missing`), and what it stands for
-_DECIDED_BY: dict[str, tuple[str, str]] = {
-    "precision_fault": ("mismatch_*", "rollout/learner mismatch metric"),
-    "gradient_overflow": ("loss_scale", "overflow signal (grad norm, loss scale, skip counter or "
-                                        "non-finite count)"),
-    "loss_divergence": ("loss", "grad norm or loss"),
+#: fault class -> the signals it shows in, in words
+_SIGNALS = {
+    "precision_fault": "rollout/learner mismatch metric",
+    "gradient_overflow": "overflow signal (grad norm, loss scale, skip counter or non-finite count)",
+    "loss_divergence": "grad norm or loss",
 }
 
 

@@ -38,7 +38,7 @@ import polars as pl
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.frame import empty_raw
 from proxydiag.ingest.keys import enum_keys
-from proxydiag.metrics import AliasTable
+from proxydiag.metrics import SKIP_COUNTERS, AliasTable
 
 #: step column names, in order of preference (matched case-insensitively)
 STEP_NAMES = (
@@ -440,7 +440,7 @@ def holes(table: Wide, *, least: int = 10, skipped: np.ndarray | None = None,
 
 
 #: canonical metrics that mark skipped optimizer steps (see :func:`skipped_rows`)
-_SKIP_SIGNS = ("loss_scale", "skipped", "skipped_total")
+_SKIP_SIGNS = ("loss_scale", *SKIP_COUNTERS)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -450,12 +450,10 @@ def canonical(name: str) -> str:
     return AliasTable.default().resolve([name]).get(name, name)
 
 
-def skip_sign(name: str) -> str | None:
-    """``loss_scale``, ``skipped`` or ``skipped_total`` when the column ``name`` is an fp16
-    loss scale, a per-step (or per-interval) skip count or a running total of skipped steps
-    (by the default aliases), else None."""
-    metric = canonical(name)
-    return metric if metric in _SKIP_SIGNS else None
+def skip_sign(name: str) -> bool:
+    """The column ``name`` is an fp16 loss scale or a skipped-step counter (by the default
+    aliases)."""
+    return canonical(name) in _SKIP_SIGNS
 
 
 def skipped_rows(columns: Sequence[pl.Series], n_rows: int) -> np.ndarray:
@@ -467,7 +465,8 @@ def skipped_rows(columns: Sequence[pl.Series], n_rows: int) -> np.ndarray:
     * a loss scale: the rows from the last one before a drop to the first of the lower scale
       (Megatron logs no gradient norm on either side of a halving);
     * a skip count per step or interval: the rows where it is above 0;
-    * a running total: the rows after its last value up to the one where it rose.
+    * a running total (a ``cumulative`` counter in the alias table): the rows after its last
+      value up to the one where it rose.
 
     >>> scale = pl.Series("loss-scale", [8.0, 8.0, None, 4.0, 4.0])
     >>> skipped_rows([scale], 5).tolist()
@@ -475,22 +474,23 @@ def skipped_rows(columns: Sequence[pl.Series], n_rows: int) -> np.ndarray:
     >>> skipped_rows([pl.Series("skipped", [0, 1, 1, 0]), pl.Series("ds_skipped", [0, 0, 2, 2])], 4).tolist()
     [False, True, True, False]
     """
-    out = np.zeros(n_rows, dtype=bool)
+    marks = np.zeros(n_rows + 1, dtype=np.int64)  # +1 where a marked span starts, -1 past it
     for column in columns:
-        sign = skip_sign(column.name)
-        if sign is None or not column.dtype.is_numeric():
+        metric = canonical(column.name)
+        if metric not in _SKIP_SIGNS or not column.dtype.is_numeric():
             continue
         values = column.cast(pl.Float64).to_numpy()  # an empty cell is NaN
-        if sign == "skipped":
-            out |= values > 0  # NaN compares False
+        if metric != "loss_scale" and AliasTable.default().counter(metric) != "cumulative":
+            marks[:-1] += values > 0  # NaN compares False: a span of one row each
+            marks[1:] -= values > 0
             continue
         at = np.flatnonzero(np.isfinite(values))  # the logged rows
         logged = values[at]
-        changed = logged[1:] < logged[:-1] if sign == "loss_scale" else logged[1:] > logged[:-1]
-        for k in np.flatnonzero(changed).tolist():
-            first = at[k] if sign == "loss_scale" else at[k] + 1
-            out[first:at[k + 1] + 1] = True
-    return out
+        scale = metric == "loss_scale"
+        k = np.flatnonzero(logged[1:] < logged[:-1] if scale else logged[1:] > logged[:-1])
+        np.add.at(marks, at[k] + (0 if scale else 1), 1)
+        np.add.at(marks, at[k + 1] + 1, -1)
+    return np.cumsum(marks[:-1]) > 0
 
 
 def warn_holes(where: object, found: list[tuple[str, int, int]], *, writer: str, cure: str) -> None:
