@@ -228,6 +228,40 @@ def test_a_sparse_scale_collapse_is_dated_from_its_first_halving() -> None:
     assert [e.onset_step for e in collapse] == [3219]
 
 
+def _decline_after_probe(stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """A Megatron-like fp16 scale, logged every step: growth probes every 1000 steps (2^14 ->
+    2^15 -> overflow -> 2^14), then from step 4202 a halving every 40 steps with no regrowth,
+    down to 1 at step 4802, the run stopped at ``stop``."""
+    steps = np.arange(stop)
+    level = np.full(stop, 14.0)
+    for probe in range(1000, 5000, 1000):  # doubled after 1000 clean steps, halved at 3
+        level[probe : probe + 3] = 15.0
+    falls = np.arange(4202, 4842, 40)
+    level -= np.searchsorted(falls, steps, side="right")
+    return steps, 2.0 ** np.maximum(level, 0.0)
+
+
+@pytest.mark.parametrize(("stop", "kind"), [(4600, "scale_collapse"), (4700, "scale_collapse"),
+                                            (5000, "scale_min")])
+def test_a_scale_that_keeps_halving_is_dated_where_it_fell_below_its_level(stop: int, kind: str) -> None:
+    """The descent is the drops since the scale last grew that take it below where it stood
+    then: a probe's halving back to its old level is not its start, and drops 40 steps apart
+    are one descent. Stopped before the minimum, 10 halvings without regrowth are a collapse
+    (the tail's median, half-way down, was not)."""
+    steps, scale = _decline_after_probe(stop)
+    events = scaler.detect(from_arrays({"loss_scale": (steps, scale)}), CFG)
+    critical = [(e.kind, e.onset_step) for e in events if e.severity == "critical"]
+    assert critical == [(kind, 4202)]
+
+
+def test_a_probe_and_a_few_halvings_that_regrow_are_no_collapse() -> None:
+    steps, scale = _decline_after_probe(4400)  # five halvings so far
+    level = np.log2(scale)
+    level[4400 - 100 :] += 5.0  # grown back
+    events = scaler.detect(from_arrays({"loss_scale": (steps, 2.0**level)}), CFG)
+    assert [e for e in events if e.severity == "critical"] == []
+
+
 def test_scaler_constant_scale_of_one_is_bookkeeping_not_a_collapse() -> None:
     events = scaler.detect(from_arrays({"loss_scale": (range(100), np.ones(100))}), CFG)
     assert events == []
@@ -259,6 +293,29 @@ def test_divergence_exponential_growth_onset_and_no_alarm_when_healthy() -> None
     events = divergence.detect(from_arrays({"grad_norm": (t, grown)}), CFG)
     assert [(e.kind, e.severity) for e in events] == [("divergence", "critical")]
     assert abs(events[0].onset_step - 380) <= 6
+
+
+@pytest.mark.parametrize(("lasted", "found"), [(60, True), (160, True), (30, False)])
+def test_a_run_stopped_soon_after_its_loss_jumped_diverged(lasted: int, found: bool) -> None:
+    """A loss that jumps 5x and stays there until the run is stopped ``lasted`` steps later
+    (the tr8-104B shape, the run killed before it turned NaN): measured on the tail's tenth
+    of the run, mostly before the jump, it looked healthy until 5% of the run was past it.
+    A jump shorter than ``revert_steps`` may still be a spike about to revert."""
+    rng = np.random.default_rng(11)
+    jump = 3120
+    t = np.arange(jump + lasted)
+    loss = 2.0 * np.exp(_ar1(rng, t.size, sigma=0.02))
+    loss[jump:] *= 5.0
+    events = divergence.detect(from_arrays({"loss": (t, loss)}), CFG)
+    assert [(e.kind, e.onset_step) for e in events] == ([("divergence", jump)] if found else [])
+
+
+def test_a_spike_reverting_as_the_run_ends_is_no_divergence() -> None:
+    rng = np.random.default_rng(12)
+    t = np.arange(3200)
+    loss = 2.0 * np.exp(_ar1(rng, t.size, sigma=0.02))
+    loss[3100:3160] *= 5.0  # 60 steps up, 40 back down when the run stops
+    assert divergence.detect(from_arrays({"loss": (t, loss)}), CFG) == []
 
 
 def test_divergence_rl_symptoms() -> None:

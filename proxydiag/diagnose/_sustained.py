@@ -23,6 +23,8 @@ from proxydiag.diagnose._stats import (
 
 #: change points of longer series are located on this many bucket medians
 MAX_FIT_POINTS = 2000
+#: logged points a change inside the tail needs after it to be measured on them alone
+MIN_AFTER_POINTS = 5
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ def sustained_change(
     sigma_floor: float = 1e-3,
     locate_power: float | None = None,
     peak_points: int | None = None,
+    min_after_steps: float | None = None,
 ) -> Change | None:
     """The best single change of ``y`` (finite, in the direction ``sign``) and its size.
 
@@ -70,6 +73,9 @@ def sustained_change(
     (a disagreement that climbs linearly is concave on log scale, which tilts a hinge early;
     second-order measures such as KL climb with the square of a first-order one, hence 1/2);
     sizes are always measured on ``y``.
+    ``min_after_steps``: with ``after="tail"``, a change inside the tail that has lasted this
+    many steps (and :data:`MIN_AFTER_POINTS` points) to the end is measured on its own points
+    (see :func:`_tail_level`): a run stopped soon after it broke.
     ``peak_points``: with ``after="peak"``, for a change within the series' last three tenths,
     the level at the very end may also be the median of only this many last points: a climb
     still under way when a long run ends is seen at its height (a tenth of the series would
@@ -95,7 +101,7 @@ def sustained_change(
     sigma = max(spread, noise_sigma(base), sigma_floor)
     level_w = max(3, int(tail_fraction * n))
     if after == "tail":
-        level = float(np.median(y[-level_w:]))
+        level = _tail_level(t, y, k, sign=sign, level_points=level_w, min_after_steps=min_after_steps)
     else:
         rolled = block_level(y[k:], window_points=level_w)
         if peak_points and peak_points <= n - k <= 3 * level_w:
@@ -104,6 +110,24 @@ def sustained_change(
         level = float(np.nanmax(rolled) if sign > 0 else np.nanmin(rolled))
     onset = int(t[k]) if model == "hinge" or k == 0 else int(t[k - 1]) + 1
     return Change(k, kind, before, level, sigma, onset)
+
+
+def _tail_level(t: np.ndarray, y: np.ndarray, k: int, *, sign: int, level_points: int,
+                min_after_steps: float | None) -> float:
+    """The level at the end of the series: the median of its last ``level_points``, or, for a
+    change at ``k`` inside them that has lasted ``min_after_steps`` and
+    :data:`MIN_AFTER_POINTS` to the end, of the points from the change on, unless their last
+    half has come back (the nearer of the two medians to the level before). A run stopped
+    60 steps after its loss jumped 5x measured the mixture of a tenth of the run (mostly
+    before the jump): nothing. A spike that is reverting when the run ends still measures
+    little."""
+    level = float(np.median(y[-level_points:]))
+    after = y.size - k
+    if (min_after_steps is None or after >= level_points or after < MIN_AFTER_POINTS
+            or t[-1] - t[k] < min_after_steps):
+        return level
+    own, last = float(np.median(y[k:])), float(np.median(y[k + after // 2 :]))
+    return min(own, last) if sign > 0 else max(own, last)
 
 
 def _locate_change(

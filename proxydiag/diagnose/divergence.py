@@ -99,7 +99,7 @@ def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:
     steps, y = steps[keep], y[keep]
     change = sustained_change(
         steps.astype(np.float64), y, sign=rule.sign, tail_fraction=c.tail_fraction,
-        sigma_floor=1e-3 if rule.log else 1e-9,
+        sigma_floor=1e-3 if rule.log else 1e-9, min_after_steps=cfg.spikes.revert_steps,
     )
     if change is None:
         return None

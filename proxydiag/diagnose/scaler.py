@@ -211,11 +211,16 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
     at_min = np.flatnonzero((lg <= floor + 1e-9) & (peak >= floor + 1.0))
     tail = max(int(0.1 * lg.size), 2)
     tail_level = float(np.median(lg[-tail:]))
-    collapsed = peak[-1] - tail_level >= c.collapse_halvings and lg[-1] <= tail_level + 1
+    gap = max(c.calibration_gap_steps, 2 * interval, c.scale_window_steps)
+    # the descent the run ends in: as deep as a collapse, and never regrown (a run stopped
+    # while its scale was still falling: its tail's median is half-way down)
+    final = _descent_start(steps, lg, hit=lg.size - 1, gap_steps=gap)
+    falling = final is not None and lg[final - 1] - lg[-1] >= c.collapse_halvings
+    collapsed = (peak[-1] - tail_level >= c.collapse_halvings and lg[-1] <= tail_level + 1) or falling
     if at_min.size >= 2 or collapsed:
-        hit = int(at_min[0]) if at_min.size >= 2 else lg.size - tail
-        start = _descent_start(steps, lg, hit=hit,
-                               gap_steps=max(c.calibration_gap_steps, 2 * interval))
+        hit = int(at_min[0]) if at_min.size >= 2 else lg.size - 1 if falling else lg.size - tail
+        start = _descent_start(steps, lg, hit=hit, gap_steps=gap)
+        start = hit if start is None else start
         # a scale logged only at overflows is sparse: the descent starts just before its
         # first drop (one overflow is absorbed by hysteresis), not after the previous point
         onset = max(int(steps[start - 1]) + 1, int(steps[start]) - 1) if start > 0 else int(steps[0])
@@ -230,11 +235,25 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
     return events
 
 
-def _descent_start(steps: np.ndarray, lg: np.ndarray, *, hit: int, gap_steps: float) -> int:
-    """Index of the first drop of the descent that reaches ``hit``: drops closer together than
-    ``gap_steps`` (hysteresis, log intervals) belong to one descent."""
-    drops = np.flatnonzero(np.diff(lg[: hit + 1]) < 0) + 1
+def _descent_start(steps: np.ndarray, lg: np.ndarray, *, hit: int, gap_steps: float) -> int | None:
+    """Index of the first drop of the descent that reaches ``hit`` (None when no drop does):
+    the drops since the scale last grew that each take it below where it stood then, no
+    further apart than ``gap_steps`` (a scaler grows again after that many clean steps, its
+    ``loss_scale_window``). A growth probe's drop back to its old level is no part of it: a
+    scale that halved every 40 steps for 600 steps after a probe was dated at the minimum
+    it reached, 600 steps late, when drops more than 10 steps apart were separate descents.
+
+    >>> lg = np.array([14, 15, 14, 14, 13, 12, 11.0])  # a probe, then three halvings
+    >>> _descent_start(np.arange(7) * 40, lg, hit=6, gap_steps=1000)
+    4
+    """
+    grew = np.flatnonzero(np.diff(lg[: hit + 1]) > 0) + 1
+    first = int(grew[-1]) if grew.size else 0
+    stood = lg[first - 1] if grew.size else lg[0]
+    since = lg[first : hit + 1]
+    lows = np.minimum.accumulate(np.concatenate(([stood], since)))
+    drops = np.flatnonzero(since < lows[:-1]) + first
     if drops.size == 0:
-        return hit
+        return None
     apart = np.flatnonzero(np.diff(steps[drops]) > gap_steps)
     return int(drops[apart[-1] + 1]) if apart.size else int(drops[0])
