@@ -87,6 +87,21 @@ def test_a_flat_proxy_is_unfaithful() -> None:
     assert c.reasons[0].startswith("does not learn: full run's reward changes +")
 
 
+def test_a_noisier_proxy_that_learns_most_of_the_change_learns() -> None:
+    """A modest full run (reward +4.3σ of its noise) and a proxy 1.4x as noisy that gains 73%
+    of its change: +2.2σ of its own noise is under ``learn_min_sigma``, but the proxy learns;
+    its noise is for the dynamics tests to judge. One that gains 10% still does not learn."""
+    fulls = [make_run(f"modest{s}", curves(N, seed=s, ceiling=0.4)) for s in range(3)]
+    noisy = make_run("noisy", curves(N, seed=60, ceiling=0.38, noise=1.4))
+    c = run_compare(fulls, noisy, "healthy", None, "healthy", None)
+    trend = c.metrics["reward"].tests["trend"].details
+    assert 1.5 < trend["change_sigma_proxy"] < 3.0 < trend["change_sigma_full"]
+    assert c.verdict == "faithful"
+    flat = make_run("flat-noisy", curves(N, seed=60, ceiling=0.26, noise=1.4))
+    c = run_compare(fulls, flat, "healthy", None, "healthy", None)
+    assert c.verdict == "unfaithful" and c.reasons[0].startswith("does not learn")
+
+
 def test_a_wrong_trend_is_not_faithful() -> None:
     c = run_compare(FULLS_HEALTHY, make_run("down", curves(N, seed=51, reward_dir=-0.5)),
                     "healthy", None, "healthy", None)

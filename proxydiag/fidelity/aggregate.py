@@ -15,8 +15,9 @@ step time, counters, lr) weighted 0. Verdict rules (the issue's):
 1. the proxy misses the full run's fault, shows it > 10% of progress earlier or later, shows a
    different fault, or fails where the full run is healthy → ``unfaithful``;
 2. the full run learns (reward up, else loss down, by ≥ ``learn_min_sigma`` σ) and a healthy
-   proxy does not (less than ``learn_min_sigma`` σ or ``learn_min_fraction`` of the full run's
-   change) → ``unfaithful``;
+   proxy does not (less than ``learn_min_fraction`` of the full run's change, or less than
+   ``learn_min_sigma`` σ of its own noise unless it gains ``learn_noisy_fraction`` of the full
+   run's change by at least half that many σ: a noisier proxy that learns) → ``unfaithful``;
 3. otherwise two or more key metrics (or mismatch metrics) not faithful, one diverged, the
    symptoms in another order than the seeds agree on (:mod:`~proxydiag.fidelity.events`), or
    dynamics < ``partial_below`` (0.8) → ``partial``;
@@ -105,7 +106,12 @@ def learning_gap(metrics: Mapping[str, MetricFidelity], config: FidelityConfig) 
         if z_full is None or z_proxy is None or sign * z_full < config.learn_min_sigma:
             return None
         fraction = sign * d["change_proxy"] / abs(d["change_full"])
-        if sign * z_proxy < config.learn_min_sigma or fraction < config.learn_min_fraction:
+        # a noisier proxy that gains most of the full run's change learns: its noise is a
+        # matter of dynamics (volatility), not of learning
+        noisy_but_learns = (sign * z_proxy >= config.learn_min_sigma / 2
+                            and fraction >= config.learn_noisy_fraction)
+        if fraction < config.learn_min_fraction or (
+                sign * z_proxy < config.learn_min_sigma and not noisy_but_learns):
             return (f"does not learn: full run's {metric} changes {z_full:+.1f}σ, the proxy's "
                     f"{z_proxy:+.1f}σ ({fraction:.0%} of the full run's change)")
         return None

@@ -98,6 +98,9 @@ class FidelityConfig:
     learn_min_sigma: float = ranged(3.0, lo=0.0, hi=100.0)
     #: a proxy that moves less than this fraction of the full run's change does not learn
     learn_min_fraction: float = ranged(0.15, lo=0.0, hi=1.0)
+    #: ... but one that gains this fraction of it learns, by half of ``learn_min_sigma`` of its
+    #: own noise (a noisier proxy: 96% of a modest full run's change was 2.7σ of its noise)
+    learn_noisy_fraction: float = ranged(0.5, lo=0.0, hi=1.0)
     #: fidelity of an unfaithful proxy is its dynamics score times this
     unfaithful_factor: float = ranged(0.3, lo=0.0, hi=1.0)
     #: weights of the tests in a metric's score (level is reported, never scored)

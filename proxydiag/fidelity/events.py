@@ -10,7 +10,8 @@ than the tolerance window are one event.
 * **co-occurrence**: F1 of events matched one-to-one within ``event_window_progress``, kind by
   kind; judged against the F1 between full seeds (with one seed, against the floor).
 * **order**: the first onset of each symptom present in both runs; Kendall's tau of the two
-  orders (1 = the same order). The order *differs* when at least ``order_min_symptoms`` (3)
+  orders (1 = the same order), over the pairs of symptoms more than the tolerance window apart
+  in both runs (closer ones are simultaneous: no order). The order *differs* when at least ``order_min_symptoms`` (3)
   symptoms are shared, the seeds agree on their order (median tau ≥ 0.5) and the proxy's tau is
   ≤ 0; a reproduced fault with its symptoms in another order makes the proxy partial.
 """
@@ -21,7 +22,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import kendalltau
 
 from proxydiag.align.grid import Floats, Grid, MetricGrid
 from proxydiag.diagnose.result import Diagnosis
@@ -101,15 +101,31 @@ def _matches(x: list[float], y: list[float], *, window: float) -> int:
     return n
 
 
-def order(a: Events, b: Events) -> tuple[list[str], list[str], float | None]:
-    """Symptoms present in both runs by first onset, and Kendall's tau of the two orders."""
+def order(a: Events, b: Events, *, window: float = 0.0) -> tuple[list[str], list[str], float | None]:
+    """Symptoms present in both runs by first onset, and Kendall's tau of the two orders.
+
+    Two symptoms whose first onsets lie within ``window`` of each other in either run have no
+    order there (a tie): only pairs ordered in both runs count, and with none the order is
+    unknown (None). Three symptoms of one climb, all within 1% of progress, ordered by their
+    noise, read as a reversed order in 6 of 10 draws of a faithful proxy.
+
+    >>> order({"a": [0.1], "b": [0.3]}, {"a": [0.31], "b": [0.3]}, window=0.02)[2] is None
+    True
+    >>> order({"a": [0.1], "b": [0.3], "c": [0.5]}, {"a": [0.5], "b": [0.3], "c": [0.1]})[2]
+    -1.0
+    """
     shared = sorted(set(a) & set(b))
     ka = sorted(shared, key=lambda k: a[k][0])
     kb = sorted(shared, key=lambda k: b[k][0])
-    if len(shared) < 2:
+    x = np.array([a[k][0] for k in shared])
+    y = np.array([b[k][0] for k in shared])
+    dx, dy = x[:, None] - x[None, :], y[:, None] - y[None, :]
+    upper = np.triu(np.ones(dx.shape, dtype=bool), k=1)
+    ordered = upper & (np.abs(dx) > window) & (np.abs(dy) > window)
+    if not ordered.any():
         return ka, kb, None
-    tau = kendalltau([a[k][0] for k in shared], [b[k][0] for k in shared]).statistic
-    return ka, kb, float(tau) if np.isfinite(tau) else None
+    agree = np.sign(dx[ordered]) * np.sign(dy[ordered])
+    return ka, kb, float(agree.mean())
 
 
 def score(grid: Grid, diagnoses: Sequence[Diagnosis | None], *, config: FidelityConfig) -> TestResult:
@@ -122,9 +138,9 @@ def score(grid: Grid, diagnoses: Sequence[Diagnosis | None], *, config: Fidelity
     base = [f1(per_run[i], per_run[j], window=window)
             for i in range(grid.n_full) for j in range(i + 1, grid.n_full)]
     ref = reference([1 - b for b in base], floor=config.floor_events)
-    ka, kb, tau = order(full, proxy)
+    ka, kb, tau = order(full, proxy, window=window)
     seed_taus = [t for i in range(grid.n_full) for j in range(i + 1, grid.n_full)
-                 if (t := order(per_run[i], per_run[j])[2]) is not None]
+                 if (t := order(per_run[i], per_run[j], window=window)[2]) is not None]
     seed_tau = float(np.median(seed_taus)) if seed_taus else None
     # the order differs when the seeds agree on it (tau >= 0.5) and the proxy reverses it
     differs = (tau is not None and tau <= 0 and len(ka) >= config.order_min_symptoms
