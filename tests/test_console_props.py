@@ -118,6 +118,40 @@ def test_numbers_written_are_read_back_exactly(values: list[float]) -> None:
         assert len(got) == len(values) and all(map(_same, got, values)), key
 
 
+_LAYOUTS = (("lm loss", "grad norm"), ("lm loss", "loss scale", "grad norm"), ("lr",))
+_TOKENS = st.one_of(_values.map(repr), st.sampled_from(["", "abc", "np.float64(2.5)", " 7 "]))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_LAYOUTS), st.lists(_TOKENS, min_size=3, max_size=3)),
+                min_size=1, max_size=8))
+def test_fields_read_as_numbers_are_the_fields_read_as_text(
+        lines: list[tuple[tuple[str, ...], list[str]]]) -> None:
+    """``split_fields(numbers=True)`` (cast column by column, keys from codes) gives the rows
+    the text path and its checks give, on blocks of several layouts and values that are no
+    plain numbers (those take the text path)."""
+    from proxydiag.ingest.console_fields import split_fields
+    from proxydiag.ingest.console_records import checked
+
+    text = [f" iteration {i}/ 9 | " + " | ".join(f"{k}: {v}" for k, v in zip(keys, vals, strict=False)) + " |"
+            for i, (keys, vals) in enumerate(lines, start=1)]
+    frame = pl.DataFrame({"line": range(1, len(text) + 1), "text": text})
+    fast = split_fields(frame, sep=" | ", kv=":", keep=("line",), numbers=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        slow = checked(split_fields(frame, sep=" | ", kv=":", keep=("line",)),
+                       path=Path("x.log"), raw="raw", what="Megatron")
+        if "raw" in fast.columns:
+            fast = checked(fast, path=Path("x.log"), raw="raw", what="Megatron")
+    def rows(f: pl.DataFrame) -> list[tuple[int, str, bytes]]:
+        return [(a, b, struct.pack("<d", c)) for a, b, c in
+                f.select("line", pl.col("key").cast(pl.Utf8), "value").rows()]
+    assert sorted(rows(fast)) == sorted(rows(slow))
+    for key in fast["key"].cast(pl.Utf8).unique():  # rows of one key in the lines' order
+        at = fast.filter(pl.col("key").cast(pl.Utf8) == key)["line"].to_list()
+        assert at == sorted(at)
+
+
 @st.composite
 def _mutated_logs(draw: st.DrawFn) -> bytes:
     lines = draw(st.lists(st.sampled_from(SEEDS), min_size=1, max_size=10))

@@ -86,9 +86,11 @@ def _progress(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     lines = lines.with_columns(
         pl.lit(rank, dtype=pl.Int64).alias("rank") if rank is None else rank.alias("rank"),
     )
-    fields = split_fields(lines, sep=" | ", kv=":", keep=("line", "step", "rank", "wall_time"))
+    fields = split_fields(lines, sep=" | ", kv=":", keep=("line", "step", "rank", "wall_time"),
+                          numbers=True)
     fields = _rank_keys(chunk, fields)
-    fields = checked(fields, path=chunk.path, raw="raw", what="Megatron")
+    if "raw" in fields.columns:  # some value is not a plain number
+        fields = checked(fields, path=chunk.path, raw="raw", what="Megatron")
     return finish(fields, anchor=True)
 
 
@@ -98,7 +100,8 @@ def _rank_keys(chunk: Chunk, fields: pl.DataFrame) -> pl.DataFrame:
         return fields.drop("rank")
     primary = chunk.state.setdefault("megatron_rank", int(ranks[0]))
     other = pl.col("rank").is_not_null() & (pl.col("rank") != primary)
-    key = pl.when(other).then(pl.format("{}@rank{}", "key", "rank")).otherwise("key")
+    text = pl.col("key").cast(pl.Utf8)  # categorical when split_fields read numbers
+    key = pl.when(other).then(pl.format("{}@rank{}", text, "rank")).otherwise(text)
     return fields.with_columns(key.alias("key")).drop("rank")
 
 
