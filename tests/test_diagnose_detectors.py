@@ -254,6 +254,20 @@ def test_a_scale_that_keeps_halving_is_dated_where_it_fell_below_its_level(stop:
     assert critical == [(kind, 4202)]
 
 
+@pytest.mark.parametrize("probes", [(4520, 5522, 6524), (4500,)])
+def test_a_collapse_the_scaler_probes_out_of_is_dated_where_it_began(probes: tuple[int, ...]) -> None:
+    """A scale that fell 2^16 -> 2^2 from step 3000 and then grows again now and then (probes
+    it falls back from, or one doubling that lasts): the collapse began at 3000, not after
+    the last growth (where no drop is)."""
+    steps = np.arange(7000)
+    level = 16.0 - np.clip((steps - 3000) // 40 + 1, 0, 14)
+    for at in probes:
+        level[at : at + (3 if len(probes) > 1 else 7000)] += 1.0
+    events = scaler.detect(from_arrays({"loss_scale": (steps, 2.0**level)}), CFG)
+    assert [(e.kind, e.onset_step) for e in events if e.severity == "critical"] == [
+        ("scale_collapse", 3000)]
+
+
 def test_a_probe_and_a_few_halvings_that_regrow_are_no_collapse() -> None:
     steps, scale = _decline_after_probe(4400)  # five halvings so far
     level = np.log2(scale)
@@ -310,11 +324,14 @@ def test_a_run_stopped_soon_after_its_loss_jumped_diverged(lasted: int, found: b
     assert [(e.kind, e.onset_step) for e in events] == ([("divergence", jump)] if found else [])
 
 
-def test_a_spike_reverting_as_the_run_ends_is_no_divergence() -> None:
+@pytest.mark.parametrize(("n", "up", "down"), [(3200, 60, 40), (2000, 46, 14)])
+def test_a_spike_reverting_as_the_run_ends_is_no_divergence(n: int, up: int, down: int) -> None:
+    """Up for ``up`` steps, back at its level for the run's last ``down``: a spike (the last
+    14 points are under half of the 60 since the jump, and once were read as diverged)."""
     rng = np.random.default_rng(12)
-    t = np.arange(3200)
+    t = np.arange(n)
     loss = 2.0 * np.exp(_ar1(rng, t.size, sigma=0.02))
-    loss[3100:3160] *= 5.0  # 60 steps up, 40 back down when the run stops
+    loss[n - up - down : n - down] *= 5.0
     assert divergence.detect(from_arrays({"loss": (t, loss)}), CFG) == []
 
 

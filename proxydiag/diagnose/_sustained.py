@@ -117,7 +117,7 @@ def _tail_level(t: np.ndarray, y: np.ndarray, k: int, *, sign: int, level_points
     """The level at the end of the series: the median of its last ``level_points``, or, for a
     change at ``k`` inside them that has lasted ``min_after_steps`` and
     :data:`MIN_AFTER_POINTS` to the end, of the points from the change on, unless their last
-    half has come back (the nearer of the two medians to the level before). A run stopped
+    half or quarter has come back (the nearest of the medians to the level before). A run stopped
     60 steps after its loss jumped 5x measured the mixture of a tenth of the run (mostly
     before the jump): nothing. A spike that is reverting when the run ends still measures
     little."""
@@ -126,8 +126,11 @@ def _tail_level(t: np.ndarray, y: np.ndarray, k: int, *, sign: int, level_points
     if (min_after_steps is None or after >= level_points or after < MIN_AFTER_POINTS
             or t[-1] - t[k] < min_after_steps):
         return level
-    own, last = float(np.median(y[k:])), float(np.median(y[k + after // 2 :]))
-    return min(own, last) if sign > 0 else max(own, last)
+    # a change that has come back: the nearest of the medians of its points, their last
+    # half and their last quarter (at least MIN_AFTER_POINTS) to the level before
+    ends = (float(np.median(y[k:])), float(np.median(y[k + after // 2 :])),
+            float(np.median(y[-max(MIN_AFTER_POINTS, after // 4):])))
+    return min(ends) if sign > 0 else max(ends)
 
 
 def _locate_change(

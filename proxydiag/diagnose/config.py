@@ -66,10 +66,6 @@ class ScalerConfig:
     #: the scale has collapsed when it ends this many halvings below its own running level
     #: and never recovers (the healthy DeepSpeed-Chat RM log recovers from 9 halvings)
     collapse_halvings: float = ranged(8.0, lo=1.0, hi=64.0)
-    #: clean steps after which a dynamic scaler grows the scale again (DeepSpeed's and
-    #: Megatron's ``loss_scale_window``): drops closer together, with no growth between
-    #: them, are one descent
-    scale_window_steps: int = ranged(1000, lo=1, hi=10**7)
 
     def __post_init__(self) -> None:
         check_ranges(self, section="scaler")

@@ -211,11 +211,12 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
     at_min = np.flatnonzero((lg <= floor + 1e-9) & (peak >= floor + 1.0))
     tail = max(int(0.1 * lg.size), 2)
     tail_level = float(np.median(lg[-tail:]))
-    gap = max(c.calibration_gap_steps, 2 * interval, c.scale_window_steps)
+    gap = max(c.calibration_gap_steps, 2 * interval)
     # the descent the run ends in: as deep as a collapse, and never regrown (a run stopped
     # while its scale was still falling: its tail's median is half-way down)
     final = _descent_start(steps, lg, hit=lg.size - 1, gap_steps=gap)
-    falling = final is not None and lg[final - 1] - lg[-1] >= c.collapse_halvings
+    fall = float(lg[final - 1] - lg[-1]) if final is not None else 0.0
+    falling = fall >= c.collapse_halvings
     collapsed = (peak[-1] - tail_level >= c.collapse_halvings and lg[-1] <= tail_level + 1) or falling
     if at_min.size >= 2 or collapsed:
         hit = int(at_min[0]) if at_min.size >= 2 else lg.size - 1 if falling else lg.size - tail
@@ -230,30 +231,45 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
             f"loss_scale falls from {2 ** lg[max(start - 1, 0)]:.4g} at step {onset} to "
             f"{2 ** lg[hit]:.4g} and ends at {2 ** lg[-1]:.4g}"
             + (f" (at its minimum {c.min_scale:g} at {at_min.size} points)" if at_min.size >= 2
-               else f" ({peak[-1] - tail_level:.0f} halvings below its peak, no recovery)"),
+               else f" ({max(peak[-1] - tail_level, fall):.0f} halvings below its peak, no recovery)"),
         ))
     return events
 
 
 def _descent_start(steps: np.ndarray, lg: np.ndarray, *, hit: int, gap_steps: float) -> int | None:
-    """Index of the first drop of the descent that reaches ``hit`` (None when no drop does):
-    the drops since the scale last grew that each take it below where it stood then, no
-    further apart than ``gap_steps`` (a scaler grows again after that many clean steps, its
-    ``loss_scale_window``). A growth probe's drop back to its old level is no part of it: a
-    scale that halved every 40 steps for 600 steps after a probe was dated at the minimum
-    it reached, 600 steps late, when drops more than 10 steps apart were separate descents.
+    """Index of the first drop of the descent that reaches ``hit`` (None when no drop does).
+
+    The descent is the drops since the scale last grew that take it below where it stood
+    before that growth (a growth probe's drop back is no part of it), or, when there are
+    none (the scaler probed or regrew after a collapse), since the growth before, and so on.
+    Of those, the last drops no further apart than ``gap_steps`` or three times their median
+    spacing: one overflow long before a collapse is not its start, and a scale halving every
+    40 steps is one descent (it was dated at the minimum it reached, 600 steps late, when
+    drops more than 10 steps apart were separate descents).
 
     >>> lg = np.array([14, 15, 14, 14, 13, 12, 11.0])  # a probe, then three halvings
-    >>> _descent_start(np.arange(7) * 40, lg, hit=6, gap_steps=1000)
+    >>> _descent_start(np.arange(7) * 40, lg, hit=6, gap_steps=10)
+    4
+    >>> lg = np.array([14, 14, 13, 12, 11, 12, 11.0])  # and a probe after the collapse
+    >>> _descent_start(np.arange(7) * 40, lg, hit=6, gap_steps=10)
+    2
+    >>> lg = np.array([10, 9, 9, 9, 8, 7, 6.0])  # one overflow, then a collapse
+    >>> _descent_start(np.array([0, 175, 200, 250, 301, 302, 303]), lg, hit=6, gap_steps=10)
     4
     """
-    grew = np.flatnonzero(np.diff(lg[: hit + 1]) > 0) + 1
-    first = int(grew[-1]) if grew.size else 0
-    stood = lg[first - 1] if grew.size else lg[0]
-    since = lg[first : hit + 1]
-    lows = np.minimum.accumulate(np.concatenate(([stood], since)))
-    drops = np.flatnonzero(since < lows[:-1]) + first
+    upto = lg[: hit + 1]
+    grew = np.flatnonzero(np.diff(upto) > 0) + 1
+    drops = np.zeros(0, dtype=np.int64)
+    for first in [*grew[::-1].tolist(), 0]:  # the last growth first
+        stood = upto[first - 1] if first else upto[0]
+        since = upto[first:]
+        lows = np.minimum.accumulate(np.concatenate(([stood], since)))
+        drops = np.flatnonzero(since < lows[:-1]) + first
+        if drops.size:
+            break
     if drops.size == 0:
         return None
-    apart = np.flatnonzero(np.diff(steps[drops]) > gap_steps)
+    gaps = np.diff(steps[drops])
+    allowed = max(gap_steps, 3.0 * float(np.median(gaps))) if gaps.size else gap_steps
+    apart = np.flatnonzero(gaps > allowed)
     return int(drops[apart[-1] + 1]) if apart.size else int(drops[0])

@@ -103,7 +103,8 @@ def learning_gap(metrics: Mapping[str, MetricFidelity], config: FidelityConfig) 
             continue
         d = trend.details
         z_full, z_proxy = d.get("change_sigma_full"), d.get("change_sigma_proxy")
-        if z_full is None or z_proxy is None or sign * z_full < config.learn_min_sigma:
+        if (z_full is None or z_proxy is None or sign * z_full < config.learn_min_sigma
+                or not d.get("change_full")):  # a change that rounds to 0 on a tiny scale
             return None
         fraction = sign * d["change_proxy"] / abs(d["change_full"])
         # a noisier proxy that gains most of the full run's change learns: its noise is a
