@@ -214,7 +214,8 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
     gap = max(c.calibration_gap_steps, 2 * interval)
     # the descent the run ends in: as deep as a collapse, and never regrown (a run stopped
     # while its scale was still falling: its tail's median is half-way down)
-    final = _descent_start(steps, lg, hit=lg.size - 1, gap_steps=gap)
+    deep = peak[-1] - lg[-1] >= c.collapse_halvings  # else no fall can be deep enough
+    final = _descent_start(steps, lg, hit=lg.size - 1, gap_steps=gap) if deep else None
     fall = float(lg[final - 1] - lg[-1]) if final is not None else 0.0
     falling = fall >= c.collapse_halvings
     collapsed = (peak[-1] - tail_level >= c.collapse_halvings and lg[-1] <= tail_level + 1) or falling

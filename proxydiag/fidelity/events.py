@@ -11,9 +11,10 @@ than the tolerance window are one event.
   kind; judged against the F1 between full seeds (with one seed, against the floor).
 * **order**: the first onset of each symptom present in both runs; Kendall's tau of the two
   orders (1 = the same order), over the pairs of symptoms more than the tolerance window apart
-  in both runs (closer ones are simultaneous: no order). The order *differs* when at least ``order_min_symptoms`` (3)
-  symptoms are shared, the seeds agree on their order (median tau ≥ 0.5) and the proxy's tau is
-  ≤ 0; a reproduced fault with its symptoms in another order makes the proxy partial.
+  in both runs (closer ones are simultaneous: no order). The order *differs* when at least
+  ``order_min_symptoms`` (3) symptoms are shared, the seeds agree on their order (median tau
+  ≥ 0.5) and the proxy's tau is ≤ 0; a reproduced fault with its symptoms in another order
+  makes the proxy partial.
 """
 
 from __future__ import annotations
