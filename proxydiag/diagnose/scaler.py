@@ -221,7 +221,8 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
     collapsed = (peak[-1] - tail_level >= c.collapse_halvings and lg[-1] <= tail_level + 1) or falling
     if at_min.size >= 2 or collapsed:
         hit = int(at_min[0]) if at_min.size >= 2 else lg.size - 1 if falling else lg.size - tail
-        start = _descent_start(steps, lg, hit=hit, gap_steps=gap)
+        start = final if falling and hit == lg.size - 1 else _descent_start(
+            steps, lg, hit=hit, gap_steps=gap)
         start = hit if start is None else start
         # a scale logged only at overflows is sparse: the descent starts just before its
         # first drop (one overflow is absorbed by hysteresis), not after the previous point
@@ -260,14 +261,13 @@ def _descent_start(steps: np.ndarray, lg: np.ndarray, *, hit: int, gap_steps: fl
     """
     upto = lg[: hit + 1]
     grew = np.flatnonzero(np.diff(upto) > 0) + 1
-    drops = np.zeros(0, dtype=np.int64)
-    for first in [*grew[::-1].tolist(), 0]:  # the last growth first
-        stood = upto[first - 1] if first else upto[0]
-        since = upto[first:]
-        lows = np.minimum.accumulate(np.concatenate(([stood], since)))
-        drops = np.flatnonzero(since < lows[:-1]) + first
-        if drops.size:
-            break
+    later_low = np.minimum.accumulate(upto[::-1])[::-1]  # the lowest from each point on
+    # the last growth after which the scale falls below where it stood before it
+    fell = grew[later_low[grew] < upto[grew - 1]]
+    first = int(fell[-1]) if fell.size else 0
+    since = upto[first:]
+    lows = np.minimum.accumulate(np.concatenate(([upto[first - 1] if first else upto[0]], since)))
+    drops = np.flatnonzero(since < lows[:-1]) + first
     if drops.size == 0:
         return None
     gaps = np.diff(steps[drops])

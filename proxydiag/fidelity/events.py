@@ -120,13 +120,12 @@ def order(a: Events, b: Events, *, window: float = 0.0) -> tuple[list[str], list
     kb = sorted(shared, key=lambda k: b[k][0])
     x = np.array([a[k][0] for k in shared])
     y = np.array([b[k][0] for k in shared])
-    dx, dy = x[:, None] - x[None, :], y[:, None] - y[None, :]
-    upper = np.triu(np.ones(dx.shape, dtype=bool), k=1)
-    ordered = upper & (np.abs(dx) > window) & (np.abs(dy) > window)
+    i, j = np.triu_indices(len(shared), k=1)  # every pair once
+    dx, dy = x[i] - x[j], y[i] - y[j]
+    ordered = (np.abs(dx) > window) & (np.abs(dy) > window)
     if not ordered.any():
         return ka, kb, None
-    agree = np.sign(dx[ordered]) * np.sign(dy[ordered])
-    return ka, kb, float(agree.mean())
+    return ka, kb, float(np.mean(np.sign(dx[ordered]) * np.sign(dy[ordered])))
 
 
 def score(grid: Grid, diagnoses: Sequence[Diagnosis | None], *, config: FidelityConfig) -> TestResult:
