@@ -62,7 +62,7 @@ class ConsoleParse:
         return raw
 
 
-def dialects() -> list[ModuleType]:
+def dialect_modules() -> list[ModuleType]:
     """The dialect modules, in :data:`DIALECTS` order."""
     return [importlib.import_module(name) for name in DIALECTS]
 
@@ -73,7 +73,7 @@ def can_read(source: str | Path) -> bool:
     if not path.is_file():
         return False
     head = head_text(path)
-    return bool(head) and any(d.SNIFF.search(head) for d in dialects())
+    return bool(head) and any(d.SNIFF.search(head) for d in dialect_modules())
 
 
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
@@ -84,7 +84,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     if parsed.raw.is_empty():
         raise IngestError(
             f"{path}: no metric lines found in this console log (dialects tried: "
-            f"{', '.join(d.NAME for d in dialects())}); check the file or convert it to CSV"
+            f"{', '.join(d.NAME for d in dialect_modules())}); check the file or convert it to CSV"
         )
     run = build_run(
         parsed.take_raw(), name=path.stem, source=path, fmt=NAME, aliases=ctx.aliases,
@@ -125,7 +125,7 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS)
     [(10, 65536.0, 32768.0)]
     >>> os.remove(fh.name)
     """
-    got = stream(path, dialects(), chunk_bytes=chunk_bytes, workers=workers)
+    got = stream(path, dialect_modules(), chunk_bytes=chunk_bytes, workers=workers)
     recs = pl.concat([empty_records(), *got.records])
     ovf = pl.concat([empty_overflows(), *got.overflows])
     anchor_lines = _dominant(got.anchors)
