@@ -103,7 +103,9 @@ def _literal_rows(chunk: Chunk, found: list[tuple[Any, ...]]) -> dict[str, list[
             continue
         values = {k: num for k, v in data.items()
                   if isinstance(k, str) and (num := _number(v)) is not None}
-        if SUMMARY_KEYS.intersection(values) and "train_runtime" in values:
+        if not values:  # a config dict ({'random_ltd': {...}}): no curve point, no step
+            continue
+        if "train_runtime" in values:
             chunk.state.setdefault("attrs", {})["run_summary"] = values
             continue
         step = _step(chunk, step_text, tqdm, values)
@@ -111,7 +113,7 @@ def _literal_rows(chunk: Chunk, found: list[tuple[Any, ...]]) -> dict[str, list[
             bad.append(line)
             continue
         for key, num in values.items():
-            if key in COUNTERS:
+            if key == "step":
                 continue
             out["line"].append(line)
             out["step"].append(step)
