@@ -19,6 +19,8 @@ from proxydiag.ingest.tabular._table import Wide
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run, keys, run_id, threads
 from proxydiag.run import _segments as segments
+from proxydiag.run import _summary
+from proxydiag.run._params import experts_from_params
 
 SIDECAR = "proxydiag.json"
 #: names a wide table's key or metric may not have for polars' unpivot in :func:`build_table`
@@ -73,6 +75,12 @@ def build_run(
     frame = coerce_raw(raw)
     del raw  # with the caller's only reference, ``del frame`` below frees the key column
     coded = keys.of(frame["key"])
+    summary_keys = _summary.candidates(coded.names)
+    if summary_keys:  # the HF run-end summary: attrs, not curve points
+        frame, summary = _summary.split(frame, summary_keys)
+        if summary:
+            attrs = {**(attrs or {}), "run_summary": summary}
+            coded = keys.of(frame["key"])
     # aliases compete among the keys that have rows: an Enum may name keys without any (an
     # empty column of a wide table), and those must not win a canonical name
     resolved = table.resolve([k for k, has in zip(coded.names, coded.present(), strict=True)
@@ -311,6 +319,11 @@ def _attrs(
     all_attrs.update(attrs or {})
     if sidecar is not None:
         all_attrs.update(read_sidecar(sidecar))
+    if all_attrs.get("experts_kept") is None and isinstance(all_attrs.get("params"), Mapping):
+        experts = experts_from_params(all_attrs["params"])
+        if experts is not None:
+            all_attrs["experts_kept"] = experts
+            all_attrs["experts_kept_from"] = "the model config in the run's params"
     name = str(all_attrs.pop("name", None) or name)
     all_attrs["run_id"] = str(all_attrs.get("run_id") or run_id(name, str(source)))
     return name, all_attrs
