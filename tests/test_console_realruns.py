@@ -87,7 +87,7 @@ def test_sft_overflows_match_the_final_skipped_counter(realruns: Path) -> None:
     # the periodic growth probe: hysteresis at 65536, then 65536 -> 32768 before step=1430
     assert _value(run, "skipped", 1430) == 2
     assert _value(run, "loss_scale", 1430) == 32768.0
-    assert _value(run, "ppl", 0) == pytest.approx(4998.29638671875)
+    assert _value(run, "perplexity", 0) == pytest.approx(4998.29638671875)  # key "ppl"
 
 
 def test_reward_model_counts_rank_repeated_iteration_lines_once(realruns: Path) -> None:

@@ -63,7 +63,7 @@ def _skip_counts(rv: RunView) -> Series | None:
         s = rv.get(name)
         if s is not None:
             vals = np.where(np.isfinite(s.values), np.maximum(s.values, 0.0), 0.0)
-            return Series(name, s.steps, vals)
+            return _from_run_start(Series(name, s.steps, vals), rv.first_step)
     scale = rv.get("loss_scale")
     if scale is None or len(scale) < 2:
         return None
@@ -71,6 +71,20 @@ def _skip_counts(rv: RunView) -> Series | None:
     steps, vals = scale.steps[ok], np.log2(scale.values[ok])
     drops = np.maximum(-np.diff(vals, prepend=vals[:1]), 0.0)
     return Series("loss_scale", steps, np.round(drops))
+
+
+def _from_run_start(counts: Series, first_step: int | None) -> Series:
+    """Counts that start where the run starts: a counter logged only at overflow steps (the
+    console's overflow lines) gets a zero at the run's first step, so that a burst in the
+    middle of a log is not read as the scaler's start-up calibration.
+
+    >>> _from_run_start(Series("skipped", np.array([377, 378]), np.ones(2)), 370).steps.tolist()
+    [370, 377, 378]
+    """
+    if first_step is None or len(counts) == 0 or counts.steps[0] <= first_step:
+        return counts
+    return Series(counts.name, np.r_[first_step, counts.steps].astype(counts.steps.dtype),
+                  np.r_[0.0, counts.values])
 
 
 def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
@@ -96,6 +110,11 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     >>> calibration_end(Series("skipped", steps[:20], np.ones(20)), ScalerConfig()) is None
     True
     """
+    hits = np.flatnonzero(counts.values > 0)
+    if hits.size and int(counts.steps[hits[0]]) > c.calibration_steps:
+        # the scaler calibrates when training starts (its state is checkpointed and resumed):
+        # a burst first seen at step 377 of an excerpt is not a start-up
+        return None
     # the unbroken descent is calibration however the gap rule chains later skips to it
     ends = [e for e in (descent_end(counts, c), _chained_end(counts, c)) if e is not None]
     return max(ends) if ends else None
@@ -268,6 +287,10 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
     floor = np.log2(max(c.min_scale, 1e-30))
     # a constant scale of 1 is bf16/fp32 bookkeeping (Megatron prints it), not a collapse
     at_min = np.flatnonzero((lg <= floor + 1e-9) & (peak >= floor + 1.0))
+    # ... or once, where the data ends: DeepSpeed raises at the next overflow there
+    # ("Current loss scale already at minimum"), so a log that ends at it ends the run's fp16
+    if at_min.size == 1 and at_min[0] == lg.size - 1:
+        at_min = np.r_[at_min, at_min]
     tail = max(int(0.1 * lg.size), 2)
     tail_level = float(np.median(lg[-tail:]))
     gap = max(c.calibration_gap_steps, 2 * interval)
@@ -291,7 +314,8 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
             kind, "loss_scale", onset, int(steps[-1]), "critical", 0.9,
             f"loss_scale falls from {2 ** lg[max(start - 1, 0)]:.4g} at step {onset} to "
             f"{2 ** lg[hit]:.4g} and ends at {2 ** lg[-1]:.4g}"
-            + (f" (at its minimum {c.min_scale:g} at {at_min.size} points)" if at_min.size >= 2
+            + (f" (at its minimum {c.min_scale:g} at {np.unique(at_min).size} point(s))"
+               if at_min.size >= 2
                else f" ({max(peak[-1] - tail_level, fall):.0f} halvings below its peak, no recovery)"),
         ))
     return events

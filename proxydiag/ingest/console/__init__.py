@@ -22,6 +22,7 @@ import polars as pl
 from proxydiag.errors import IngestError
 from proxydiag.events import Event
 from proxydiag.ingest import ReadContext
+from proxydiag.ingest.console._crash import crash_events
 from proxydiag.ingest.console._lines import CHUNK_BYTES, head_text
 from proxydiag.ingest.console._overflow import resolve
 from proxydiag.ingest.console._records import empty_overflows, empty_records
@@ -41,6 +42,7 @@ DIALECTS: tuple[str, ...] = (
     "proxydiag.ingest.console.dialects.verl",
     "proxydiag.ingest.console.dialects.pydict",
     "proxydiag.ingest.console.dialects.mindspeed",
+    "proxydiag.ingest.console.dialects.traceback",
 )
 
 
@@ -178,6 +180,7 @@ def _assemble(
             "the actor in DeepSpeed-Chat PPO) keeps plain keys, engine k gets '@engine<k>'"
         )
     events = list(resolved.events)
+    events += crash_events(own, resolved.overflows, anchor_lines, state.get("tracebacks", []))
     if attrs.get("step_source"):
         events.append(step_source_event(attrs["step_source"]))
     return ConsoleParse(
