@@ -42,6 +42,8 @@ DIALECTS: tuple[str, ...] = (
     "proxydiag.ingest.console.dialects.verl",
     "proxydiag.ingest.console.dialects.pydict",
     "proxydiag.ingest.console.dialects.mindspeed",
+    "proxydiag.ingest.console.dialects.pipes",
+    "proxydiag.ingest.console.dialects.table",
     "proxydiag.ingest.console.dialects.traceback",
 )
 

@@ -32,6 +32,7 @@ are read as NaN/±inf); anything unparseable is skipped with a warning naming ``
 from __future__ import annotations
 
 import ast
+import json
 import math
 import re
 import warnings
@@ -46,15 +47,18 @@ NAME = "dict"
 #: the HF index of log lines runs from block to block: blocks are read in order
 SEQUENTIAL = True
 SNIFF = re.compile(
-    r"(?:^|\r)\s*\{'[^']+': '?[-+\d.na]|\b[A-Za-z][\w\-/]* \d+: \{'", re.MULTILINE
+    r"(?:^|\r)\s*\{'[^']+': '?[-+\d.na]|\b[A-Za-z][\w\-/]* \d+: \{'"
+    r"|^\s*\{\"[^\"]+\": \"?[-+\d.na][^\n]*\"global_step/max_steps\"", re.MULTILINE
 )
 
 _SLIME = r"(?:^|\s)([A-Za-z][\w\-/]*) (\d+): (\{'.*\})\s*$"
-_HF = r"^\s*(?:\[\w+\]:\s*)?(\{'.*\})\s*$"
+_HF = r"^\s*(?:\[\w+\]:\s*)?(\{['\"].*\})\s*$"
 #: the last tqdm counter drawn before the dict (``378/2724 [00:10<...]``)
 _TQDM = r"^(?:.*\D)?(\d+)/\d+ \[[^\]\r]*\][^\r{]*(?:\r[^\r{]*)*\{'"
-#: a dict's own step counters, in order of preference
-COUNTERS = ("step", "global_step", "iteration", "episode")
+#: a dict's own step counters, in order of preference (ms-swift's ``'global_step/max_steps':
+#: '2/4389'`` is read as 2)
+COUNTERS = ("step", "global_step", "global_step/max_steps", "iteration", "episode")
+_FRACTION = re.compile(r"^\s*(\d+)\s*/\s*\d+\s*$")
 #: keys of the run-end summary the HF Trainer logs once (not curve points)
 SUMMARY_KEYS = frozenset({
     "train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",
@@ -70,7 +74,9 @@ _NAN = "__proxydiag_nan__"
 def extract(chunk: Chunk) -> Extract:
     """The records (and overflow rows) of this dialect's lines in one block."""
     text = pl.col("text")
-    lines = chunk.lines.filter(text.str.contains("{'", literal=True)).with_columns(
+    lines = chunk.lines.filter(
+        text.str.contains("{'", literal=True) | text.str.contains(r'^\s*\{"')
+    ).with_columns(
         text.str.extract(_TQDM, 1).cast(pl.Int64, strict=False).alias("tqdm"),
         pl.when(text.str.contains("\r", literal=True))
         .then(text.str.replace(r"^.*\r", ""))
@@ -103,6 +109,7 @@ def _literal_rows(chunk: Chunk, found: list[tuple[Any, ...]]) -> dict[str, list[
             continue
         values = {k: num for k, v in data.items()
                   if isinstance(k, str) and (num := _number(v)) is not None}
+        values.update(_fractions(data))
         if not values:  # a config dict ({'random_ltd': {...}}): no curve point, no step
             continue
         if "train_runtime" in values:
@@ -113,7 +120,7 @@ def _literal_rows(chunk: Chunk, found: list[tuple[Any, ...]]) -> dict[str, list[
             bad.append(line)
             continue
         for key, num in values.items():
-            if key == "step":
+            if key in ("step", "global_step/max_steps"):
                 continue
             out["line"].append(line)
             out["step"].append(step)
@@ -126,9 +133,26 @@ def _literal_rows(chunk: Chunk, found: list[tuple[Any, ...]]) -> dict[str, list[
     return out
 
 
+def _fractions(data: dict[Any, Any]) -> dict[str, float]:
+    """Counters printed as ``'N/M'`` strings (ms-swift's ``global_step/max_steps``) as N."""
+    out = {}
+    for key in COUNTERS:
+        value = data.get(key)
+        if isinstance(value, str) and (m := _FRACTION.match(value)):
+            out[key] = float(m.group(1))
+    return out
+
+
 def _literal(body: str) -> dict[Any, Any] | None:
     if len(body) > MAX_DICT_CHARS:
         return None
+    if body.startswith('{"'):  # a JSON line (ms-swift's logging.jsonl, echoed to the console)
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            return data
     body = _NONFINITE.sub(lambda m: f"'{_NAN}'" if m[2] == "nan" else f"{m[1]}1e999", body)
     try:
         data = ast.literal_eval(body)
