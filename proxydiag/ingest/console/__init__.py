@@ -11,10 +11,8 @@ gives step-less lines their steps (:mod:`console_steps`), turns overflow lines i
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import polars as pl
@@ -28,25 +26,12 @@ from proxydiag.ingest.console._overflow import resolve
 from proxydiag.ingest.console._records import empty_overflows, empty_records
 from proxydiag.ingest.console._steps import attach, split_engines
 from proxydiag.ingest.console._stream import WORKERS, stream
+from proxydiag.ingest.console.dialects import DIALECTS, Dialect
 from proxydiag.run import Run
-from proxydiag.run.build import build_run, sidecar_for
+from proxydiag.run.build import build_run
+from proxydiag.run.sidecar import sidecar_for
 
 NAME = "console"
-
-#: dialect modules (each: NAME, SNIFF, extract(chunk) -> Extract)
-DIALECTS: tuple[str, ...] = (
-    "proxydiag.ingest.console.dialects.megatron",
-    "proxydiag.ingest.console.dialects.deepspeed",
-    "proxydiag.ingest.console.dialects.dschat",
-    "proxydiag.ingest.console.dialects.fairseq",
-    "proxydiag.ingest.console.dialects.verl",
-    "proxydiag.ingest.console.dialects.pydict",
-    "proxydiag.ingest.console.dialects.mindspeed",
-    "proxydiag.ingest.console.dialects.pipes",
-    "proxydiag.ingest.console.dialects.table",
-    "proxydiag.ingest.console.dialects.traceback",
-)
-
 
 @dataclass
 class ConsoleParse:
@@ -66,9 +51,9 @@ class ConsoleParse:
         return raw
 
 
-def dialect_modules() -> list[ModuleType]:
-    """The dialect modules, in :data:`DIALECTS` order."""
-    return [importlib.import_module(name) for name in DIALECTS]
+def dialects() -> list[Dialect]:
+    """The dialects, in :data:`~proxydiag.ingest.console.dialects.DIALECTS` order."""
+    return list(DIALECTS)
 
 
 def can_read(source: str | Path) -> bool:
@@ -77,7 +62,7 @@ def can_read(source: str | Path) -> bool:
     if not path.is_file():
         return False
     head = head_text(path)
-    return bool(head) and any(d.SNIFF.search(head) for d in dialect_modules())
+    return bool(head) and any(d.SNIFF.search(head) for d in dialects())
 
 
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
@@ -88,7 +73,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     if parsed.raw.is_empty():
         raise IngestError(
             f"{path}: no metric lines found in this console log (dialects tried: "
-            f"{', '.join(d.NAME for d in dialect_modules())}); check the file or convert it to CSV"
+            f"{', '.join(d.NAME for d in dialects())}); check the file or convert it to CSV"
         )
     run = build_run(
         parsed.take_raw(), name=path.stem, source=path, fmt=NAME, aliases=ctx.aliases,
@@ -129,7 +114,7 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS)
     [(10, 65536.0, 32768.0)]
     >>> os.remove(fh.name)
     """
-    got = stream(path, dialect_modules(), chunk_bytes=chunk_bytes, workers=workers)
+    got = stream(path, dialects(), chunk_bytes=chunk_bytes, workers=workers)
     recs = pl.concat([empty_records(), *got.records])
     ovf = pl.concat([empty_overflows(), *got.overflows])
     anchor_lines = _dominant(got.anchors)
