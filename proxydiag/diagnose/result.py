@@ -43,6 +43,8 @@ class Diagnosis:
     first_step: int | None = None
     last_step: int | None = None
     summary: str = ""
+    #: failures found in timelines the run was rolled back from (see diagnose.rollbacks)
+    rollbacks: tuple[dict[str, Any], ...] = ()
 
     @property
     def healthy(self) -> bool:
@@ -57,6 +59,12 @@ class Diagnosis:
         return (self.onset_step - self.first_step) / span
 
     def to_dict(self) -> dict[str, Any]:
+        out = self._core_dict()
+        if self.rollbacks:  # an optional key: present only when a rollback was diagnosed
+            out["rollbacks"] = [dict(r) for r in self.rollbacks]
+        return out
+
+    def _core_dict(self) -> dict[str, Any]:
         return {
             "source": self.source,
             "run": self.run,

@@ -30,6 +30,7 @@ def build_run(
     events: list[Event] | None = None,
     sidecar: Path | None = None,
     monotonic: bool = False,
+    rollbacks: bool = True,
 ) -> Run:
     """Turn a raw frame (``step, key, value, wall_time`` in file order) into a canonical Run.
 
@@ -42,6 +43,10 @@ def build_run(
 
     ``sidecar`` is the path of a ``proxydiag.json`` to merge into attrs (if it exists);
     its fields override what the reader found (a user's statement beats inference).
+
+    With ``rollbacks``, each timeline a restart superseded becomes a Run of its own in
+    ``Run.superseded`` (the rows before the restart step plus the superseded ones): the run
+    as it stood before it was rolled back, for the diagnosis.
     """
     table = aliases or AliasTable.default()
     frame = coerce_raw(raw)
@@ -59,15 +64,41 @@ def build_run(
                               if has])
     grouped = group_by_metric(frame, coded, [resolved.get(k, k) for k in coded.names])
     if not monotonic and grouped.steps_not_increasing():
-        frame, seg_events = segments.resolve(frame)
-        return build_run(
+        frame, seg_events, dropped = segments.resolve_all(frame)
+        run = build_run(
             frame, name=name, source=source, fmt=fmt, aliases=table, attrs=attrs,
             events=[*(events or []), *seg_events], sidecar=sidecar, monotonic=True,
         )
+        if rollbacks:
+            run.superseded = _superseded(frame, dropped, run, source=source, fmt=fmt,
+                                         aliases=table)
+        return run
     del frame  # ``grouped`` holds what is left of it
     name, all_attrs = run_attrs(name, source, fmt, attrs, sidecar)
     out = grouped.frame(all_attrs["run_id"], cumulative_metrics(table, grouped.metrics))
     return make_run(out, name, all_attrs, table, resolved, events)
+
+
+#: at most this many rollbacks of one run are kept as superseded timelines (the earliest)
+MAX_ROLLBACKS = 10
+
+
+def _superseded(kept: pl.DataFrame, dropped: pl.DataFrame, run: Run, **build: Any) -> list[Run]:
+    """The timelines the restarts superseded, each as the run stood before its rollback."""
+    if dropped.is_empty():
+        return []
+    out = []
+    # in the order the rollbacks happened (the superseded rows come in file order)
+    backs = dropped[segments.ROLLED_BACK_TO].drop_nulls().unique(maintain_order=True).to_list()
+    for back in backs[:MAX_ROLLBACKS]:
+        rows = dropped.filter(pl.col(segments.ROLLED_BACK_TO) == back).drop(segments.ROLLED_BACK_TO)
+        before = kept.filter(pl.col("step") < back).select(rows.columns)
+        attrs = {**run.attrs, "rolled_back_to": int(back),
+                 "superseded_until": int(rows["step"].max()), "run_id": f"{run.id}@{back}"}
+        out.append(build_run(pl.concat([before, rows.cast(before.schema)]),
+                             name=f"{run.name} (before the rollback to {back})", attrs=attrs,
+                             rollbacks=False, **build))
+    return out
 
 
 def run_attrs(
