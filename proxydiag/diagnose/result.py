@@ -8,7 +8,7 @@ from typing import Any, Literal
 from proxydiag import display
 
 #: version of the JSON contract (proxydiag/schemas/); optional keys added bump the minor
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"  # 1.2: "rollbacks"
 from proxydiag.events import Event
 
 Label = Literal["healthy", "gradient_overflow", "loss_divergence", "precision_fault"]
