@@ -6,10 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from proxydiag import display
+from proxydiag.events import Event
 
 #: version of the JSON contract (proxydiag/schemas/); optional keys added bump the minor
-SCHEMA_VERSION = "1.2"  # 1.2: "rollbacks"
-from proxydiag.events import Event
+#: (1.2: "rollbacks")
+SCHEMA_VERSION = "1.2"
 
 Label = Literal["healthy", "gradient_overflow", "loss_divergence", "precision_fault"]
 LABELS: tuple[str, ...] = ("healthy", "gradient_overflow", "loss_divergence", "precision_fault")

@@ -11,11 +11,10 @@ import polars as pl
 from proxydiag.events import Event
 from proxydiag.frame import coerce_raw
 from proxydiag.metrics import AliasTable
-from proxydiag.run import Run, keys, run_id
+from proxydiag.run import Run, _summary, keys, run_id
 from proxydiag.run import _segments as segments
-from proxydiag.run import _summary
-from proxydiag.run._params import experts_from_params
 from proxydiag.run._grouped import group_by_metric
+from proxydiag.run._params import experts_from_params
 from proxydiag.run.sidecar import read_sidecar
 
 
@@ -94,7 +93,8 @@ def _superseded(kept: pl.DataFrame, dropped: pl.DataFrame, run: Run, **build: An
         rows = dropped.filter(pl.col(segments.ROLLED_BACK_TO) == back).drop(segments.ROLLED_BACK_TO)
         before = kept.filter(pl.col("step") < back).select(rows.columns)
         attrs = {**run.attrs, "rolled_back_to": int(back),
-                 "superseded_until": int(rows["step"].max()), "run_id": f"{run.id}@{back}"}
+                 "superseded_until": int(rows["step"].max() or back),  # type: ignore[arg-type]
+                 "run_id": f"{run.id}@{back}"}
         out.append(build_run(pl.concat([before, rows.cast(before.schema)]),
                              name=f"{run.name} (before the rollback to {back})", attrs=attrs,
                              rollbacks=False, **build))
