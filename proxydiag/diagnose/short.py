@@ -7,14 +7,15 @@ For a series with fewer than :data:`SHORT_POINTS` finite points (each excerpt on
 where the steps jump) this detector compares the level the window starts at (the lowest of
 its first third) with the highest of its later
 points, and calls a blow-up when the rise is large in both relative and absolute terms and
-the window does not end back at its level (a spike that returned is the spike detector's):
+neither the window nor a later excerpt is back at its level (a spike that returned, like
+BLOOM 176B's grad norm 0.24 -> 960 and back, is the spike detector's):
 
 - a loss (``loss``, ``perplexity``: positive, in nats or exp-nats) rising by at least
   :data:`LOSS_RATIO` x *and* :data:`LOSS_NATS` nats (perplexity: its log): an LM loss that
   gains one nat has lost e times in likelihood, and no warm-up raises it;
 - a grad norm rising by at least :data:`GRAD_RATIO` x: a healthy grad norm falls after the
-  first steps or drifts by a few x over thousands of steps (REFERENCE-failures.md: spikes of
-  10-100x precede the divergences in OPT and BLOOM's logbooks).
+  first steps or drifts by a few x over thousands of steps (docs/failures.md, "Loss
+  divergence": grad-norm spikes precede the loss in BigScience's runs).
 
 The event's confidence says how little data there is: it grows with the number of points,
 from :data:`MIN_CONFIDENCE` at 2 points to :data:`MAX_CONFIDENCE` at :data:`SHORT_POINTS`.
@@ -60,7 +61,8 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
         if s is None:
             continue
         found = [e for part in _excerpts(s)
-                 if (e := _blow_up(part, log_scale=log_scale, ratio=ratio, nats=nats)) is not None]
+                 if (e := _blow_up(part, s, log_scale=log_scale, ratio=ratio, nats=nats))
+                 is not None]
         if found:
             events.append(found[0])
     return events
@@ -85,7 +87,10 @@ def _excerpts(s: Series) -> list[Series]:
                                                    strict=True)]
 
 
-def _blow_up(s: Series, *, log_scale: bool, ratio: float, nats: float) -> Event | None:
+def _blow_up(s: Series, whole: Series, *, log_scale: bool, ratio: float,
+             nats: float) -> Event | None:
+    """The blow-up of excerpt ``s`` of ``whole``, unless it ends, or a later excerpt is, back
+    at its starting level."""
     ok = np.isfinite(s.values) & (s.values > 0)
     steps, values = s.steps[ok], s.values[ok]
     n = values.size
@@ -99,7 +104,9 @@ def _blow_up(s: Series, *, log_scale: bool, ratio: float, nats: float) -> Event 
     rise_ratio = peak / base if base > 0 else np.inf
     if rise_ratio < ratio or peak - base < nats:
         return None
-    if losses[-1] <= RECOVERED * base:
+    rest = whole.values[(whole.steps > steps[-1]) & np.isfinite(whole.values) & (whole.values > 0)]
+    rest = np.log(rest) if log_scale else rest
+    if losses[-1] <= RECOVERED * base or (rest <= RECOVERED * base).any():
         return None  # back at its level: a spike (the spike detector's), not a blow-up
     # onset: the first later point a quarter of the way up to the peak
     up = head + int(np.flatnonzero(later >= base + 0.25 * (peak - base))[0])

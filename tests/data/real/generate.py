@@ -304,7 +304,7 @@ SOURCES = {"tensorboard": "runs", "mlflow": "mlruns", "mlflow-sqlite": "mlflow.d
 
 
 def write_labels() -> None:
-    """labels.json: one entry per source of each run (ARCHITECTURE.md, 'Labelled corpora')."""
+    """labels.json: one entry per source of each run (docs/architecture.md, 'Labelled corpora')."""
     runs: dict[str, Any] = {}
     for spec in SPECS:
         for fmt, rel in SOURCES.items():
