@@ -24,8 +24,9 @@ from proxydiag.evaluate.diagnose import score
 from proxydiag.frame import raw
 from proxydiag.ingest import read_run
 from proxydiag.run.build import build_run
+from tests._paths import TESTS
 
-REAL = Path(__file__).parent / "data" / "real"
+REAL = TESTS / "data" / "real"
 LABELS = json.loads((REAL / "labels.json").read_text(encoding="utf-8"))["runs"]
 
 

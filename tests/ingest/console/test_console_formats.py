@@ -7,16 +7,15 @@ format), with invented numbers; none is copied from anyone's log.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
 
 from proxydiag.diagnose.api import diagnose
 from proxydiag.ingest import detect, read_run
 from proxydiag.run import Run
+from tests._paths import TESTS
 
-DATA = Path(__file__).parent / "data" / "console"
+DATA = TESTS / "data" / "console"
 
 
 def _series(run: Run, metric: str) -> tuple[list[int], list[float]]:
