@@ -1,0 +1,157 @@
+"""``proxydiag watch SOURCE...``: the live guard (tail growing sources) and ``--replay``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from proxydiag.cli._app import AliasesOpt, ConfigOpt, StoreOpt, app, err, out
+from proxydiag.errors import ConfigError
+
+TEXT_JSON = ("text", "json")
+
+
+@app.command()
+def watch(
+    sources: Annotated[list[str], typer.Argument(help="TensorBoard logdirs, JSONL/CSV/console log files")],
+    interval: Annotated[float, typer.Option("--interval", help="seconds between polls")] = 10.0,
+    until_done: Annotated[bool, typer.Option("--until-done", help="stop when every source is idle "
+                                             "for --idle-timeout, then print the final diagnoses")] = False,
+    idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="seconds without new data "
+                                                "after which a source is done")] = 600.0,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text | json (JSON Lines)")] = "text",
+    on_alert: Annotated[str | None, typer.Option("--on-alert", help="command run per alert: "
+                        "alert in PROXYDIAG_* variables and as JSON on stdin (no shell)")] = None,
+    fail_on: Annotated[str | None, typer.Option("--fail-on", help="exit 1 when an alert or final "
+                       "label is one of CLASS[,CLASS]")] = None,
+    replay: Annotated[bool, typer.Option("--replay", help="feed finished runs as if live")] = False,
+    every: Annotated[int, typer.Option("--every", help="with --replay: logged steps per check")] = 1,
+    checkpoints: Annotated[str | None, typer.Option("--checkpoints", help="checkpoint steps "
+                           "100,200,... or a folder of checkpoint-N / iter_N / global_stepN")] = None,
+    margin_steps: Annotated[int, typer.Option("--margin-steps", help="go back at least this many "
+                            "steps before the onset")] = 100,
+    precision: Annotated[str | None, typer.Option("--precision", help="fp16 | bf16 | fp32 when "
+                         "the source does not say")] = None,
+    config: ConfigOpt = None,
+    aliases: AliasesOpt = None,
+    store: StoreOpt = Path("proxydiag-store"),
+) -> None:
+    """Diagnose runs while they train: alert on the first signs of a failure class."""
+    from proxydiag.cli._app import DEFAULT_STORE
+    from proxydiag.diagnose.config import DiagnoseConfig, load_config
+    from proxydiag.metrics import AliasTable
+
+    if fmt not in TEXT_JSON:
+        raise ConfigError(f"--format {fmt!r}: use text or json")
+    failing = _classes(fail_on)
+    cfg = load_config(config) if config is not None else DiagnoseConfig()
+    table = AliasTable.load(aliases) if aliases is not None else AliasTable.default()
+    ckpt = _checkpoints(checkpoints, margin_steps)
+    if replay:
+        matched = _replay(sources, every=every, cfg=cfg, table=table, ckpt=ckpt, fmt=fmt,
+                          failing=failing)
+    else:
+        state = (store if store != Path("proxydiag-store") else DEFAULT_STORE) / "watch"
+        matched = _live(sources, interval_s=interval, until_done=until_done,
+                        idle_timeout_s=idle_timeout, fmt=fmt, on_alert=on_alert, cfg=cfg,
+                        table=table, ckpt=ckpt, precision=precision, state_dir=state,
+                        failing=failing)
+    if matched:
+        raise typer.Exit(1)
+
+
+def _replay(sources: list[str], *, every: int, cfg: Any, table: Any, ckpt: Any, fmt: str,
+            failing: set[str]) -> bool:
+    from proxydiag.ingest import read_runs
+    from proxydiag.watch.replay import replay
+
+    matched = False
+    for source in sources:
+        for run in read_runs(source, aliases=table):
+            result = replay(run, every=every, config=cfg, aliases=table, checkpoints=ckpt)
+            for alert in result.alerts:
+                _emit(alert.to_dict(), fmt)
+                matched = matched or alert.label in failing
+            d = result.final
+            _emit(_final(run.id, run.name, d, source), fmt)
+            matched = matched or d.label in failing
+    return matched
+
+
+def _live(sources: list[str], *, interval_s: float, until_done: bool, idle_timeout_s: float,
+          fmt: str, on_alert: str | None, cfg: Any, table: Any, ckpt: Any,
+          precision: str | None, state_dir: Path, failing: set[str]) -> bool:
+    from proxydiag.watch.live import Session, run_hook
+
+    if interval_s <= 0 or idle_timeout_s <= 0:
+        raise ConfigError("--interval and --idle-timeout must be positive seconds")
+    session = Session(sources, config=cfg, aliases=table, state_dir=state_dir,
+                      checkpoints=ckpt, precision=precision)
+    matched = False
+    try:
+        while True:
+            for alert in session.tick():
+                _emit(alert.to_dict(), fmt)
+                matched = matched or alert.label in failing
+                if on_alert:
+                    run_hook(on_alert, alert)
+            session.save()
+            if until_done and session.idle(idle_timeout_s):
+                break
+            time.sleep(interval_s)
+    except KeyboardInterrupt:
+        session.save()
+        err.print("stopped; `proxydiag watch` with the same sources resumes here", markup=False)
+        return matched
+    for watched, d in session.finish():
+        if d is not None:
+            _emit(_final(watched.watcher.run, watched.watcher.name, d, watched.source), fmt)
+            matched = matched or d.label in failing
+    session.save()
+    return matched
+
+
+def _final(run: str, name: str, d: Any, source: str) -> dict[str, Any]:
+    return {"final": True, "run": run, "name": name, "label": d.label,
+            "onset_step": d.onset_step, "confidence": round(float(d.confidence), 4),
+            "source": source, "summary": d.summary}
+
+
+def _emit(obj: dict[str, Any], fmt: str) -> None:
+    if fmt == "json":
+        out.print(json.dumps(obj), markup=False, soft_wrap=True, highlight=False)
+        return
+    if obj["final"]:
+        out.print(f"final   {obj['name']}: {obj['summary']}", markup=False)
+        return
+    back = obj.get("rollback")
+    where = (f"; go back to step {back['checkpoint_step']} and skip steps "
+             f"{back['skip_from_step']}-{back['skip_to_step']}") if back else ""
+    kind = "revised" if obj["revision"] else "ALERT  "
+    out.print(f"{kind} {obj['name']}: {obj['class']} from step {obj['onset_step']} (raised at "
+              f"step {obj['raised_at_step']}, confidence {obj['confidence']:.2f}){where}. "
+              f"{obj['summary']}", markup=False)
+
+
+def _classes(text: str | None) -> set[str]:
+    from proxydiag.diagnose.result import LABELS
+
+    found = {c.strip() for c in (text or "").split(",") if c.strip()}
+    bad = sorted(found - set(LABELS[1:]))
+    if bad:
+        raise ConfigError(f"--fail-on {bad[0]!r}: use {', '.join(LABELS[1:])}")
+    return found
+
+
+def _checkpoints(text: str | None, margin_steps: int) -> Any:
+    from proxydiag.watch.checkpoints import Checkpoints
+
+    if text is None:
+        return None
+    if Path(text).is_dir():
+        return Checkpoints.scan(text, margin_steps=margin_steps)
+    return Checkpoints.parse(text, margin_steps=margin_steps)

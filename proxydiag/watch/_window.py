@@ -1,0 +1,59 @@
+"""The offline detectors and taxonomy, run on the watcher's bounded memory of a run.
+
+The watcher does not have its own copy of the failure rules: when a cheap trigger fires it runs
+exactly the detectors of :func:`proxydiag.diagnose.api.diagnose` (same
+:class:`~proxydiag.diagnose.config.DiagnoseConfig`, same thresholds) on a
+:class:`~proxydiag.diagnose._view.RunView` made of the points it holds (head, thinned history,
+recent window; see :mod:`proxydiag.watch.buffers`). The cost is bounded by the memory, not by
+the run's length.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from types import ModuleType
+
+from proxydiag.diagnose._view import USED, RunView, Series
+from proxydiag.diagnose.api import DETECTORS
+from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.taxonomy import Verdict, classify
+from proxydiag.metrics import is_mismatch
+from proxydiag.watch.buffers import MetricBuffer
+
+_MODULES: list[ModuleType] = []
+
+
+def detectors() -> list[ModuleType]:
+    """The offline detector modules, imported once."""
+    if not _MODULES:
+        _MODULES.extend(importlib.import_module(f"proxydiag.diagnose.{n}") for n in DETECTORS)
+    return _MODULES
+
+
+def used(metric: str) -> bool:
+    """True for the canonical metrics the detectors read.
+
+    >>> used("grad_norm"), used("mismatch_kl"), used("throughput_tokens")
+    (True, True, False)
+    """
+    return metric in USED or is_mismatch(metric)
+
+
+def window_view(
+    buffers: Mapping[str, MetricBuffer], *, first_step: int | None, last_step: int | None,
+    precision: str | None, mapping: Mapping[str, str],
+) -> RunView:
+    """A run view of the held points of the used metrics."""
+    series = {}
+    for name, buf in buffers.items():
+        if used(name) and buf.size:
+            steps, values = buf.arrays()
+            series[name] = Series(name, steps, values)
+    return RunView(series, first_step, last_step, dict(mapping), precision)
+
+
+def verdict(rv: RunView, cfg: DiagnoseConfig) -> Verdict:
+    """Every offline detector, then the taxonomy, on ``rv``."""
+    events = [e for module in detectors() for e in module.detect(rv, cfg)]
+    return classify(events, rv, cfg)
