@@ -36,3 +36,17 @@ def bench_compare(
     from proxydiag.bench.compare import main
 
     main(corpus, config=config, fmt=fmt)
+
+
+@bench_app.command("watch")
+def bench_watch(
+    corpus: Annotated[Path, typer.Argument(help="folder with labels.json")],
+    every: Annotated[int, typer.Option("--every", help="logged steps per check")] = 10,
+    oracle: Annotated[bool, typer.Option("--oracle/--no-oracle",
+                                         help="also run offline diagnose on every prefix")] = True,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text | json")] = "text",
+) -> None:
+    """Detection delays, misses, false alerts and cost of `watch --replay` on a corpus."""
+    from proxydiag.bench.watch import main
+
+    main(corpus, every=every, oracle=oracle, fmt=fmt)
