@@ -78,12 +78,15 @@ class MetricBuffer:
         steps, _ = self.recent()
         keep = int(np.searchsorted(steps, step, side="left"))
         drop = steps.size - keep
-        if drop <= 0:
-            return
         self._pos = (self._pos - drop) % self._ring_cap
         self._n_ring -= drop
         self._head = [(s, v) for s, v in self._head if s < step]
-        self.last_step = int(steps[keep - 1]) if keep else (self._head[-1][0] if self._head else None)
+        if keep:
+            self.last_step = int(steps[keep - 1])
+        elif self._n_hist:
+            self.last_step = int(self._hist_steps[self._n_hist - 1])
+        else:
+            self.last_step = self._head[-1][0] if self._head else None
 
     def recent(self) -> tuple[np.ndarray, np.ndarray]:
         """The recent window in step order (copies)."""

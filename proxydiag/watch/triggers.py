@@ -10,7 +10,8 @@ delays the alert. Each returns a reason (text) or None.
   counter, a loss scale that fell;
 - **level** (per tick, in :meth:`Trigger.level`): the median of the last
   :data:`RECENT_POINTS` points moved, in the direction a failure moves it, by more than
-  :data:`Z_TRIGGER` robust σ of the :data:`REFERENCE_POINTS` before them and (log-scaled
+  :data:`Z_TRIGGER` robust σ (of successive differences) of the :data:`REFERENCE_POINTS`
+  before them and (log-scaled
   metrics) by more than a :data:`FOLD_TRIGGER` fold. The offline detectors need ≥ 4 σ and a
   1.5× (loss) to 3× (grad norm) fold (``[divergence]``), ≥ 6 σ and 2.5× for mismatch
   (``[mismatch]``): the trigger fires before either is reached.
@@ -69,8 +70,9 @@ def point(metric: str, value: float, previous: float | None, *, nonfinite: tuple
     return None
 
 
-def level(metric: str, buf: MetricBuffer) -> str | None:
-    """The reason the recent level of ``metric`` is suspicious, or None.
+def level(metric: str, buf: MetricBuffer) -> tuple[str, float] | None:
+    """The reason the recent level of ``metric`` is suspicious and the size of its move (in
+    units of the trigger's threshold: > 1), or None.
 
     >>> b = MetricBuffer(head_points=0, history_points=4, recent_points=64)
     >>> rng = np.random.default_rng(0)
@@ -80,7 +82,7 @@ def level(metric: str, buf: MetricBuffer) -> str | None:
     True
     >>> for s in range(60, 63):
     ...     b.append(s, 2.5)
-    >>> level("grad_norm", b)[:28]
+    >>> level("grad_norm", b)[0][:28]
     'grad_norm level 2.5 vs 1.008'
     """
     sign = direction(metric)
@@ -94,13 +96,15 @@ def level(metric: str, buf: MetricBuffer) -> str | None:
     y = np.log(values) if log else values
     ref, cur = y[:-RECENT_POINTS], y[-RECENT_POINTS:]
     base = float(np.median(ref))
-    sigma = 1.4826 * float(np.median(np.abs(ref - base)))
+    # the noise from successive differences: a climb inside the reference does not inflate it
+    sigma = 1.4826 * float(np.median(np.abs(np.diff(ref)))) / math.sqrt(2.0)
     move = float(np.median(cur)) - base
     if sign and move * sign <= 0:
         return None
     floor = math.log(FOLD_TRIGGER) if log else 1e-12
-    if abs(move) <= max(Z_TRIGGER * sigma, floor):
+    threshold = max(Z_TRIGGER * sigma, floor)
+    if abs(move) <= threshold:
         return None
     now, then = (math.exp(float(np.median(cur))), math.exp(base)) if log else (
         float(np.median(cur)), base)
-    return f"{metric} level {now:.4g} vs {then:.4g} before"
+    return f"{metric} level {now:.4g} vs {then:.4g} before", abs(move) / threshold

@@ -43,6 +43,10 @@ from proxydiag.watch.buffers import MetricBuffer
 from proxydiag.watch.checkpoints import Checkpoints
 
 
+#: a suspicious move re-fits again once it is this many times the size it had at the last one
+GROWTH = 1.25
+
+
 @dataclass(frozen=True)
 class WatchLimits:
     """How much the watcher holds per metric and how often it re-fits (all bounded)."""
@@ -106,6 +110,7 @@ class Watcher:
         self._new_steps = 0
         self._since_fit = 0
         self._streak = 0
+        self._sizes: dict[str, float] = {}  # trigger move sizes at the last re-fit
         #: re-fits done (for benchmarks and tests)
         self.fits = 0
 
@@ -183,12 +188,18 @@ class Watcher:
             return []
         self._since_fit += self._new_steps
         self._new_steps = 0
-        reason = self._pending or next(
-            (r for m in sorted(self._touched) if (r := triggers.level(m, self._buffers[m]))), None)
+        moves = {m: found for m in sorted(self._touched)
+                 if (found := triggers.level(m, self._buffers[m])) is not None}
+        reason = self._pending or next((r for r, _ in moves.values()), None)
         self._pending, self._touched = None, set()
         self._streak = self._streak + 1 if reason else 0
-        eager = reason is not None and (self._streak <= self.limits.eager_checks
+        # a move still growing (a climb) re-fits; one that holds still re-fits on streaks
+        # 1..eager_checks and 2^k (the detectors need points after a jump, not a bigger jump)
+        growing = any(size > GROWTH * self._sizes.get(m, 0.0) for m, (_, size) in moves.items())
+        eager = reason is not None and (growing or self._streak <= self.limits.eager_checks
                                         or self._streak & (self._streak - 1) == 0)
+        if eager:
+            self._sizes = {m: size for m, (_, size) in moves.items()}
         if not eager and self._since_fit < self.limits.periodic_steps:
             return []
         return self._fit(reason or "periodic re-fit", ended=False)
