@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proxydiag.bench.watch import _oracle
+from proxydiag.evaluate.watch import _oracle
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.frame import raw
 from proxydiag.ingest import read_run
-from proxydiag.ingest.build import build_run
+from proxydiag.run.build import build_run
 from proxydiag.ingest.tail import open_tail
 from proxydiag.watch import Checkpoints, Watcher, WatchLimits
 from proxydiag.watch.replay import replay, steps_of
@@ -143,7 +143,7 @@ def test_checkpoint_folders_are_found(tmp_path: Path) -> None:
     assert Checkpoints.scan(tmp_path).steps == (100, 200, 300)
 
 
-@pytest.mark.parametrize("name", ["overflow-fp16/overflow-fp16-full-s0",
+@pytest.mark.parametrize("name", ["overflow-fp16/overflow-fp16-full-s2",
                                   "precision-sync-step/precision-sync-step-full-s0",
                                   "healthy/healthy-full-s2"])
 def test_sample_runs_last_alert_agrees_with_final(name: str) -> None:

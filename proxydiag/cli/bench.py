@@ -21,7 +21,7 @@ def bench_diagnose(
     fmt: FormatOpt = "text",
 ) -> None:
     """Per-class precision/recall, macro-F1 and onset error of `diagnose` on a corpus."""
-    from proxydiag.bench.diagnose import main
+    from proxydiag.evaluate.diagnose import main
 
     main(corpus, config=config, fmt=fmt)
 
@@ -33,7 +33,7 @@ def bench_compare(
     fmt: FormatOpt = "text",
 ) -> None:
     """AUC of fidelity, verdict accuracy and seed-pair faithfulness of `compare` on a corpus."""
-    from proxydiag.bench.compare import main
+    from proxydiag.evaluate.compare import main
 
     main(corpus, config=config, fmt=fmt)
 
@@ -47,6 +47,6 @@ def bench_watch(
     fmt: Annotated[str, typer.Option("--format", "-f", help="text | json")] = "text",
 ) -> None:
     """Detection delays, misses, false alerts and cost of `watch --replay` on a corpus."""
-    from proxydiag.bench.watch import main
+    from proxydiag.evaluate.watch import main
 
     main(corpus, every=every, oracle=oracle, fmt=fmt)

@@ -120,7 +120,7 @@ class ProxydiagCallback(TrainerCallback):  # type: ignore[misc]
 def history_run(history: list[dict[str, Any]], *, name: str, precision: str | None = None) -> Any:
     """A :class:`~proxydiag.run.Run` of a trainer's ``log_history`` (numbers only)."""
     from proxydiag.frame import raw
-    from proxydiag.ingest.build import build_run
+    from proxydiag.run.build import build_run
 
     steps, keys, values = [], [], []
     for entry in history:

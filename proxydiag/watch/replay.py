@@ -7,7 +7,7 @@ where it would have been raised, then the final offline diagnosis of the whole r
 
 >>> import numpy as np
 >>> from proxydiag.frame import raw
->>> from proxydiag.ingest.build import build_run
+>>> from proxydiag.run.build import build_run
 >>> steps = np.arange(300)
 >>> grad = np.where(steps < 200, 1.0, np.inf)
 >>> r = build_run(raw(np.r_[steps, steps], ["grad_norm"] * 300 + ["loss"] * 300,

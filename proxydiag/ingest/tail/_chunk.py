@@ -2,7 +2,8 @@
 
 A tail never parses a format itself: the complete lines (or records) appended since the last
 tick are written to a scratch file of the same kind and read by the registered reader
-(:mod:`proxydiag.ingest.jsonl`, :mod:`~proxydiag.ingest.csv`, :mod:`~proxydiag.ingest.console`,
+(:mod:`proxydiag.ingest.tabular.jsonl`, :mod:`~proxydiag.ingest.tabular.csv`,
+:mod:`~proxydiag.ingest.console`,
 :mod:`~proxydiag.ingest.tensorboard`), so every spelling, dialect, CRC check and NaN rule is
 the offline one. The work is proportional to the bytes appended.
 """

@@ -1,7 +1,7 @@
 """Tail a TensorBoard logdir that grows: new event files, and records appended to open ones.
 
 Per event file the tail keeps the offset after the last complete record; each poll frames the
-bytes after it (:func:`proxydiag.ingest.tb_records.frame`, every CRC checked), keeps the complete
+bytes after it (:func:`proxydiag.ingest.tensorboard._records.frame`, every CRC checked), keeps the complete
 records, and leaves a record cut by the end of the file (still being written) for the next
 tick. The complete records are decoded by the offline reader
 (:mod:`proxydiag.ingest.tensorboard`). Event files that appear later are picked up.
@@ -20,7 +20,7 @@ from proxydiag.errors import IngestWarning
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest import tensorboard as tb
 from proxydiag.ingest.tail._chunk import Rows, decode
-from proxydiag.ingest.tb_records import frame
+from proxydiag.ingest.tensorboard._records import frame
 
 #: the part of an event file's name that marks it (``events.out.tfevents.*``)
 MARK = "tfevents"
