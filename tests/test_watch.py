@@ -11,15 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proxydiag.evaluate.watch import _oracle
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.evaluate.watch import _oracle
 from proxydiag.frame import raw
 from proxydiag.ingest import read_run
-from proxydiag.run.build import build_run
 from proxydiag.ingest.tail import open_tail
+from proxydiag.run.build import build_run
+from proxydiag.run.rows import steps_of
 from proxydiag.watch import Checkpoints, Watcher, WatchLimits
-from proxydiag.watch.replay import replay, steps_of
+from proxydiag.watch.replay import replay
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_runs"
 

@@ -77,7 +77,7 @@ def _replay(sources: list[str], *, every: int, cfg: Any, table: Any, ckpt: Any, 
                 _emit(alert.to_dict(), fmt)
                 matched = matched or alert.label in failing
             d = result.final
-            _emit(_final(run.id, run.name, d, source), fmt)
+            _emit(_final(run.id, run.name, d, source, ckpt), fmt)
             matched = matched or d.label in failing
     return matched
 
@@ -109,28 +109,31 @@ def _live(sources: list[str], *, interval_s: float, until_done: bool, idle_timeo
         return matched
     for watched, d in session.finish():
         if d is not None:
-            _emit(_final(watched.watcher.run, watched.watcher.name, d, watched.source), fmt)
+            _emit(_final(watched.watcher.run, watched.watcher.name, d, watched.source, ckpt), fmt)
             matched = matched or d.label in failing
     session.save()
     return matched
 
 
-def _final(run: str, name: str, d: Any, source: str) -> dict[str, Any]:
+def _final(run: str, name: str, d: Any, source: str, ckpt: Any = None) -> dict[str, Any]:
+    """The final object; with checkpoints, where to go back to after the offline onset."""
+    back = ckpt.rollback(d.onset_step) if ckpt is not None and d.onset_step is not None else None
     return {"final": True, "run": run, "name": name, "label": d.label,
             "onset_step": d.onset_step, "confidence": round(float(d.confidence), 4),
-            "source": source, "summary": d.summary}
+            "source": source, "summary": d.summary,
+            "rollback": back.to_dict() if back is not None else None}
 
 
 def _emit(obj: dict[str, Any], fmt: str) -> None:
     if fmt == "json":
         out.print(json.dumps(obj), markup=False, soft_wrap=True, highlight=False)
         return
-    if obj["final"]:
-        out.print(f"final   {obj['name']}: {obj['summary']}", markup=False)
-        return
     back = obj.get("rollback")
     where = (f"; go back to step {back['checkpoint_step']} and skip steps "
              f"{back['skip_from_step']}-{back['skip_to_step']}") if back else ""
+    if obj["final"]:
+        out.print(f"final   {obj['name']}: {obj['summary']}{where}", markup=False)
+        return
     kind = "revised" if obj["revision"] else "ALERT  "
     out.print(f"{kind} {obj['name']}: {obj['class']} from step {obj['onset_step']} (raised at "
               f"step {obj['raised_at_step']}, confidence {obj['confidence']:.2f}){where}. "

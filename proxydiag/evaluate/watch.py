@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from proxydiag.evaluate.diagnose import load_labels, tolerance
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.evaluate.diagnose import load_labels, tolerance
 from proxydiag.run import Run
 from proxydiag.watch._window import verdict
 from proxydiag.watch.replay import replay
@@ -73,7 +73,7 @@ def score_run(run: Run, entry: dict[str, Any], *, every: int, oracle: bool,
     first = next((a.raised_at_step for a in result.alerts if a.label == truth), None)
     last = result.alerts[-1].label if result.alerts else "healthy"
     found, oracle_ms = (None, None)
-    if oracle and truth != "healthy":
+    if oracle and onset is not None and truth != "healthy":
         found, oracle_ms = _oracle(run, truth, every=every, config=config,
                                    earliest=int(onset) - tolerance(span_steps=span,
                                                                    log_interval=interval))

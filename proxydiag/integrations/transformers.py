@@ -33,9 +33,7 @@ try:
     from transformers import TrainerCallback
     from transformers.utils import logging as hf_logging
 except ImportError as exc:  # pragma: no cover - the extra is missing
-    raise MissingExtraError(
-        "proxydiag.integrations.transformers needs transformers: pip install 'proxydiag[trainers]'"
-    ) from exc
+    raise MissingExtraError("transformers", "trainers") from exc
 
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.result import LABELS, Diagnosis

@@ -21,17 +21,15 @@ where it would have been raised, then the final offline diagnosis of the whole r
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
 
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import ConfigError
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run
+from proxydiag.run.rows import steps_of
 from proxydiag.watch.alerts import Alert
 from proxydiag.watch.checkpoints import Checkpoints
 from proxydiag.watch.watcher import Watcher, WatchLimits
@@ -51,21 +49,6 @@ class Replayed:
     #: largest number of points the watcher held at once
     peak_points: int
     fits: int
-
-
-def steps_of(run: Run) -> Iterator[tuple[int, dict[str, float]]]:
-    """The run's points grouped by step, in step order, keyed as logged."""
-    frame = run.frame
-    if frame.height == 0:
-        return
-    steps = frame["step"].to_numpy()
-    order = np.argsort(steps, kind="stable")
-    steps = steps[order]
-    keys = frame["key"].to_numpy()[order]
-    values = frame["value"].to_numpy().astype(np.float64)[order]
-    bounds = np.flatnonzero(np.diff(steps)) + 1
-    for a, b in zip(np.r_[0, bounds], np.r_[bounds, steps.size], strict=True):
-        yield int(steps[a]), {str(k): float(v) for k, v in zip(keys[a:b], values[a:b], strict=True)}
 
 
 def replay(

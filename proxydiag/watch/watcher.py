@@ -42,7 +42,6 @@ from proxydiag.watch.alerts import Alert, alert_from_dict
 from proxydiag.watch.buffers import MetricBuffer
 from proxydiag.watch.checkpoints import Checkpoints
 
-
 #: a suspicious move re-fits again once it is this many times the size it had at the last one
 GROWTH = 1.25
 

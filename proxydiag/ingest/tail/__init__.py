@@ -32,9 +32,6 @@ def open_tail(source: str | Path, ctx: ReadContext | None = None) -> Tail:
 
     Raises :class:`~proxydiag.errors.UnknownFormatError` naming the source otherwise.
     """
-    from proxydiag.ingest.tail.lines import LineTail
-    from proxydiag.ingest.tail.tensorboard import MARK, TensorBoardTail
-
     ctx = ctx or ReadContext()
     path = Path(source)
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):

@@ -17,14 +17,13 @@ from types import ModuleType
 
 from proxydiag.errors import IngestWarning
 from proxydiag.ingest import ReadContext
+from proxydiag.run.rows import steps_of
 
 Rows = list[tuple[int, dict[str, float]]]
 
 
 def decode(data: bytes, *, reader: ModuleType, filename: str, ctx: ReadContext) -> Rows:
     """The ``(step, {key: value})`` rows of ``data`` read as a file named ``filename``."""
-    from proxydiag.watch.replay import steps_of
-
     if not data:
         return []
     with tempfile.TemporaryDirectory(prefix="proxydiag-tail-") as tmp:
