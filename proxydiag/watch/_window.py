@@ -21,13 +21,19 @@ from proxydiag.diagnose.taxonomy import Verdict, classify
 from proxydiag.metrics import is_mismatch
 from proxydiag.watch.buffers import MetricBuffer
 
+#: detectors whose events never decide a label: ``drift`` reports slow drift, stalls and
+#: throughput drops as ``info`` (context; the taxonomy reads critical and warning events),
+#: and its Theil-Sen fits were half of a re-fit's cost. The final diagnosis runs it.
+CONTEXT_ONLY = frozenset({"drift"})
+
 _MODULES: list[ModuleType] = []
 
 
 def detectors() -> list[ModuleType]:
-    """The offline detector modules, imported once."""
+    """The offline detector modules that can decide a label, imported once."""
     if not _MODULES:
-        _MODULES.extend(importlib.import_module(f"proxydiag.diagnose.{n}") for n in DETECTORS)
+        _MODULES.extend(importlib.import_module(f"proxydiag.diagnose.{n}")
+                        for n in DETECTORS if n not in CONTEXT_ONLY)
     return _MODULES
 
 
@@ -54,6 +60,6 @@ def window_view(
 
 
 def verdict(rv: RunView, cfg: DiagnoseConfig) -> Verdict:
-    """Every offline detector, then the taxonomy, on ``rv``."""
+    """The offline detectors (but :data:`CONTEXT_ONLY`), then the taxonomy, on ``rv``."""
     events = [e for module in detectors() for e in module.detect(rv, cfg)]
     return classify(events, rv, cfg)

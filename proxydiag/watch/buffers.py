@@ -48,6 +48,7 @@ class MetricBuffer:
         self._n_ring = 0
         self._pos = 0  # where the next ring point goes
         self.last_step: int | None = None
+        self.last_value: float | None = None
         #: points appended in all (the run's length in logged points of this metric)
         self.count = 0
 
@@ -58,7 +59,7 @@ class MetricBuffer:
 
     def append(self, step: int, value: float) -> None:
         """Add a point whose step is after the last one (see :meth:`rewind` for restarts)."""
-        self.last_step = step
+        self.last_step, self.last_value = step, value
         self.count += 1
         if len(self._head) < self._head_cap:
             self._head.append((step, value))
@@ -81,6 +82,8 @@ class MetricBuffer:
         self._pos = (self._pos - drop) % self._ring_cap
         self._n_ring -= drop
         self._head = [(s, v) for s, v in self._head if s < step]
+        _, values = self.arrays()
+        self.last_value = float(values[-1]) if values.size else None
         if keep:
             self.last_step = int(steps[keep - 1])
         elif self._n_hist:
@@ -153,6 +156,8 @@ class MetricBuffer:
         b.count = int(state["count"])
         last = [s for s, _ in b._head] + [int(s) for s, _ in state["recent"]]
         b.last_step = max(last) if last else None
+        _, values = b.arrays()
+        b.last_value = float(values[-1]) if values.size else None
         return b
 
 

@@ -150,6 +150,8 @@ class Watcher:
             self._add_point(self._name(key), step, value)
 
     def _add_point(self, name: str, step: int, value: float) -> None:
+        if not used(name):
+            return  # only the metrics the detectors read are held
         if self.aliases.counter(name) == "cumulative":
             last = self._totals.get(name)
             self._totals[name] = value
@@ -162,10 +164,8 @@ class Watcher:
                 recent_points=lim.recent_points)
         elif buf.last_step is not None and step <= buf.last_step:
             buf.rewind(step)
-        previous = float(buf.last(1)[0]) if buf.size else None
+        previous = buf.last_value
         buf.append(step, value)
-        if not used(name):
-            return
         self._touched.add(name)
         if self._pending is None:
             self._pending = triggers.point(name, value, previous,
@@ -215,8 +215,9 @@ class Watcher:
     def _fit(self, reason: str, *, ended: bool) -> list[Alert]:
         self._since_fit = 0
         self.fits += 1
-        found = verdict(self.view(), self.config)
-        alert = self._alert(found, reason, ended=ended)
+        rv = self.view()
+        found = verdict(rv, self.config)
+        alert = self._alert(found, reason, ended=ended, interval=rv.interval)
         if alert is None:
             return []
         self.alerts.append(alert)
@@ -228,11 +229,11 @@ class Watcher:
         return window_view(self._buffers, first_step=self._first, last_step=self._last,
                            precision=self.precision, mapping=mapping)
 
-    def _alert(self, v: Verdict, trigger: str, *, ended: bool) -> Alert | None:
+    def _alert(self, v: Verdict, trigger: str, *, ended: bool, interval: float) -> Alert | None:
         """A new alert for verdict ``v``: a class not alerted yet, a class other than the last
         alert's, or the last alert's class with an onset that moved; None otherwise."""
         if v.label == "healthy" or v.onset_step is None or self._last is None or (
-                self._held(v) and not ended):
+                not ended and self._held(v, interval)):
             return None
         previous = self.alerts[-1] if self.alerts else None
         seen = any(a.label == v.label for a in self.alerts)
@@ -246,21 +247,24 @@ class Watcher:
             v.chain[:5], v.hints, revision=seen, trigger=trigger, rollback=rollback,
         )
 
-    def _held(self, v: Verdict) -> bool:
-        """An overflow burst in a run's first steps may be the fp16 loss scaler calibrating
-        (DeepSpeed: 2^16 down to ~2^10); it is judged once the calibration window
+    def _held(self, v: Verdict, interval: float) -> bool:
+        """A burst of overflows that starts with the run may be the fp16 loss scaler
+        calibrating (DeepSpeed: 2^16 down to ~2^10); it is judged once the calibration window
         (``[scaler] calibration_steps``, or ``unknown_calibration_steps`` when the precision
-        is unknown) and the clean gap that ends it have passed."""
+        is unknown) and the clean gap that ends it (``calibration_gap_steps``) have passed.
+        A burst that starts later is no calibration and is not held."""
         if v.label != "gradient_overflow" or self._first is None or self._last is None:
             return False
         c = self.config.scaler
         fp16 = "loss_scale" in self._buffers or (self.precision or "").startswith(FP16)
         if not fp16 and self.precision is not None:
             return False  # bf16 / fp32: no calibration
-        window = c.calibration_steps if fp16 else c.unknown_calibration_steps
-        horizon = self._first + window
         assert v.onset_step is not None
-        return v.onset_step <= horizon and self._last < horizon + c.calibration_gap_steps
+        gap = c.calibration_gap_steps * max(interval, 1.0)
+        if v.onset_step > self._first + gap:
+            return False
+        horizon = self._first + (c.calibration_steps if fp16 else c.unknown_calibration_steps)
+        return self._last < horizon + gap
 
     def final(self, run: Run) -> Diagnosis:
         """The final answer: offline ``diagnose`` of the whole run, once."""
