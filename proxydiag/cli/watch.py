@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from proxydiag.cli._app import AliasesOpt, ConfigOpt, StoreOpt, app, err, out
+from proxydiag.cli._app import AliasesOpt, ConfigOpt, StoreOpt, TrackingOpt, app, err, out
 from proxydiag.errors import ConfigError
 
 TEXT_JSON = ("text", "json")
@@ -17,7 +18,8 @@ TEXT_JSON = ("text", "json")
 
 @app.command()
 def watch(
-    sources: Annotated[list[str], typer.Argument(help="TensorBoard logdirs, JSONL/CSV/console log files")],
+    sources: Annotated[list[str] | None, typer.Argument(
+        help="TensorBoard logdirs, JSONL/CSV/console log files, MLflow run folders, runs:/ID")] = None,
     interval: Annotated[float, typer.Option("--interval", help="seconds between polls")] = 10.0,
     until_done: Annotated[bool, typer.Option("--until-done", help="stop when every source is idle "
                                              "for --idle-timeout, then print the final diagnoses")] = False,
@@ -36,6 +38,11 @@ def watch(
                             "steps before the onset")] = 100,
     precision: Annotated[str | None, typer.Option("--precision", help="fp16 | bf16 | fp32 when "
                          "the source does not say")] = None,
+    log_to_mlflow: Annotated[bool, typer.Option("--log-to-mlflow", help="tag the watched MLflow "
+                             "run with proxydiag.alert / .label / .onset_step")] = False,
+    mlflow_experiment: Annotated[str | None, typer.Option("--mlflow-experiment", help="watch "
+                                 "every running run of this MLflow experiment, new ones too")] = None,
+    tracking_uri: TrackingOpt = None,
     config: ConfigOpt = None,
     aliases: AliasesOpt = None,
     store: StoreOpt = Path("proxydiag-store"),
@@ -44,6 +51,7 @@ def watch(
     from proxydiag.cli._app import DEFAULT_STORE
     from proxydiag.diagnose.config import DiagnoseConfig, load_config
     from proxydiag.metrics import AliasTable
+    from proxydiag.watch.live import Session
 
     if fmt not in TEXT_JSON:
         raise ConfigError(f"--format {fmt!r}: use text or json")
@@ -51,15 +59,21 @@ def watch(
     cfg = load_config(config) if config is not None else DiagnoseConfig()
     table = AliasTable.load(aliases) if aliases is not None else AliasTable.default()
     ckpt = _checkpoints(checkpoints, margin_steps)
+    sources = list(sources or [])
+    if not sources and not (mlflow_experiment and not replay):
+        raise ConfigError("watch: give a SOURCE (or --mlflow-experiment NAME)")
     if replay:
         matched = _replay(sources, every=every, cfg=cfg, table=table, ckpt=ckpt, fmt=fmt,
                           failing=failing)
     else:
         state = (store if store != Path("proxydiag-store") else DEFAULT_STORE) / "watch"
-        matched = _live(sources, interval_s=interval, until_done=until_done,
-                        idle_timeout_s=idle_timeout, fmt=fmt, on_alert=on_alert, cfg=cfg,
-                        table=table, ckpt=ckpt, precision=precision, state_dir=state,
-                        failing=failing)
+        session = Session(sources, config=cfg, aliases=table, state_dir=state,
+                          checkpoints=ckpt, precision=precision, experiment=mlflow_experiment,
+                          tracking_uri=tracking_uri)
+        act = _Actions(fmt=fmt, on_alert=on_alert, failing=failing,
+                       mlflow_uri=tracking_uri if log_to_mlflow else None, mlflow=log_to_mlflow)
+        matched = _live(session, act, interval_s=interval, until_done=until_done,
+                        idle_timeout_s=idle_timeout, ckpt=ckpt)
     if matched:
         raise typer.Exit(1)
 
@@ -82,37 +96,51 @@ def _replay(sources: list[str], *, every: int, cfg: Any, table: Any, ckpt: Any, 
     return matched
 
 
-def _live(sources: list[str], *, interval_s: float, until_done: bool, idle_timeout_s: float,
-          fmt: str, on_alert: str | None, cfg: Any, table: Any, ckpt: Any,
-          precision: str | None, state_dir: Path, failing: set[str]) -> bool:
-    from proxydiag.watch.live import Session, run_hook
+@dataclass
+class _Actions:
+    """What to do with each alert of a live watch."""
 
+    fmt: str
+    on_alert: str | None
+    failing: set[str]
+    mlflow_uri: str | None
+    mlflow: bool
+    matched: bool = False
+
+    def __call__(self, alert: Any, source: str) -> None:
+        from proxydiag.watch.live import run_hook, tag_mlflow
+
+        _emit(alert.to_dict(), self.fmt)
+        self.matched = self.matched or alert.label in self.failing
+        if self.on_alert:
+            run_hook(self.on_alert, alert)
+        if self.mlflow:
+            tag_mlflow(source, alert, tracking_uri=self.mlflow_uri)
+
+
+def _live(session: Any, act: _Actions, *, interval_s: float, until_done: bool,
+          idle_timeout_s: float, ckpt: Any) -> bool:
     if interval_s <= 0 or idle_timeout_s <= 0:
         raise ConfigError("--interval and --idle-timeout must be positive seconds")
-    session = Session(sources, config=cfg, aliases=table, state_dir=state_dir,
-                      checkpoints=ckpt, precision=precision)
-    matched = False
     try:
         while True:
             for alert in session.tick():
-                _emit(alert.to_dict(), fmt)
-                matched = matched or alert.label in failing
-                if on_alert:
-                    run_hook(on_alert, alert)
+                act(alert, alert.run)
             session.save()
-            if until_done and session.idle(idle_timeout_s):
+            if until_done and session.done(idle_timeout_s):
                 break
             time.sleep(interval_s)
     except KeyboardInterrupt:
         session.save()
         err.print("stopped; `proxydiag watch` with the same sources resumes here", markup=False)
-        return matched
+        return act.matched
     for watched, d in session.finish():
         if d is not None:
-            _emit(_final(watched.watcher.run, watched.watcher.name, d, watched.source, ckpt), fmt)
-            matched = matched or d.label in failing
+            _emit(_final(watched.watcher.run, watched.watcher.name, d, watched.source, ckpt),
+                  act.fmt)
+            act.matched = act.matched or d.label in act.failing
     session.save()
-    return matched
+    return act.matched
 
 
 def _final(run: str, name: str, d: Any, source: str, ckpt: Any = None) -> dict[str, Any]:

@@ -54,24 +54,44 @@ class Session:
     def __init__(
         self, sources: list[str], *, config: DiagnoseConfig, aliases: AliasTable,
         state_dir: Path | None, checkpoints: Checkpoints | None = None,
-        precision: str | None = None,
+        precision: str | None = None, experiment: str | None = None,
+        tracking_uri: str | None = None,
     ) -> None:
         self.config, self.aliases, self.state_dir = config, aliases, state_dir
-        now = time.monotonic()
+        self.checkpoints, self.precision = checkpoints, precision
+        self.experiment, self.tracking_uri = experiment, tracking_uri
         self.watched: list[Watched] = []
         for source in sources:
-            tail = open_tail(source, ReadContext(aliases=aliases))
-            watcher = Watcher(run=source, name=Path(source).name or source, config=config,
-                              aliases=aliases, precision=precision, checkpoints=checkpoints)
-            saved = self._load(source)
-            if saved is not None:
-                tail.restore(saved["tail"])
-                watcher = Watcher.from_state(saved["watcher"], config=config, aliases=aliases,
-                                             checkpoints=checkpoints)
-            self.watched.append(Watched(source, tail, watcher, now))
+            self._add(source)
+
+    def _add(self, source: str) -> None:
+        tail = open_tail(source, ReadContext(aliases=self.aliases))
+        name = source[len("runs:/"):] if source.startswith("runs:/") else Path(source).name
+        watcher = Watcher(run=source, name=name or source, config=self.config,
+                          aliases=self.aliases, precision=self.precision,
+                          checkpoints=self.checkpoints)
+        saved = self._load(source)
+        if saved is not None:
+            tail.restore(saved["tail"])
+            watcher = Watcher.from_state(saved["watcher"], config=self.config,
+                                         aliases=self.aliases, checkpoints=self.checkpoints)
+        self.watched.append(Watched(source, tail, watcher, time.monotonic()))
+
+    def discover(self) -> None:
+        """With an MLflow experiment: start watching its runs that are running now."""
+        if self.experiment is None:
+            return
+        from proxydiag.ingest.mlflow.uri import resolve_tracking_uri, search_ids
+
+        uri = resolve_tracking_uri(self.tracking_uri)
+        known = {w.source for w in self.watched}
+        for run_id in search_ids(self.experiment, "attributes.status = 'RUNNING'", uri):
+            if f"runs:/{run_id}" not in known:
+                self._add(f"runs:/{run_id}")
 
     def tick(self) -> list[Alert]:
         """Poll every source once; the alerts new since the last tick."""
+        self.discover()
         alerts: list[Alert] = []
         for w in self.watched:
             try:
@@ -86,10 +106,12 @@ class Session:
             alerts.extend(w.watcher.check())
         return alerts
 
-    def idle(self, timeout_s: float) -> bool:
-        """True when no source got data for ``timeout_s`` seconds."""
+    def done(self, timeout_s: float) -> bool:
+        """True when every source's run has ended (MLflow status FINISHED, FAILED or KILLED)
+        or got no data for ``timeout_s`` seconds."""
         now = time.monotonic()
-        return all(now - w.last_data >= timeout_s for w in self.watched)
+        return all(bool(getattr(w.tail, "ended", False)) or now - w.last_data >= timeout_s
+                   for w in self.watched)
 
     def finish(self) -> list[tuple[Watched, Diagnosis | None]]:
         """Each source read whole once and diagnosed offline (None when it cannot be read)."""
@@ -162,4 +184,31 @@ def run_hook(command: str, alert: Alert) -> None:
         return
     if done.returncode:
         warnings.warn(IngestWarning(f"--on-alert {argv[0]} exited {done.returncode}"),
+                      stacklevel=2)
+
+
+def tag_mlflow(source: str, alert: Alert, *, tracking_uri: str | None = None) -> None:
+    """Set ``proxydiag.alert``, ``proxydiag.label`` and ``proxydiag.onset_step`` on the MLflow
+    run being watched (``runs:/ID``, or a file-store run folder), so its UI shows the alert
+    live. Other sources have no MLflow run: nothing is done."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from proxydiag.ingest.mlflow.uri import resolve_tracking_uri
+
+    if source.startswith("runs:/"):
+        uri, run_id = resolve_tracking_uri(tracking_uri), source[len("runs:/"):].strip("/")
+    elif (Path(source) / "meta.yaml").is_file():
+        folder = Path(source).resolve()
+        uri, run_id = folder.parent.parent.as_uri(), folder.name
+    else:
+        return
+    tags = {"proxydiag.alert": alert.summary or alert.label, "proxydiag.label": alert.label,
+            "proxydiag.onset_step": "" if alert.onset_step is None else str(alert.onset_step)}
+    try:
+        client = MlflowClient(uri)
+        for key, value in tags.items():
+            client.set_tag(run_id, key, value[:5000])
+    except MlflowException as exc:
+        warnings.warn(IngestWarning(f"--log-to-mlflow {source}: {str(exc).splitlines()[0]}"),
                       stacklevel=2)

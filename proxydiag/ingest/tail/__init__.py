@@ -3,7 +3,9 @@
 A tail's ``poll()`` returns the ``(step, {key: value})`` rows appended since the last poll,
 reading only the new bytes; ``to_state()``/``restore()`` keep its offsets across restarts.
 Formats: TensorBoard logdirs and event files (:mod:`.tensorboard`), JSON Lines, CSV/TSV and
-console logs (:mod:`.lines`). Each decodes with the offline reader of its format.
+console logs (:mod:`.lines`), MLflow runs on a server or in a file store (:mod:`.mlflow`).
+Each decodes with the offline reader of its format. A tail with an ``ended`` attribute knows
+when its run has finished (MLflow's run status).
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ def open_tail(source: str | Path, ctx: ReadContext | None = None) -> Tail:
     Raises :class:`~proxydiag.errors.UnknownFormatError` naming the source otherwise.
     """
     ctx = ctx or ReadContext()
+    if str(source).startswith("runs:/"):
+        from proxydiag.ingest.mlflow.uri import resolve_tracking_uri
+        from proxydiag.ingest.tail.mlflow import MlflowRunTail
+
+        return MlflowRunTail(resolve_tracking_uri(), str(source)[len("runs:/"):].strip("/"))
     path = Path(source)
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
         return Pending(path, ctx)  # not written yet: its format is found once it has data
@@ -41,8 +48,11 @@ def open_tail(source: str | Path, ctx: ReadContext | None = None) -> Tail:
 
 def _known(path: Path, ctx: ReadContext) -> Tail:
     from proxydiag.ingest.tail.lines import LineTail
+    from proxydiag.ingest.tail.mlflow import MlflowFileTail
     from proxydiag.ingest.tail.tensorboard import MARK, TensorBoardTail
 
+    if path.is_dir() and (path / "meta.yaml").is_file() and (path / "metrics").is_dir():
+        return MlflowFileTail(path)  # a run folder of an MLflow file store
     if (path.is_dir() and any(MARK in p.name for p in path.iterdir())) or MARK in path.name:
         return TensorBoardTail(path, ctx)
     if path.is_file():
@@ -51,7 +61,7 @@ def _known(path: Path, ctx: ReadContext) -> Tail:
             return LineTail(path, reader, ctx)
     raise UnknownFormatError(
         f"{path}: cannot watch it; give a TensorBoard logdir, or a JSONL, CSV or console log "
-        "file (MLflow runs: read them offline with `proxydiag diagnose`)")
+        "file, an MLflow run folder or runs:/ID")
 
 
 class Pending:
