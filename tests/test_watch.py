@@ -185,3 +185,20 @@ def test_tail_survives_truncation_and_vanishing(tmp_path: Path) -> None:
     path.unlink()
     with pytest.warns(UserWarning, match="vanished"):
         assert tail.poll() == []
+
+
+def test_routing_that_concentrates_is_evidence_and_its_lead_is_reported() -> None:
+    """MoE: the max expert load and the load-balancing loss climb 60 steps before the loss."""
+    n, rng = 400, np.random.default_rng(5)
+    t = np.arange(n)
+    series = _divergence(n, onset=260, seed=5)
+    series["expert_load_max"] = 0.02 * np.exp(rng.normal(0, 0.03, n)
+                                              + np.where(t < 200, 0.0, 0.02 * (t - 200)))
+    series["load_balancing_loss"] = np.exp(rng.normal(0, 0.03, n)
+                                           + np.where(t < 200, 0.0, 0.015 * (t - 200)))
+    result = replay(_run(n, series), every=10)
+    alert = result.alerts[0]
+    assert alert.label == "loss_divergence"
+    assert alert.router_lead_steps is not None and 40 <= alert.router_lead_steps <= 80
+    kinds = {e.kind for e in result.final.events}
+    assert {"router_concentration", "router_loss_jump"} <= kinds

@@ -17,7 +17,9 @@ from proxydiag.events import Event
 from proxydiag.run import Run
 
 #: detector modules under ``proxydiag.diagnose``, run in this order
-DETECTORS: tuple[str, ...] = ("nonfinite", "scaler", "spikes", "divergence", "mismatch", "drift")
+DETECTORS: tuple[str, ...] = (
+    "nonfinite", "scaler", "spikes", "divergence", "mismatch", "router", "drift",
+)
 
 
 def diagnose(

@@ -53,6 +53,8 @@ class Alert:
     revision: bool = False
     trigger: str = ""
     rollback: Rollback | None = field(default=None)
+    #: steps by which MoE routing (``router_*`` events) changed before the onset
+    router_lead_steps: int | None = None
 
     @property
     def delay_steps(self) -> int | None:
@@ -74,6 +76,7 @@ class Alert:
             "evidence": [e.to_dict() for e in self.evidence],
             "hints": list(self.hints),
             "rollback": self.rollback.to_dict() if self.rollback else None,
+            "router_lead_steps": self.router_lead_steps,
         }
 
 
@@ -90,5 +93,5 @@ def alert_from_dict(data: Mapping[str, Any]) -> Alert:
         int(data["raised_at_step"]), float(data["confidence"]), str(data.get("summary", "")),
         tuple(Event(**e) for e in data.get("evidence", [])), tuple(data.get("hints", [])),
         bool(data.get("revision", False)), str(data.get("trigger", "")),
-        Rollback(**rb) if rb else None,
+        Rollback(**rb) if rb else None, data.get("router_lead_steps"),
     )

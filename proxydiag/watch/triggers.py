@@ -39,6 +39,8 @@ FOLD_TRIGGER = 1.3
 DIRECTIONS: dict[str, int] = {
     "grad_norm": 1, "loss": 1, "pg_loss": 0, "kl": 1, "clip_frac": 1, "entropy": 0,
     "reward": -1,
+    # MoE routing (proxydiag.diagnose.router): concentration shows before the loss breaks
+    "router_aux_loss": 1, "router_z_loss": 1, "expert_load_max": 1, "router_entropy": -1,
 }
 
 

@@ -245,6 +245,7 @@ class Watcher:
         return Alert(
             self.run, self.name, v.label, v.onset_step, self._last, v.confidence, v.summary,
             v.chain[:5], v.hints, revision=seen, trigger=trigger, rollback=rollback,
+            router_lead_steps=router_lead(v),
         )
 
     def _held(self, v: Verdict, interval: float) -> bool:
@@ -297,6 +298,16 @@ class Watcher:
         w._buffers = {k: MetricBuffer.from_state(b) for k, b in state["buffers"].items()}
         w.alerts = [alert_from_dict(a) for a in state["alerts"]]
         return w
+
+
+def router_lead(v: Verdict) -> int | None:
+    """Steps by which the first MoE routing event (:mod:`proxydiag.diagnose.router`) came
+    before the verdict's onset; None without one that came first."""
+    starts = [e.onset_step for e in v.chain
+              if e.kind.startswith("router_") and e.onset_step is not None]
+    if v.onset_step is None or not starts or min(starts) >= v.onset_step:
+        return None
+    return v.onset_step - min(starts)
 
 
 def _number(value: Any) -> float | None:
