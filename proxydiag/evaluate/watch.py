@@ -13,7 +13,6 @@ offline detectors on the whole prefix at every check.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,14 +179,4 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-def main(corpus: Path, *, every: int, oracle: bool, fmt: str) -> None:
-    from proxydiag.cli._app import out
-
-    summary = score(corpus, every=every, oracle=oracle)
-    if fmt == "json":
-        out.print(json.dumps(summary), markup=False, soft_wrap=True, highlight=False)
-    else:
-        out.print(text(summary), markup=False)
-
-
-__all__ = ["WatchScore", "main", "score", "score_run", "summarise"]
+__all__ = ["WatchScore", "score", "score_run", "summarise", "text"]

@@ -10,13 +10,12 @@ the run's length.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
-from types import ModuleType
 
 from proxydiag.diagnose._view import USED, RunView, Series
 from proxydiag.diagnose.api import DETECTORS
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.contract import Detector
 from proxydiag.diagnose.taxonomy import Verdict, classify
 from proxydiag.metrics import is_mismatch
 from proxydiag.watch.buffers import MetricBuffer
@@ -26,15 +25,9 @@ from proxydiag.watch.buffers import MetricBuffer
 #: and its Theil-Sen fits were half of a re-fit's cost. The final diagnosis runs it.
 CONTEXT_ONLY = frozenset({"drift"})
 
-_MODULES: list[ModuleType] = []
-
-
-def detectors() -> list[ModuleType]:
-    """The offline detector modules that can decide a label, imported once."""
-    if not _MODULES:
-        _MODULES.extend(importlib.import_module(f"proxydiag.diagnose.{n}")
-                        for n in DETECTORS if n not in CONTEXT_ONLY)
-    return _MODULES
+def detectors() -> list[Detector]:
+    """The offline detectors that can decide a label, in the offline order."""
+    return [DETECTORS[name] for name in DETECTORS.names() if name not in CONTEXT_ONLY]
 
 
 def used(metric: str) -> bool:
