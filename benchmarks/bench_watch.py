@@ -23,7 +23,9 @@ from proxydiag.watch import Watcher
 CHECK_EVERY = 10
 
 
-def _watch_all(rows: list[list[tuple[int, dict[str, float]]]], *, n_runs: int) -> tuple[float, int, int]:
+def _watch_all(
+    rows: list[list[tuple[int, dict[str, float]]]], *, n_runs: int
+) -> tuple[float, int, int]:
     """CPU seconds to watch ``n_runs`` runs (cycling through ``rows``), points held, alerts."""
     watchers = [Watcher(run=f"run{i}", precision="fp16") for i in range(n_runs)]
     n_steps = min(len(r) for r in rows)
@@ -46,7 +48,9 @@ def _offline_every_check(run: Run, *, n_checks: int) -> float:
     frame = run.frame
     start = time.process_time()
     for end in ends:
-        prefix = Run(frame.filter(frame["step"] <= end), run.name, dict(run.attrs), dict(run.mapping))
+        prefix = Run(
+            frame.filter(frame["step"] <= end), run.name, dict(run.attrs), dict(run.mapping)
+        )
         diagnose(prefix)
     spent = time.process_time() - start
     # the prefixes sampled stand for every check of the run
@@ -64,16 +68,23 @@ def run(ctx: Context) -> list[Row]:
     per = spent / (n_runs * n_steps)
     offline = _offline_every_check(base[-1], n_checks=ctx.size(20, 4))
     return [
-        Row(f"watch {n_runs} runs x 50 metrics x {n_steps:,} steps, check every {CHECK_EVERY}",
-            "proxydiag", [spent], points=n_runs * n_steps * 50,
+        Row(
+            f"watch {n_runs} runs x 50 metrics x {n_steps:,} steps, check every {CHECK_EVERY}",
+            "proxydiag",
+            [spent],
+            points=n_runs * n_steps * 50,
             note=f"{per * 1e3:.3f} ms CPU per run-step (target <= 1); {alerts} alerts "
-                 f"({n_runs // 10} diverging runs); points held per run {held:,} "
-                 f"({held_long:,} for a run twice as long)"),
-        Row(f"watch {n_runs} runs x 50 metrics x {n_steps:,} steps, check every {CHECK_EVERY}",
-            "offline diagnose every check", [offline * n_runs * n_steps],
+            f"({n_runs // 10} diverging runs); points held per run {held:,} "
+            f"({held_long:,} for a run twice as long)",
+        ),
+        Row(
+            f"watch {n_runs} runs x 50 metrics x {n_steps:,} steps, check every {CHECK_EVERY}",
+            "offline diagnose every check",
+            [offline * n_runs * n_steps],
             points=n_runs * n_steps * 50,
             note=f"{offline * 1e3:.3f} ms CPU per run-step (estimated from "
-                 f"{ctx.size(20, 4)} prefixes of one run)"),
+            f"{ctx.size(20, 4)} prefixes of one run)",
+        ),
     ]
 
 

@@ -18,30 +18,75 @@ TEXT_JSON = ("text", "json")
 
 @app.command()
 def watch(
-    sources: Annotated[list[str] | None, typer.Argument(
-        help="TensorBoard logdirs, JSONL/CSV/console log files, MLflow run folders, runs:/ID")] = None,
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="TensorBoard logdirs, JSONL/CSV/console log files, MLflow run folders, runs:/ID"
+        ),
+    ] = None,
     interval: Annotated[float, typer.Option("--interval", help="seconds between polls")] = 10.0,
-    until_done: Annotated[bool, typer.Option("--until-done", help="stop when every source is idle "
-                                             "for --idle-timeout, then print the final diagnoses")] = False,
-    idle_timeout: Annotated[float, typer.Option("--idle-timeout", help="seconds without new data "
-                                                "after which a source is done")] = 600.0,
+    until_done: Annotated[
+        bool,
+        typer.Option(
+            "--until-done",
+            help="stop when every source is idle "
+            "for --idle-timeout, then print the final diagnoses",
+        ),
+    ] = False,
+    idle_timeout: Annotated[
+        float,
+        typer.Option(
+            "--idle-timeout", help="seconds without new data after which a source is done"
+        ),
+    ] = 600.0,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text | json (JSON Lines)")] = "text",
-    on_alert: Annotated[str | None, typer.Option("--on-alert", help="command run per alert: "
-                        "alert in PROXYDIAG_* variables and as JSON on stdin (no shell)")] = None,
-    fail_on: Annotated[str | None, typer.Option("--fail-on", help="exit 1 when an alert or final "
-                       "label is one of CLASS[,CLASS]")] = None,
+    on_alert: Annotated[
+        str | None,
+        typer.Option(
+            "--on-alert",
+            help="command run per alert: "
+            "alert in PROXYDIAG_* variables and as JSON on stdin (no shell)",
+        ),
+    ] = None,
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on", help="exit 1 when an alert or final label is one of CLASS[,CLASS]"
+        ),
+    ] = None,
     replay: Annotated[bool, typer.Option("--replay", help="feed finished runs as if live")] = False,
-    every: Annotated[int, typer.Option("--every", help="with --replay: logged steps per check")] = 1,
-    checkpoints: Annotated[str | None, typer.Option("--checkpoints", help="checkpoint steps "
-                           "100,200,... or a folder of checkpoint-N / iter_N / global_stepN")] = None,
-    margin_steps: Annotated[int, typer.Option("--margin-steps", help="go back at least this many "
-                            "steps before the onset")] = 100,
-    precision: Annotated[str | None, typer.Option("--precision", help="fp16 | bf16 | fp32 when "
-                         "the source does not say")] = None,
-    log_to_mlflow: Annotated[bool, typer.Option("--log-to-mlflow", help="tag the watched MLflow "
-                             "run with proxydiag.alert / .label / .onset_step")] = False,
-    mlflow_experiment: Annotated[str | None, typer.Option("--mlflow-experiment", help="watch "
-                                 "every running run of this MLflow experiment, new ones too")] = None,
+    every: Annotated[
+        int, typer.Option("--every", help="with --replay: logged steps per check")
+    ] = 1,
+    checkpoints: Annotated[
+        str | None,
+        typer.Option(
+            "--checkpoints",
+            help="checkpoint steps 100,200,... or a folder of checkpoint-N / iter_N / global_stepN",
+        ),
+    ] = None,
+    margin_steps: Annotated[
+        int,
+        typer.Option("--margin-steps", help="go back at least this many steps before the onset"),
+    ] = 100,
+    precision: Annotated[
+        str | None,
+        typer.Option("--precision", help="fp16 | bf16 | fp32 when the source does not say"),
+    ] = None,
+    log_to_mlflow: Annotated[
+        bool,
+        typer.Option(
+            "--log-to-mlflow",
+            help="tag the watched MLflow run with proxydiag.alert / .label / .onset_step",
+        ),
+    ] = False,
+    mlflow_experiment: Annotated[
+        str | None,
+        typer.Option(
+            "--mlflow-experiment",
+            help="watch every running run of this MLflow experiment, new ones too",
+        ),
+    ] = None,
     tracking_uri: TrackingOpt = None,
     config: ConfigOpt = None,
     aliases: AliasesOpt = None,
@@ -63,23 +108,43 @@ def watch(
     if not sources and not (mlflow_experiment and not replay):
         raise ConfigError("watch: give a SOURCE (or --mlflow-experiment NAME)")
     if replay:
-        matched = _replay(sources, every=every, cfg=cfg, table=table, ckpt=ckpt, fmt=fmt,
-                          failing=failing)
+        matched = _replay(
+            sources, every=every, cfg=cfg, table=table, ckpt=ckpt, fmt=fmt, failing=failing
+        )
     else:
         state = (store if store != Path("proxydiag-store") else DEFAULT_STORE) / "watch"
-        session = Session(sources, config=cfg, aliases=table, state_dir=state,
-                          checkpoints=ckpt, precision=precision, experiment=mlflow_experiment,
-                          tracking_uri=tracking_uri)
-        act = _Actions(fmt=fmt, on_alert=on_alert, failing=failing,
-                       mlflow_uri=tracking_uri if log_to_mlflow else None, mlflow=log_to_mlflow)
-        matched = _live(session, act, interval_s=interval, until_done=until_done,
-                        idle_timeout_s=idle_timeout, ckpt=ckpt)
+        session = Session(
+            sources,
+            config=cfg,
+            aliases=table,
+            state_dir=state,
+            checkpoints=ckpt,
+            precision=precision,
+            experiment=mlflow_experiment,
+            tracking_uri=tracking_uri,
+        )
+        act = _Actions(
+            fmt=fmt,
+            on_alert=on_alert,
+            failing=failing,
+            mlflow_uri=tracking_uri if log_to_mlflow else None,
+            mlflow=log_to_mlflow,
+        )
+        matched = _live(
+            session,
+            act,
+            interval_s=interval,
+            until_done=until_done,
+            idle_timeout_s=idle_timeout,
+            ckpt=ckpt,
+        )
     if matched:
         raise typer.Exit(1)
 
 
-def _replay(sources: list[str], *, every: int, cfg: Any, table: Any, ckpt: Any, fmt: str,
-            failing: set[str]) -> bool:
+def _replay(
+    sources: list[str], *, every: int, cfg: Any, table: Any, ckpt: Any, fmt: str, failing: set[str]
+) -> bool:
     from proxydiag.ingest import read_runs
     from proxydiag.watch.replay import replay
 
@@ -118,8 +183,15 @@ class _Actions:
             tag_mlflow(source, alert, tracking_uri=self.mlflow_uri)
 
 
-def _live(session: Any, act: _Actions, *, interval_s: float, until_done: bool,
-          idle_timeout_s: float, ckpt: Any) -> bool:
+def _live(
+    session: Any,
+    act: _Actions,
+    *,
+    interval_s: float,
+    until_done: bool,
+    idle_timeout_s: float,
+    ckpt: Any,
+) -> bool:
     if interval_s <= 0 or idle_timeout_s <= 0:
         raise ConfigError("--interval and --idle-timeout must be positive seconds")
     try:
@@ -136,8 +208,9 @@ def _live(session: Any, act: _Actions, *, interval_s: float, until_done: bool,
         return act.matched
     for watched, d in session.finish():
         if d is not None:
-            _emit(_final(watched.watcher.run, watched.watcher.name, d, watched.source, ckpt),
-                  act.fmt)
+            _emit(
+                _final(watched.watcher.run, watched.watcher.name, d, watched.source, ckpt), act.fmt
+            )
             act.matched = act.matched or d.label in act.failing
     session.save()
     return act.matched
@@ -146,10 +219,17 @@ def _live(session: Any, act: _Actions, *, interval_s: float, until_done: bool,
 def _final(run: str, name: str, d: Any, source: str, ckpt: Any = None) -> dict[str, Any]:
     """The final object; with checkpoints, where to go back to after the offline onset."""
     back = ckpt.rollback(d.onset_step) if ckpt is not None and d.onset_step is not None else None
-    return {"final": True, "run": run, "name": name, "label": d.label,
-            "onset_step": d.onset_step, "confidence": round(float(d.confidence), 4),
-            "source": source, "summary": d.summary,
-            "rollback": back.to_dict() if back is not None else None}
+    return {
+        "final": True,
+        "run": run,
+        "name": name,
+        "label": d.label,
+        "onset_step": d.onset_step,
+        "confidence": round(float(d.confidence), 4),
+        "source": source,
+        "summary": d.summary,
+        "rollback": back.to_dict() if back is not None else None,
+    }
 
 
 def _emit(obj: dict[str, Any], fmt: str) -> None:
@@ -157,15 +237,24 @@ def _emit(obj: dict[str, Any], fmt: str) -> None:
         out.print(json.dumps(obj), markup=False, soft_wrap=True, highlight=False)
         return
     back = obj.get("rollback")
-    where = (f"; go back to step {back['checkpoint_step']} and skip steps "
-             f"{back['skip_from_step']}-{back['skip_to_step']}") if back else ""
+    where = (
+        (
+            f"; go back to step {back['checkpoint_step']} and skip steps "
+            f"{back['skip_from_step']}-{back['skip_to_step']}"
+        )
+        if back
+        else ""
+    )
     if obj["final"]:
         out.print(f"final   {obj['name']}: {obj['summary']}{where}", markup=False)
         return
     kind = "revised" if obj["revision"] else "ALERT  "
-    out.print(f"{kind} {obj['name']}: {obj['class']} from step {obj['onset_step']} (raised at "
-              f"step {obj['raised_at_step']}, confidence {obj['confidence']:.2f}){where}. "
-              f"{obj['summary']}", markup=False)
+    out.print(
+        f"{kind} {obj['name']}: {obj['class']} from step {obj['onset_step']} (raised at "
+        f"step {obj['raised_at_step']}, confidence {obj['confidence']:.2f}){where}. "
+        f"{obj['summary']}",
+        markup=False,
+    )
 
 
 def _classes(text: str | None) -> set[str]:

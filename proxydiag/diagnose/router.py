@@ -77,15 +77,24 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
 def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:
     ok = s.finite & (s.values > 0)
     steps, y = s.steps[ok], safe_log(s.values[ok], floor=1e-12)
-    change = sustained_change(steps.astype(np.float64), y, sign=rule.sign,
-                              tail_fraction=cfg.divergence.tail_fraction, sigma_floor=1e-3,
-                              min_after_steps=cfg.spikes.revert_steps)
+    change = sustained_change(
+        steps.astype(np.float64),
+        y,
+        sign=rule.sign,
+        tail_fraction=cfg.divergence.tail_fraction,
+        sigma_floor=1e-3,
+        min_after_steps=cfg.spikes.revert_steps,
+    )
     if change is None or rule.sign * change.rise < np.log(rule.fold) or change.z < Z_MIN:
         return None
     before, after = float(np.exp(change.before)), float(np.exp(change.after))
     shape = "rises" if rule.sign > 0 else "falls"
     return Event(
-        rule.kind, rule.metric, change.onset_step, None, "warning",
+        rule.kind,
+        rule.metric,
+        change.onset_step,
+        None,
+        "warning",
         float(min(0.9, 0.5 + 0.4 * (1 - Z_MIN / max(change.z, Z_MIN)))),
         f"{rule.metric} {shape} from step {change.onset_step}: {before:.4g} before, {after:.4g} "
         f"at the end ({after / before:.3g}x, robust z {change.z:.1f}); routing often "

@@ -52,17 +52,27 @@ class WatchScore:
         return self.first_alert - self.onset
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run, "truth": self.truth, "onset_step": self.onset,
-                "first_alert_step": self.first_alert, "delay_steps": self.delay,
-                "oracle_step": self.oracle, "false_alert": self.false_alert,
-                "last_alert_agrees": self.agrees, "span_steps": self.span_steps,
-                "watch_ms_per_step": round(self.watch_ms_per_step, 4),
-                "oracle_ms_per_step": None if self.oracle_ms_per_step is None
-                else round(self.oracle_ms_per_step, 4), "peak_points": self.peak_points}
+        return {
+            "run": self.run,
+            "truth": self.truth,
+            "onset_step": self.onset,
+            "first_alert_step": self.first_alert,
+            "delay_steps": self.delay,
+            "oracle_step": self.oracle,
+            "false_alert": self.false_alert,
+            "last_alert_agrees": self.agrees,
+            "span_steps": self.span_steps,
+            "watch_ms_per_step": round(self.watch_ms_per_step, 4),
+            "oracle_ms_per_step": None
+            if self.oracle_ms_per_step is None
+            else round(self.oracle_ms_per_step, 4),
+            "peak_points": self.peak_points,
+        }
 
 
-def score_run(run: Run, entry: dict[str, Any], *, every: int, oracle: bool,
-              config: DiagnoseConfig) -> WatchScore:
+def score_run(
+    run: Run, entry: dict[str, Any], *, every: int, oracle: bool, config: DiagnoseConfig
+) -> WatchScore:
     """Replay one run and score it (see the module docstring)."""
     result = replay(run, every=every, config=config)
     truth = str(entry["label"])
@@ -73,18 +83,32 @@ def score_run(run: Run, entry: dict[str, Any], *, every: int, oracle: bool,
     last = result.alerts[-1].label if result.alerts else "healthy"
     found, oracle_ms = (None, None)
     if oracle and onset is not None and truth != "healthy":
-        found, oracle_ms = _oracle(run, truth, every=every, config=config,
-                                   earliest=int(onset) - tolerance(span_steps=span,
-                                                                   log_interval=interval))
+        found, oracle_ms = _oracle(
+            run,
+            truth,
+            every=every,
+            config=config,
+            earliest=int(onset) - tolerance(span_steps=span, log_interval=interval),
+        )
     return WatchScore(
-        str(entry.get("run", run.name)), truth, None if onset is None else int(onset), span,
-        interval, first, found, truth == "healthy" and bool(result.alerts),
-        last == result.final.label, 1000 * result.cpu_seconds / max(result.steps_fed, 1),
-        oracle_ms, result.peak_points)
+        str(entry.get("run", run.name)),
+        truth,
+        None if onset is None else int(onset),
+        span,
+        interval,
+        first,
+        found,
+        truth == "healthy" and bool(result.alerts),
+        last == result.final.label,
+        1000 * result.cpu_seconds / max(result.steps_fed, 1),
+        oracle_ms,
+        result.peak_points,
+    )
 
 
-def _oracle(run: Run, truth: str, *, every: int, config: DiagnoseConfig,
-            earliest: float) -> tuple[int | None, float]:
+def _oracle(
+    run: Run, truth: str, *, every: int, config: DiagnoseConfig, earliest: float
+) -> tuple[int | None, float]:
     """The first check at which offline diagnose on the prefix finds the true class."""
     rv = view(run)
     steps = np.unique(np.concatenate([s.steps for s in rv.series.values()] or [np.zeros(0)]))
@@ -102,8 +126,10 @@ def _oracle(run: Run, truth: str, *, every: int, config: DiagnoseConfig,
 
 
 def _prefix(rv: RunView, last: int) -> RunView:
-    series = {k: Series(k, s.steps[s.steps <= last], s.values[s.steps <= last])
-              for k, s in rv.series.items()}
+    series = {
+        k: Series(k, s.steps[s.steps <= last], s.values[s.steps <= last])
+        for k, s in rv.series.items()
+    }
     return RunView(series, rv.first_step, last, rv.mapping, rv.precision)
 
 
@@ -114,11 +140,20 @@ def summarise(scores: list[WatchScore]) -> dict[str, Any]:
         mine = [s for s in scores if s.truth == c]
         delays = [d for s in mine if (d := s.delay) is not None]
         pct = [100 * d / s.span_steps for s in mine if (d := s.delay) is not None]
-        vs = [s.first_alert - s.oracle for s in mine if s.first_alert is not None and s.oracle is not None]
-        oracle_delays = [s.oracle - s.onset for s in mine if s.oracle is not None and s.onset is not None]
+        vs = [
+            s.first_alert - s.oracle
+            for s in mine
+            if s.first_alert is not None and s.oracle is not None
+        ]
+        oracle_delays = [
+            s.oracle - s.onset for s in mine if s.oracle is not None and s.onset is not None
+        ]
         per_class[c] = {
-            "runs": len(mine), "alerted": len(delays), "missed": len(mine) - len(delays),
-            "median_delay_steps": _median(delays), "median_delay_pct": _median(pct),
+            "runs": len(mine),
+            "alerted": len(delays),
+            "missed": len(mine) - len(delays),
+            "median_delay_steps": _median(delays),
+            "median_delay_pct": _median(pct),
             "median_oracle_delay_steps": _median(oracle_delays),
             "median_later_than_oracle_steps": _median(vs),
             "max_later_than_oracle_steps": max(vs) if vs else None,
@@ -127,10 +162,13 @@ def summarise(scores: list[WatchScore]) -> dict[str, Any]:
     faults = [s for s in scores if s.truth != "healthy"]
     oracle_cost = [s.oracle_ms_per_step for s in scores if s.oracle_ms_per_step is not None]
     return {
-        "n_runs": len(scores), "per_class": per_class,
-        "alerted_fraction": round(sum(s.first_alert is not None for s in faults)
-                                  / max(len(faults), 1), 4),
-        "healthy_runs": len(healthy), "false_alerts": sum(s.false_alert for s in healthy),
+        "n_runs": len(scores),
+        "per_class": per_class,
+        "alerted_fraction": round(
+            sum(s.first_alert is not None for s in faults) / max(len(faults), 1), 4
+        ),
+        "healthy_runs": len(healthy),
+        "false_alerts": sum(s.false_alert for s in healthy),
         "last_alert_agrees_fraction": round(sum(s.agrees for s in scores) / max(len(scores), 1), 4),
         "watch_ms_per_step_median": _median([s.watch_ms_per_step for s in scores]),
         "oracle_ms_per_step_median": _median(oracle_cost),
@@ -143,8 +181,13 @@ def _median(values: list[float] | list[int]) -> float | None:
     return round(float(np.median(values)), 2) if values else None
 
 
-def score(corpus: str | Path, *, every: int = 10, oracle: bool = True,
-          config: DiagnoseConfig | None = None) -> dict[str, Any]:
+def score(
+    corpus: str | Path,
+    *,
+    every: int = 10,
+    oracle: bool = True,
+    config: DiagnoseConfig | None = None,
+) -> dict[str, Any]:
     """Replay every run of ``corpus/labels.json`` and summarise (see :func:`summarise`)."""
     from proxydiag.ingest import read_run
 
@@ -153,25 +196,34 @@ def score(corpus: str | Path, *, every: int = 10, oracle: bool = True,
     scores = []
     for run_id, entry in sorted(labels.runs.items()):
         run = read_run(labels.run_path(run_id))
-        scores.append(score_run(run, {**entry, "run": run_id}, every=every, oracle=oracle,
-                                config=cfg))
+        scores.append(
+            score_run(run, {**entry, "run": run_id}, every=every, oracle=oracle, config=cfg)
+        )
     return summarise(scores)
 
 
 def text(summary: dict[str, Any]) -> str:
     """The summary as a table for people."""
-    lines = [f"{'class':<20}{'runs':>5}{'missed':>7}{'delay':>8}{'delay%':>8}{'oracle':>8}"
-             f"{'vs oracle':>10}"]
+    lines = [
+        f"{'class':<20}{'runs':>5}{'missed':>7}{'delay':>8}{'delay%':>8}{'oracle':>8}"
+        f"{'vs oracle':>10}"
+    ]
     for c, v in summary["per_class"].items():
-        lines.append(f"{c:<20}{v['runs']:>5}{v['missed']:>7}{_fmt(v['median_delay_steps']):>8}"
-                     f"{_fmt(v['median_delay_pct']):>8}{_fmt(v['median_oracle_delay_steps']):>8}"
-                     f"{_fmt(v['median_later_than_oracle_steps']):>10}")
-    lines.append(f"faults alerted: {summary['alerted_fraction']:.0%}; false alerts on "
-                 f"{summary['healthy_runs']} healthy runs: {summary['false_alerts']}; last alert "
-                 f"agrees with the final label: {summary['last_alert_agrees_fraction']:.0%}")
-    lines.append(f"CPU per logged step: watcher {_fmt(summary['watch_ms_per_step_median'])} ms, "
-                 f"offline diagnose re-run every check {_fmt(summary['oracle_ms_per_step_median'])} "
-                 f"ms (medians); most points held {summary['peak_points_max']}")
+        lines.append(
+            f"{c:<20}{v['runs']:>5}{v['missed']:>7}{_fmt(v['median_delay_steps']):>8}"
+            f"{_fmt(v['median_delay_pct']):>8}{_fmt(v['median_oracle_delay_steps']):>8}"
+            f"{_fmt(v['median_later_than_oracle_steps']):>10}"
+        )
+    lines.append(
+        f"faults alerted: {summary['alerted_fraction']:.0%}; false alerts on "
+        f"{summary['healthy_runs']} healthy runs: {summary['false_alerts']}; last alert "
+        f"agrees with the final label: {summary['last_alert_agrees_fraction']:.0%}"
+    )
+    lines.append(
+        f"CPU per logged step: watcher {_fmt(summary['watch_ms_per_step_median'])} ms, "
+        f"offline diagnose re-run every check {_fmt(summary['oracle_ms_per_step_median'])} "
+        f"ms (medians); most points held {summary['peak_points_max']}"
+    )
     return "\n".join(lines)
 
 

@@ -48,8 +48,14 @@ ALERT_FILE = "proxydiag_alert.json"
 class ProxydiagCallback(TrainerCallback):  # type: ignore[misc]
     """Feed the trainer's logs to a watcher; act on its alerts (see the module docstring)."""
 
-    def __init__(self, *, stop_on: Iterable[str] = (), config: DiagnoseConfig | None = None,
-                 precision: str | None = None, run_name: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        stop_on: Iterable[str] = (),
+        config: DiagnoseConfig | None = None,
+        precision: str | None = None,
+        run_name: str | None = None,
+    ) -> None:
         self.stop_on = tuple(stop_on)
         bad = [c for c in self.stop_on if c not in LABELS[1:]]
         if bad:
@@ -72,12 +78,18 @@ class ProxydiagCallback(TrainerCallback):  # type: ignore[misc]
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         name = self.run_name or getattr(args, "run_name", None) or str(args.output_dir)
-        precision = self.precision or ("fp16" if getattr(args, "fp16", False) else
-                                       "bf16" if getattr(args, "bf16", False) else None)
+        precision = self.precision or (
+            "fp16"
+            if getattr(args, "fp16", False)
+            else "bf16"
+            if getattr(args, "bf16", False)
+            else None
+        )
         self.watcher = Watcher(run=name, name=name, config=self.config, precision=precision)
 
-    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
-               **kwargs: Any) -> None:
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> None:
         if self._logging or not logs or self.watcher is None:
             return
         for alert in self.watcher.update(int(state.global_step), logs):
@@ -99,18 +111,25 @@ class ProxydiagCallback(TrainerCallback):  # type: ignore[misc]
             return
         for alert in self.watcher.close():
             self._report(alert, state)
-        self.final = self.watcher.final(history_run(state.log_history, name=self.watcher.name,
-                                                    precision=self.watcher.precision))
+        self.final = self.watcher.final(
+            history_run(state.log_history, name=self.watcher.name, precision=self.watcher.precision)
+        )
 
     def _report(self, alert: Alert, state: Any) -> None:
         self.alerts.append(alert)
         logger.warning("proxydiag: %s", alert.summary or alert.label)
-        state.log_history.append({"step": int(state.global_step), "proxydiag/alert": alert.to_dict()})
+        state.log_history.append(
+            {"step": int(state.global_step), "proxydiag/alert": alert.to_dict()}
+        )
         if self._trainer is not None:
             self._logging = True
             try:
-                self._trainer.log({f"proxydiag/{alert.label}/onset_step": float(alert.onset_step or 0),
-                                   f"proxydiag/{alert.label}/confidence": float(alert.confidence)})
+                self._trainer.log(
+                    {
+                        f"proxydiag/{alert.label}/onset_step": float(alert.onset_step or 0),
+                        f"proxydiag/{alert.label}/confidence": float(alert.confidence),
+                    }
+                )
             finally:
                 self._logging = False
 
@@ -126,11 +145,16 @@ def history_run(history: list[dict[str, Any]], *, name: str, precision: str | No
         if step is None:
             continue
         for key, value in entry.items():
-            if key not in ("step", "epoch") and isinstance(value, int | float) \
-                    and not isinstance(value, bool) and not key.startswith("proxydiag/"):
+            if (
+                key not in ("step", "epoch")
+                and isinstance(value, int | float)
+                and not isinstance(value, bool)
+                and not key.startswith("proxydiag/")
+            ):
                 steps.append(int(step))
                 keys.append(str(key))
                 values.append(float(value))
     attrs = {"precision": precision} if precision else {}
-    return build_run(raw(steps, keys, values), name=name, source=name, fmt="transformers",
-                     attrs=attrs)
+    return build_run(
+        raw(steps, keys, values), name=name, source=name, fmt="transformers", attrs=attrs
+    )

@@ -25,6 +25,7 @@ from proxydiag.watch.buffers import MetricBuffer
 #: and its Theil-Sen fits were half of a re-fit's cost. The final diagnosis runs it.
 CONTEXT_ONLY = frozenset({"drift"})
 
+
 def detectors() -> list[Detector]:
     """The offline detectors that can decide a label, in the offline order."""
     return [DETECTORS[name] for name in DETECTORS.names() if name not in CONTEXT_ONLY]
@@ -40,8 +41,12 @@ def used(metric: str) -> bool:
 
 
 def window_view(
-    buffers: Mapping[str, MetricBuffer], *, first_step: int | None, last_step: int | None,
-    precision: str | None, mapping: Mapping[str, str],
+    buffers: Mapping[str, MetricBuffer],
+    *,
+    first_step: int | None,
+    last_step: int | None,
+    precision: str | None,
+    mapping: Mapping[str, str],
 ) -> RunView:
     """A run view of the held points of the used metrics."""
     series = {}

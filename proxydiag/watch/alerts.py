@@ -24,8 +24,12 @@ class Rollback:
     skip_to_step: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {"checkpoint_step": self.checkpoint_step, "checkpoint": self.checkpoint,
-                "skip_from_step": self.skip_from_step, "skip_to_step": self.skip_to_step}
+        return {
+            "checkpoint_step": self.checkpoint_step,
+            "checkpoint": self.checkpoint,
+            "skip_from_step": self.skip_from_step,
+            "skip_to_step": self.skip_to_step,
+        }
 
 
 @dataclass(frozen=True)
@@ -89,9 +93,17 @@ def alert_from_dict(data: Mapping[str, Any]) -> Alert:
     """
     rb = data.get("rollback")
     return Alert(
-        str(data["run"]), str(data["name"]), str(data["class"]), data["onset_step"],
-        int(data["raised_at_step"]), float(data["confidence"]), str(data.get("summary", "")),
-        tuple(Event(**e) for e in data.get("evidence", [])), tuple(data.get("hints", [])),
-        bool(data.get("revision", False)), str(data.get("trigger", "")),
-        Rollback(**rb) if rb else None, data.get("router_lead_steps"),
+        str(data["run"]),
+        str(data["name"]),
+        str(data["class"]),
+        data["onset_step"],
+        int(data["raised_at_step"]),
+        float(data["confidence"]),
+        str(data.get("summary", "")),
+        tuple(Event(**e) for e in data.get("evidence", [])),
+        tuple(data.get("hints", [])),
+        bool(data.get("revision", False)),
+        str(data.get("trigger", "")),
+        Rollback(**rb) if rb else None,
+        data.get("router_lead_steps"),
     )

@@ -107,8 +107,10 @@ class MetricBuffer:
         head = np.asarray([s for s, _ in self._head], dtype=np.int64)
         head_v = np.asarray([v for _, v in self._head], dtype=np.float64)
         n = self._n_hist
-        return (np.concatenate((head, self._hist_steps[:n], steps)),
-                np.concatenate((head_v, self._hist_values[:n], values)))
+        return (
+            np.concatenate((head, self._hist_steps[:n], steps)),
+            np.concatenate((head_v, self._hist_values[:n], values)),
+        )
 
     def _evict(self, step: int, value: float) -> None:
         """A point leaving the recent window joins the history if it falls on the stride."""
@@ -134,9 +136,13 @@ class MetricBuffer:
         return {
             "caps": [self._head_cap, self._hist_cap, self._ring_cap],
             "head": [[s, encode(v)] for s, v in self._head],
-            "history": [[int(s), encode(float(v))] for s, v in
-                        zip(self._hist_steps[:n], self._hist_values[:n], strict=True)],
-            "stride": self._stride, "evicted": self._evicted, "count": self.count,
+            "history": [
+                [int(s), encode(float(v))]
+                for s, v in zip(self._hist_steps[:n], self._hist_values[:n], strict=True)
+            ],
+            "stride": self._stride,
+            "evicted": self._evicted,
+            "count": self.count,
             "recent": [[int(s), encode(float(v))] for s, v in zip(steps, values, strict=True)],
         }
 

@@ -26,8 +26,11 @@ from proxydiag.errors import ConfigError
 from proxydiag.watch.alerts import Rollback
 
 #: folder names of checkpoints, by framework: HF Trainer, Megatron, DeepSpeed
-PATTERNS = (re.compile(r"^checkpoint-(\d+)$"), re.compile(r"^iter_(\d+)$"),
-            re.compile(r"^global_step(\d+)$"))
+PATTERNS = (
+    re.compile(r"^checkpoint-(\d+)$"),
+    re.compile(r"^iter_(\d+)$"),
+    re.compile(r"^global_step(\d+)$"),
+)
 #: default margin before the onset (PaLM: "roughly 100 steps before the spike started")
 MARGIN_STEPS = 100
 
@@ -53,8 +56,9 @@ class Checkpoints:
         (100, 300)
         """
         try:
-            return cls.from_steps((int(p) for p in text.split(",") if p.strip()),
-                                  margin_steps=margin_steps)
+            return cls.from_steps(
+                (int(p) for p in text.split(",") if p.strip()), margin_steps=margin_steps
+            )
         except ValueError:
             raise ConfigError(f"--checkpoints {text!r}: give steps separated by commas") from None
 

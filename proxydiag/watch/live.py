@@ -52,9 +52,15 @@ class Session:
     """Every source of one ``proxydiag watch`` (see the module docstring)."""
 
     def __init__(
-        self, sources: list[str], *, config: DiagnoseConfig, aliases: AliasTable,
-        state_dir: Path | None, checkpoints: Checkpoints | None = None,
-        precision: str | None = None, experiment: str | None = None,
+        self,
+        sources: list[str],
+        *,
+        config: DiagnoseConfig,
+        aliases: AliasTable,
+        state_dir: Path | None,
+        checkpoints: Checkpoints | None = None,
+        precision: str | None = None,
+        experiment: str | None = None,
         tracking_uri: str | None = None,
     ) -> None:
         self.config, self.aliases, self.state_dir = config, aliases, state_dir
@@ -66,15 +72,24 @@ class Session:
 
     def _add(self, source: str) -> None:
         tail = open_tail(source, ReadContext(aliases=self.aliases))
-        name = source[len("runs:/"):] if source.startswith("runs:/") else Path(source).name
-        watcher = Watcher(run=source, name=name or source, config=self.config,
-                          aliases=self.aliases, precision=self.precision,
-                          checkpoints=self.checkpoints)
+        name = source[len("runs:/") :] if source.startswith("runs:/") else Path(source).name
+        watcher = Watcher(
+            run=source,
+            name=name or source,
+            config=self.config,
+            aliases=self.aliases,
+            precision=self.precision,
+            checkpoints=self.checkpoints,
+        )
         saved = self._load(source)
         if saved is not None:
             tail.restore(saved["tail"])
-            watcher = Watcher.from_state(saved["watcher"], config=self.config,
-                                         aliases=self.aliases, checkpoints=self.checkpoints)
+            watcher = Watcher.from_state(
+                saved["watcher"],
+                config=self.config,
+                aliases=self.aliases,
+                checkpoints=self.checkpoints,
+            )
         self.watched.append(Watched(source, tail, watcher, time.monotonic()))
 
     def discover(self) -> None:
@@ -110,8 +125,10 @@ class Session:
         """True when every source's run has ended (MLflow status FINISHED, FAILED or KILLED)
         or got no data for ``timeout_s`` seconds."""
         now = time.monotonic()
-        return all(bool(getattr(w.tail, "ended", False)) or now - w.last_data >= timeout_s
-                   for w in self.watched)
+        return all(
+            bool(getattr(w.tail, "ended", False)) or now - w.last_data >= timeout_s
+            for w in self.watched
+        )
 
     def finish(self) -> list[tuple[Watched, Diagnosis | None]]:
         """Each source read whole once and diagnosed offline (None when it cannot be read)."""
@@ -121,7 +138,9 @@ class Session:
             try:
                 run = read_run(w.source, aliases=self.aliases)
             except ProxydiagError as exc:
-                warnings.warn(IngestWarning(f"{w.source}: no final diagnosis ({exc})"), stacklevel=2)
+                warnings.warn(
+                    IngestWarning(f"{w.source}: no final diagnosis ({exc})"), stacklevel=2
+                )
                 out.append((w, None))
                 continue
             out.append((w, w.watcher.final(run)))
@@ -135,8 +154,11 @@ class Session:
         for w in self.watched:
             path = self._path(w.source)
             tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"source": w.source, "tail": w.tail.to_state(),
-                                       "watcher": w.watcher.to_state()}))
+            tmp.write_text(
+                json.dumps(
+                    {"source": w.source, "tail": w.tail.to_state(), "watcher": w.watcher.to_state()}
+                )
+            )
             os.replace(tmp, path)
 
     def _path(self, source: str) -> Path:
@@ -149,8 +171,9 @@ class Session:
         try:
             data = json.loads(self._path(source).read_text())
         except (OSError, ValueError) as exc:
-            raise ConfigError(f"{self._path(source)}: unreadable watch state ({exc}); delete "
-                              "it to start over") from None
+            raise ConfigError(
+                f"{self._path(source)}: unreadable watch state ({exc}); delete it to start over"
+            ) from None
         return data if isinstance(data, dict) else None
 
 
@@ -161,12 +184,15 @@ def alert_env(alert: Alert) -> dict[str, str]:
     'loss_divergence'
     """
     return {
-        "PROXYDIAG_RUN": alert.run, "PROXYDIAG_NAME": alert.name, "PROXYDIAG_CLASS": alert.label,
+        "PROXYDIAG_RUN": alert.run,
+        "PROXYDIAG_NAME": alert.name,
+        "PROXYDIAG_CLASS": alert.label,
         "PROXYDIAG_ONSET_STEP": "" if alert.onset_step is None else str(alert.onset_step),
         "PROXYDIAG_RAISED_AT_STEP": str(alert.raised_at_step),
         "PROXYDIAG_CONFIDENCE": f"{alert.confidence:.4f}",
         "PROXYDIAG_CHECKPOINT": (alert.rollback.checkpoint or str(alert.rollback.checkpoint_step))
-        if alert.rollback else "",
+        if alert.rollback
+        else "",
     }
 
 
@@ -176,15 +202,20 @@ def run_hook(command: str, alert: Alert) -> None:
     if not argv:
         raise ConfigError("--on-alert: empty command")
     try:
-        done = subprocess.run(argv, input=json.dumps(alert.to_dict()), text=True, check=False,
-                              env={**os.environ, **alert_env(alert)}, timeout=HOOK_TIMEOUT_S,
-                              capture_output=True)
+        done = subprocess.run(
+            argv,
+            input=json.dumps(alert.to_dict()),
+            text=True,
+            check=False,
+            env={**os.environ, **alert_env(alert)},
+            timeout=HOOK_TIMEOUT_S,
+            capture_output=True,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         warnings.warn(IngestWarning(f"--on-alert {argv[0]}: {exc}"), stacklevel=2)
         return
     if done.returncode:
-        warnings.warn(IngestWarning(f"--on-alert {argv[0]} exited {done.returncode}"),
-                      stacklevel=2)
+        warnings.warn(IngestWarning(f"--on-alert {argv[0]} exited {done.returncode}"), stacklevel=2)
 
 
 def tag_mlflow(source: str, alert: Alert, *, tracking_uri: str | None = None) -> None:
@@ -197,18 +228,22 @@ def tag_mlflow(source: str, alert: Alert, *, tracking_uri: str | None = None) ->
     from proxydiag.ingest.mlflow.uri import resolve_tracking_uri
 
     if source.startswith("runs:/"):
-        uri, run_id = resolve_tracking_uri(tracking_uri), source[len("runs:/"):].strip("/")
+        uri, run_id = resolve_tracking_uri(tracking_uri), source[len("runs:/") :].strip("/")
     elif (Path(source) / "meta.yaml").is_file():
         folder = Path(source).resolve()
         uri, run_id = folder.parent.parent.as_uri(), folder.name
     else:
         return
-    tags = {"proxydiag.alert": alert.summary or alert.label, "proxydiag.label": alert.label,
-            "proxydiag.onset_step": "" if alert.onset_step is None else str(alert.onset_step)}
+    tags = {
+        "proxydiag.alert": alert.summary or alert.label,
+        "proxydiag.label": alert.label,
+        "proxydiag.onset_step": "" if alert.onset_step is None else str(alert.onset_step),
+    }
     try:
         client = MlflowClient(uri)
         for key, value in tags.items():
             client.set_tag(run_id, key, value[:5000])
     except MlflowException as exc:
-        warnings.warn(IngestWarning(f"--log-to-mlflow {source}: {str(exc).splitlines()[0]}"),
-                      stacklevel=2)
+        warnings.warn(
+            IngestWarning(f"--log-to-mlflow {source}: {str(exc).splitlines()[0]}"), stacklevel=2
+        )

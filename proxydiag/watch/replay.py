@@ -52,17 +52,27 @@ class Replayed:
 
 
 def replay(
-    run: Run, *, every: int = 1, config: DiagnoseConfig | str | Path | None = None,
-    aliases: AliasTable | None = None, limits: WatchLimits | None = None,
+    run: Run,
+    *,
+    every: int = 1,
+    config: DiagnoseConfig | str | Path | None = None,
+    aliases: AliasTable | None = None,
+    limits: WatchLimits | None = None,
     checkpoints: Checkpoints | None = None,
 ) -> Replayed:
     """Feed ``run`` to a watcher ``every`` logged steps per check (see the module docstring)."""
     if every < 1:
         raise ConfigError(f"--every must be at least 1, not {every}")
     precision = run.attrs.get("precision")
-    watcher = Watcher(run=run.id, name=run.name, config=config, aliases=aliases,
-                      precision=str(precision) if precision is not None else None,
-                      limits=limits, checkpoints=checkpoints)
+    watcher = Watcher(
+        run=run.id,
+        name=run.name,
+        config=config,
+        aliases=aliases,
+        precision=str(precision) if precision is not None else None,
+        limits=limits,
+        checkpoints=checkpoints,
+    )
     fed, peak, cpu = 0, 0, 0.0
     alerts: list[Alert] = []
     for step, metrics in steps_of(run):

@@ -37,10 +37,18 @@ FOLD_TRIGGER = 1.3
 
 #: metric -> direction of a failure: +1 grows, -1 falls, 0 either way
 DIRECTIONS: dict[str, int] = {
-    "grad_norm": 1, "loss": 1, "pg_loss": 0, "kl": 1, "clip_frac": 1, "entropy": 0,
+    "grad_norm": 1,
+    "loss": 1,
+    "pg_loss": 0,
+    "kl": 1,
+    "clip_frac": 1,
+    "entropy": 0,
     "reward": -1,
     # MoE routing (proxydiag.diagnose.router): concentration shows before the loss breaks
-    "router_aux_loss": 1, "router_z_loss": 1, "expert_load_max": 1, "router_entropy": -1,
+    "router_aux_loss": 1,
+    "router_z_loss": 1,
+    "expert_load_max": 1,
+    "router_entropy": -1,
 }
 
 
@@ -55,7 +63,9 @@ def direction(metric: str) -> int | None:
     return DIRECTIONS.get(metric)
 
 
-def point(metric: str, value: float, previous: float | None, *, nonfinite: tuple[str, ...]) -> str | None:
+def point(
+    metric: str, value: float, previous: float | None, *, nonfinite: tuple[str, ...]
+) -> str | None:
     """The reason a single new point is suspicious, or None.
 
     >>> point("grad_norm", float("nan"), 1.0, nonfinite=("grad_norm",))
@@ -107,6 +117,7 @@ def level(metric: str, buf: MetricBuffer) -> tuple[str, float] | None:
     threshold = max(Z_TRIGGER * sigma, floor)
     if abs(move) <= threshold:
         return None
-    now, then = (math.exp(float(np.median(cur))), math.exp(base)) if log else (
-        float(np.median(cur)), base)
+    now, then = (
+        (math.exp(float(np.median(cur))), math.exp(base)) if log else (float(np.median(cur)), base)
+    )
     return f"{metric} level {now:.4g} vs {then:.4g} before", abs(move) / threshold

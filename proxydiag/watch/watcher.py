@@ -62,8 +62,13 @@ class WatchLimits:
     periodic_steps: int = 128
 
     def __post_init__(self) -> None:
-        for name in ("head_points", "history_points", "recent_points", "eager_checks",
-                     "periodic_steps"):
+        for name in (
+            "head_points",
+            "history_points",
+            "recent_points",
+            "eager_checks",
+            "periodic_steps",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"watch limits: {name} must be at least 1")
 
@@ -86,14 +91,22 @@ class Watcher:
     """
 
     def __init__(
-        self, *, run: str = "run", name: str | None = None,
-        config: DiagnoseConfig | str | Path | None = None, aliases: AliasTable | None = None,
-        precision: str | None = None, limits: WatchLimits | None = None,
+        self,
+        *,
+        run: str = "run",
+        name: str | None = None,
+        config: DiagnoseConfig | str | Path | None = None,
+        aliases: AliasTable | None = None,
+        precision: str | None = None,
+        limits: WatchLimits | None = None,
         checkpoints: Checkpoints | None = None,
     ) -> None:
         self.run, self.name = run, name if name is not None else run
-        self.config = config if isinstance(config, DiagnoseConfig) else (
-            load_config(config) if config is not None else DiagnoseConfig())
+        self.config = (
+            config
+            if isinstance(config, DiagnoseConfig)
+            else (load_config(config) if config is not None else DiagnoseConfig())
+        )
         self.aliases = aliases or AliasTable.default()
         self.precision = precision.strip().lower() if precision else None
         self.limits = limits or WatchLimits()
@@ -160,16 +173,19 @@ class Watcher:
         if buf is None:
             lim = self.limits
             buf = self._buffers[name] = MetricBuffer(
-                head_points=lim.head_points, history_points=lim.history_points,
-                recent_points=lim.recent_points)
+                head_points=lim.head_points,
+                history_points=lim.history_points,
+                recent_points=lim.recent_points,
+            )
         elif buf.last_step is not None and step <= buf.last_step:
             buf.rewind(step)
         previous = buf.last_value
         buf.append(step, value)
         self._touched.add(name)
         if self._pending is None:
-            self._pending = triggers.point(name, value, previous,
-                                           nonfinite=self.config.nonfinite.metrics)
+            self._pending = triggers.point(
+                name, value, previous, nonfinite=self.config.nonfinite.metrics
+            )
 
     def _name(self, key: str) -> str:
         found = self._names.get(key)
@@ -187,16 +203,22 @@ class Watcher:
             return []
         self._since_fit += self._new_steps
         self._new_steps = 0
-        moves = {m: found for m in sorted(self._touched)
-                 if (found := triggers.level(m, self._buffers[m])) is not None}
+        moves = {
+            m: found
+            for m in sorted(self._touched)
+            if (found := triggers.level(m, self._buffers[m])) is not None
+        }
         reason = self._pending or next((r for r, _ in moves.values()), None)
         self._pending, self._touched = None, set()
         self._streak = self._streak + 1 if reason else 0
         # a move still growing (a climb) re-fits; one that holds still re-fits on streaks
         # 1..eager_checks and 2^k (the detectors need points after a jump, not a bigger jump)
         growing = any(size > GROWTH * self._sizes.get(m, 0.0) for m, (_, size) in moves.items())
-        eager = reason is not None and (growing or self._streak <= self.limits.eager_checks
-                                        or self._streak & (self._streak - 1) == 0)
+        eager = reason is not None and (
+            growing
+            or self._streak <= self.limits.eager_checks
+            or self._streak & (self._streak - 1) == 0
+        )
         if eager:
             self._sizes = {m: size for m, (_, size) in moves.items()}
         if not eager and self._since_fit < self.limits.periodic_steps:
@@ -226,25 +248,48 @@ class Watcher:
     def view(self) -> Any:
         """The :class:`~proxydiag.diagnose._view.RunView` of the points held now."""
         mapping = {name: key for key, name in self._names.items()}
-        return window_view(self._buffers, first_step=self._first, last_step=self._last,
-                           precision=self.precision, mapping=mapping)
+        return window_view(
+            self._buffers,
+            first_step=self._first,
+            last_step=self._last,
+            precision=self.precision,
+            mapping=mapping,
+        )
 
     def _alert(self, v: Verdict, trigger: str, *, ended: bool, interval: float) -> Alert | None:
         """A new alert for verdict ``v``: a class not alerted yet, a class other than the last
         alert's, or the last alert's class with an onset that moved; None otherwise."""
-        if v.label == "healthy" or v.onset_step is None or self._last is None or (
-                not ended and self._held(v, interval)):
+        if (
+            v.label == "healthy"
+            or v.onset_step is None
+            or self._last is None
+            or (not ended and self._held(v, interval))
+        ):
             return None
         previous = self.alerts[-1] if self.alerts else None
         seen = any(a.label == v.label for a in self.alerts)
         tol = 2 * max(self.config.taxonomy.order_tolerance_steps, 1)
-        if previous is not None and previous.label == v.label and previous.onset_step is not None \
-                and abs(previous.onset_step - v.onset_step) <= tol:
+        if (
+            previous is not None
+            and previous.label == v.label
+            and previous.onset_step is not None
+            and abs(previous.onset_step - v.onset_step) <= tol
+        ):
             return None
         rollback = self.checkpoints.rollback(v.onset_step) if self.checkpoints else None
         return Alert(
-            self.run, self.name, v.label, v.onset_step, self._last, v.confidence, v.summary,
-            v.chain[:5], v.hints, revision=seen, trigger=trigger, rollback=rollback,
+            self.run,
+            self.name,
+            v.label,
+            v.onset_step,
+            self._last,
+            v.confidence,
+            v.summary,
+            v.chain[:5],
+            v.hints,
+            revision=seen,
+            trigger=trigger,
+            rollback=rollback,
             router_lead_steps=router_lead(v),
         )
 
@@ -271,26 +316,42 @@ class Watcher:
         """The final answer: offline ``diagnose`` of the whole run, once."""
         return diagnose(run, config=self.config)
 
-
     def to_state(self) -> dict[str, Any]:
         """JSON-able state: what a restarted ``watch`` resumes from (see :meth:`from_state`)."""
         return {
-            "version": 1, "run": self.run, "name": self.name, "precision": self.precision,
-            "names": dict(self._names), "totals": dict(self._totals),
-            "first": self._first, "last": self._last, "since_fit": self._since_fit,
+            "version": 1,
+            "run": self.run,
+            "name": self.name,
+            "precision": self.precision,
+            "names": dict(self._names),
+            "totals": dict(self._totals),
+            "first": self._first,
+            "last": self._last,
+            "since_fit": self._since_fit,
             "buffers": {k: b.to_state() for k, b in self._buffers.items()},
             "alerts": [a.to_dict() for a in self.alerts],
         }
 
     @classmethod
     def from_state(
-        cls, state: Mapping[str, Any], *, config: DiagnoseConfig | str | Path | None = None,
-        aliases: AliasTable | None = None, limits: WatchLimits | None = None,
+        cls,
+        state: Mapping[str, Any],
+        *,
+        config: DiagnoseConfig | str | Path | None = None,
+        aliases: AliasTable | None = None,
+        limits: WatchLimits | None = None,
         checkpoints: Checkpoints | None = None,
     ) -> Watcher:
         """A watcher that goes on where the one that wrote ``state`` stopped."""
-        w = cls(run=state["run"], name=state["name"], config=config, aliases=aliases,
-                precision=state.get("precision"), limits=limits, checkpoints=checkpoints)
+        w = cls(
+            run=state["run"],
+            name=state["name"],
+            config=config,
+            aliases=aliases,
+            precision=state.get("precision"),
+            limits=limits,
+            checkpoints=checkpoints,
+        )
         w._names = {str(k): str(v) for k, v in state["names"].items()}
         w._totals = {str(k): float(v) for k, v in state["totals"].items()}
         w._first, w._last = state["first"], state["last"]
@@ -303,8 +364,9 @@ class Watcher:
 def router_lead(v: Verdict) -> int | None:
     """Steps by which the first MoE routing event (:mod:`proxydiag.diagnose.router`) came
     before the verdict's onset; None without one that came first."""
-    starts = [e.onset_step for e in v.chain
-              if e.kind.startswith("router_") and e.onset_step is not None]
+    starts = [
+        e.onset_step for e in v.chain if e.kind.startswith("router_") and e.onset_step is not None
+    ]
     if v.onset_step is None or not starts or min(starts) >= v.onset_step:
         return None
     return v.onset_step - min(starts)

@@ -39,7 +39,7 @@ def open_tail(source: str | Path, ctx: ReadContext | None = None) -> Tail:
         from proxydiag.ingest.mlflow.uri import resolve_tracking_uri
         from proxydiag.ingest.tail.mlflow import MlflowRunTail
 
-        return MlflowRunTail(resolve_tracking_uri(), str(source)[len("runs:/"):].strip("/"))
+        return MlflowRunTail(resolve_tracking_uri(), str(source)[len("runs:/") :].strip("/"))
     path = Path(source)
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
         return Pending(path, ctx)  # not written yet: its format is found once it has data
@@ -61,7 +61,8 @@ def _known(path: Path, ctx: ReadContext) -> Tail:
             return LineTail(path, reader, ctx)
     raise UnknownFormatError(
         f"{path}: cannot watch it; give a TensorBoard logdir, or a JSONL, CSV or console log "
-        "file, an MLflow run folder or runs:/ID")
+        "file, an MLflow run folder or runs:/ID"
+    )
 
 
 class Pending:

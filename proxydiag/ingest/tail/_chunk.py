@@ -13,16 +13,16 @@ from __future__ import annotations
 import tempfile
 import warnings
 from pathlib import Path
-from types import ModuleType
 
 from proxydiag.errors import IngestWarning
 from proxydiag.ingest import ReadContext
+from proxydiag.ingest.contract import Reader
 from proxydiag.run.rows import steps_of
 
 Rows = list[tuple[int, dict[str, float]]]
 
 
-def decode(data: bytes, *, reader: ModuleType, filename: str, ctx: ReadContext) -> Rows:
+def decode(data: bytes, *, reader: Reader, filename: str, ctx: ReadContext) -> Rows:
     """The ``(step, {key: value})`` rows of ``data`` read as a file named ``filename``."""
     if not data:
         return []

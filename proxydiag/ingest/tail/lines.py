@@ -14,11 +14,11 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from proxydiag.errors import IngestWarning
 from proxydiag.ingest import ReadContext
+from proxydiag.ingest.contract import Reader
 from proxydiag.ingest.tail._chunk import Rows, decode
 
 #: bytes read per poll at most (a huge backlog is read over several ticks)
@@ -30,7 +30,7 @@ class LineTail:
     """A growing text file read by ``reader`` (a reader module of :mod:`proxydiag.ingest`)."""
 
     path: Path
-    reader: ModuleType
+    reader: Reader
     ctx: ReadContext
     offset: int = 0
     inode: int | None = None
@@ -47,8 +47,9 @@ class LineTail:
             st = os.stat(self.path)
         except FileNotFoundError:
             if not self.missing:
-                warnings.warn(IngestWarning(f"{self.path}: vanished; waiting for it to return"),
-                              stacklevel=2)
+                warnings.warn(
+                    IngestWarning(f"{self.path}: vanished; waiting for it to return"), stacklevel=2
+                )
             self.missing = True
             return []
         self.missing = False
@@ -73,8 +74,11 @@ class LineTail:
         return decode(self.header + data, reader=self.reader, filename=self.path.name, ctx=self.ctx)
 
     def to_state(self) -> dict[str, Any]:
-        return {"offset": self.offset, "inode": self.inode,
-                "header": self.header.decode("utf-8", "replace")}
+        return {
+            "offset": self.offset,
+            "inode": self.inode,
+            "header": self.header.decode("utf-8", "replace"),
+        }
 
     def restore(self, state: dict[str, Any]) -> None:
         self.offset, self.inode = int(state["offset"]), state.get("inode")

@@ -74,9 +74,18 @@ class MlflowRunTail:
             start = self.seen[key] + 1 if key in self.seen else 0  # MLflow's default step
             while start <= last:
                 end = min(last, start + MAX_STEPS - 1)
-                body = rest.get_json(self.tracking_uri, "metrics/get-history-bulk-interval", {
-                    "run_ids": self.run_id, "metric_key": key, "start_step": start,
-                    "end_step": end, "max_results": MAX_STEPS}, api=rest._AJAX)
+                body = rest.get_json(
+                    self.tracking_uri,
+                    "metrics/get-history-bulk-interval",
+                    {
+                        "run_ids": self.run_id,
+                        "metric_key": key,
+                        "start_step": start,
+                        "end_step": end,
+                        "max_results": MAX_STEPS,
+                    },
+                    api=rest._AJAX,
+                )
                 for point in body.get("metrics", []):
                     rows.setdefault(int(point.get("step", 0)), {})[key] = _value(point["value"])
                 start = end + 1
@@ -107,8 +116,9 @@ class MlflowFileTail:
     def poll(self) -> Rows:
         if not (self.path / "metrics").is_dir():
             if not self.missing:
-                warnings.warn(IngestWarning(f"{self.path}: vanished; waiting for it to return"),
-                              stacklevel=2)
+                warnings.warn(
+                    IngestWarning(f"{self.path}: vanished; waiting for it to return"), stacklevel=2
+                )
             self.missing = True
             return []
         self.missing = False
@@ -121,7 +131,9 @@ class MlflowFileTail:
             parsed = metricfiles._parse_fast(data, data.count(b"\n"))
             if parsed is None:
                 parsed = metricfiles._parse_slow(file, data)
-            for step, value in zip(parsed["step"].to_list(), parsed["value"].to_list(), strict=True):
+            for step, value in zip(
+                parsed["step"].to_list(), parsed["value"].to_list(), strict=True
+            ):
                 rows.setdefault(int(step), {})[key] = float(value)
         return _merge(rows)
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from proxydiag.errors import IngestWarning
 from proxydiag.ingest import ReadContext
-from proxydiag.ingest import tensorboard as tb
+from proxydiag.ingest import tensorboard as tb  # the reader module
 from proxydiag.ingest.tail._chunk import Rows, decode
 from proxydiag.ingest.tensorboard._records import frame
 
@@ -40,8 +40,9 @@ class TensorBoardTail:
             return [self.path]
         if not self.path.is_dir():
             if not self.missing:
-                warnings.warn(IngestWarning(f"{self.path}: vanished; waiting for it to return"),
-                              stacklevel=2)
+                warnings.warn(
+                    IngestWarning(f"{self.path}: vanished; waiting for it to return"), stacklevel=2
+                )
             self.missing = True
             return []
         self.missing = False

@@ -14,27 +14,44 @@ import jsonschema
 import pytest
 from referencing import Registry, Resource
 
-ROOT = Path(__file__).resolve().parents[1]
-SCHEMAS = ROOT / "proxydiag" / "schemas"
-SAMPLE = ROOT / "sample_runs" / "divergence" / "divergence-full-s1"
+from tests._paths import SAMPLES, SCHEMAS
+
+SAMPLE = SAMPLES / "divergence" / "divergence-full-s1"
 
 
 def _cli(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "proxydiag", *args], capture_output=True,
-                          text=True, check=False, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "proxydiag", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        **kw,
+    )
 
 
 def _validator(name: str) -> jsonschema.Draft202012Validator:
-    resources = [(p.name, Resource.from_contents(json.loads(p.read_text())))
-                 for p in SCHEMAS.glob("watch_*.schema.json")]
+    resources = [
+        (p.name, Resource.from_contents(json.loads(p.read_text())))
+        for p in SCHEMAS.glob("watch_*.schema.json")
+    ]
     registry: Registry[Any] = Registry().with_resources(resources)
-    return jsonschema.Draft202012Validator(json.loads((SCHEMAS / name).read_text()),
-                                           registry=registry)
+    return jsonschema.Draft202012Validator(
+        json.loads((SCHEMAS / name).read_text()), registry=registry
+    )
 
 
 def test_replay_prints_json_lines_valid_against_the_schemas() -> None:
-    done = _cli("watch", str(SAMPLE), "--replay", "--every", "10", "--format", "json",
-                "--checkpoints", "100,150,200")
+    done = _cli(
+        "watch",
+        str(SAMPLE),
+        "--replay",
+        "--every",
+        "10",
+        "--format",
+        "json",
+        "--checkpoints",
+        "100,150,200",
+    )
     assert done.returncode == 0, done.stderr
     objs = [json.loads(line) for line in done.stdout.splitlines()]
     assert objs[-1]["final"] is True and objs[-1]["label"] == "loss_divergence"
@@ -47,8 +64,12 @@ def test_replay_prints_json_lines_valid_against_the_schemas() -> None:
 
 
 def test_fail_on_exits_1_and_bad_options_exit_2() -> None:
-    assert _cli("watch", str(SAMPLE), "--replay", "--every", "10", "--fail-on",
-                "loss_divergence").returncode == 1
+    assert (
+        _cli(
+            "watch", str(SAMPLE), "--replay", "--every", "10", "--fail-on", "loss_divergence"
+        ).returncode
+        == 1
+    )
     bad = _cli("watch", str(SAMPLE), "--replay", "--fail-on", "nonsense")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert _cli("watch", str(SAMPLE), "--replay", "--every", "0").returncode == 2
@@ -60,13 +81,36 @@ def test_live_watch_tails_a_growing_file_and_runs_the_hook(tmp_path: Path) -> No
     log = tmp_path / "metrics.jsonl"
     log.write_text("")
     hook_out = tmp_path / "hook.json"
-    hook = f"{sys.executable} -c \"import json,os,sys; open({str(hook_out)!r},'w').write(" \
-           "json.dumps([json.load(sys.stdin), os.environ['PROXYDIAG_CLASS']]))\""
+    hook = (
+        f"{sys.executable} -c \"import json,os,sys; open({str(hook_out)!r},'w').write("
+        "json.dumps([json.load(sys.stdin), os.environ['PROXYDIAG_CLASS']]))\""
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "proxydiag", "watch", str(log), "--interval", "0.2",
-         "--until-done", "--idle-timeout", "3", "--format", "json", "--on-alert", hook,
-         "--store", str(tmp_path / "store"), "--precision", "bf16"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        [
+            sys.executable,
+            "-m",
+            "proxydiag",
+            "watch",
+            str(log),
+            "--interval",
+            "0.2",
+            "--until-done",
+            "--idle-timeout",
+            "3",
+            "--format",
+            "json",
+            "--on-alert",
+            hook,
+            "--store",
+            str(tmp_path / "store"),
+            "--precision",
+            "bf16",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+    )
     with open(log, "a") as fh:
         for step in range(300):
             grad = 1.0 if step < 200 else float("inf")
@@ -90,6 +134,8 @@ def test_hook_never_goes_through_a_shell(tmp_path: Path, text: str) -> None:
     from proxydiag.watch.live import run_hook
 
     out = tmp_path / "env.txt"
-    run_hook(f"{sys.executable} -c \"import os; open({str(out)!r},'w').write(os.environ['PROXYDIAG_NAME'])\"",
-             Alert("r", text, "loss_divergence", 1, 2, 0.5))
+    run_hook(
+        f"{sys.executable} -c \"import os; open({str(out)!r},'w').write(os.environ['PROXYDIAG_NAME'])\"",
+        Alert("r", text, "loss_divergence", 1, 2, 0.5),
+    )
     assert out.read_text() == text

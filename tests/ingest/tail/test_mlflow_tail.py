@@ -18,8 +18,14 @@ from proxydiag.watch.live import tag_mlflow  # noqa: E402
 
 
 def _log(client: MlflowClient, run_id: str, steps: range) -> None:
-    metrics = [Metric(key, value, 0, step) for step in steps for key, value in (
-        ("actor/grad_norm", 1.0 if step < 30 else math.inf), ("loss", 2.0 + step / 100))]
+    metrics = [
+        Metric(key, value, 0, step)
+        for step in steps
+        for key, value in (
+            ("actor/grad_norm", 1.0 if step < 30 else math.inf),
+            ("loss", 2.0 + step / 100),
+        )
+    ]
     client.log_batch(run_id, metrics=metrics)
 
 

@@ -23,8 +23,9 @@ def _tokenizer() -> transformers.PreTrainedTokenizerFast:
     vocab = {"[PAD]": 0, "[UNK]": 1, **{w: i + 2 for i, w in enumerate(words)}}
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]",
-                                                unk_token="[UNK]")
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]"
+    )
 
 
 class _Texts(torch.utils.data.Dataset):  # type: ignore[misc]
@@ -49,22 +50,41 @@ class _Texts(torch.utils.data.Dataset):  # type: ignore[misc]
 def _train(tmp_path: Path, *, jump: bool, stop_on: tuple[str, ...] = ()) -> ProxydiagCallback:
     torch.manual_seed(0)
     tok = _tokenizer()
-    cfg = transformers.LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                                   num_hidden_layers=2, num_attention_heads=2,
-                                   num_key_value_heads=2, max_position_embeddings=32)
+    cfg = transformers.LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+    )
     model = transformers.LlamaForCausalLM(cfg)
     args = transformers.TrainingArguments(
-        output_dir=str(tmp_path / "out"), max_steps=STEPS, per_device_train_batch_size=4,
-        learning_rate=1e-3, logging_steps=1, save_strategy="no", report_to=[],
-        use_cpu=True, disable_tqdm=True, lr_scheduler_type="constant", max_grad_norm=1e9,
+        output_dir=str(tmp_path / "out"),
+        max_steps=STEPS,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        disable_tqdm=True,
+        lr_scheduler_type="constant",
+        max_grad_norm=1e9,
     )
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     # a real injected fault: the learning rate jumps 300x at JUMP_STEP and stays there
     scale = (lambda s: 1.0 if s < JUMP_STEP else 300.0) if jump else (lambda s: 1.0)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, scale)
     guard = ProxydiagCallback(stop_on=stop_on)
-    trainer = transformers.Trainer(model=model, args=args, train_dataset=_Texts(tok),
-                                   optimizers=(optimizer, scheduler), callbacks=[guard])
+    trainer = transformers.Trainer(
+        model=model,
+        args=args,
+        train_dataset=_Texts(tok),
+        optimizers=(optimizer, scheduler),
+        callbacks=[guard],
+    )
     guard.attach(trainer)
     trainer.train()
     return guard

@@ -21,23 +21,29 @@ from proxydiag.run.build import build_run
 from proxydiag.run.rows import steps_of
 from proxydiag.watch import Checkpoints, Watcher, WatchLimits
 from proxydiag.watch.replay import replay
-
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_runs"
+from tests._paths import SAMPLES
 
 
 def _run(n: int, series: dict[str, np.ndarray], precision: str = "bf16"):  # type: ignore[no-untyped-def]
     steps = np.arange(n)
     keys = [k for k in series for _ in range(n)]
-    return build_run(raw(np.tile(steps, len(series)), keys, np.concatenate(list(series.values()))),
-                     name="t", source="t", fmt="test", attrs={"precision": precision})
+    return build_run(
+        raw(np.tile(steps, len(series)), keys, np.concatenate(list(series.values()))),
+        name="t",
+        source="t",
+        fmt="test",
+        attrs={"precision": precision},
+    )
 
 
 def _divergence(n: int = 400, onset: int = 250, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     t = np.arange(n)
     grow = np.where(t < onset, 0.0, 0.03 * (t - onset))
-    return {"grad_norm": np.exp(rng.normal(0, 0.1, n) + grow),
-            "loss": 2.0 * np.exp(rng.normal(0, 0.02, n) + grow / 3)}
+    return {
+        "grad_norm": np.exp(rng.normal(0, 0.1, n) + grow),
+        "loss": 2.0 * np.exp(rng.normal(0, 0.02, n) + grow / 3),
+    }
 
 
 def test_divergence_is_alerted_soon_after_onset_and_agrees_with_offline() -> None:
@@ -54,8 +60,13 @@ def test_divergence_is_alerted_soon_after_onset_and_agrees_with_offline() -> Non
 def test_healthy_noise_raises_nothing() -> None:
     rng = np.random.default_rng(3)
     n = 600
-    run = _run(n, {"grad_norm": np.exp(rng.normal(0, 0.2, n)),
-                   "loss": 3.0 - np.linspace(0, 1, n) + rng.normal(0, 0.05, n)})
+    run = _run(
+        n,
+        {
+            "grad_norm": np.exp(rng.normal(0, 0.2, n)),
+            "loss": 3.0 - np.linspace(0, 1, n) + rng.normal(0, 0.05, n),
+        },
+    )
     result = replay(run, every=1)
     assert result.alerts == ()
     assert result.final.label == "healthy"
@@ -99,8 +110,9 @@ def test_calibration_burst_of_fp16_is_not_an_alert() -> None:
         calibrating = step < 7
         if calibrating:
             scale /= 2
-        alerts += w.update(step, {"grad_norm": math.inf if calibrating else 1.0,
-                                  "loss_scale": scale, "loss": 2.0})
+        alerts += w.update(
+            step, {"grad_norm": math.inf if calibrating else 1.0, "loss_scale": scale, "loss": 2.0}
+        )
     alerts += w.close()
     assert alerts == []
 
@@ -144,9 +156,14 @@ def test_checkpoint_folders_are_found(tmp_path: Path) -> None:
     assert Checkpoints.scan(tmp_path).steps == (100, 200, 300)
 
 
-@pytest.mark.parametrize("name", ["overflow-fp16/overflow-fp16-full-s2",
-                                  "precision-sync-step/precision-sync-step-full-s0",
-                                  "healthy/healthy-full-s2"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "overflow-fp16/overflow-fp16-full-s2",
+        "precision-sync-step/precision-sync-step-full-s0",
+        "healthy/healthy-full-s2",
+    ],
+)
 def test_sample_runs_last_alert_agrees_with_final(name: str) -> None:
     result = replay(read_run(SAMPLES / name), every=10)
     last = result.alerts[-1].label if result.alerts else "healthy"
@@ -155,8 +172,24 @@ def test_sample_runs_last_alert_agrees_with_final(name: str) -> None:
 
 @pytest.mark.parametrize("fmt", ["tensorboard", "jsonl", "csv"])
 def test_tail_reads_only_appended_bytes_and_matches_offline(tmp_path: Path, fmt: str) -> None:
-    subprocess.run([sys.executable, "-m", "proxydiag", "synth", "-s", "divergence", "-f", fmt,
-                    "-o", str(tmp_path / "src"), "--steps", "120"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "proxydiag",
+            "synth",
+            "-s",
+            "divergence",
+            "-f",
+            fmt,
+            "-o",
+            str(tmp_path / "src"),
+            "--steps",
+            "120",
+        ],
+        check=True,
+        capture_output=True,
+    )
     src = next(p for p in (tmp_path / "src" / "divergence").iterdir() if p.name != "proxydiag.json")
     live = tmp_path / "live" / src.name
     live.parent.mkdir()
@@ -192,10 +225,12 @@ def test_routing_that_concentrates_is_evidence_and_its_lead_is_reported() -> Non
     n, rng = 400, np.random.default_rng(5)
     t = np.arange(n)
     series = _divergence(n, onset=260, seed=5)
-    series["expert_load_max"] = 0.02 * np.exp(rng.normal(0, 0.03, n)
-                                              + np.where(t < 200, 0.0, 0.02 * (t - 200)))
-    series["load_balancing_loss"] = np.exp(rng.normal(0, 0.03, n)
-                                           + np.where(t < 200, 0.0, 0.015 * (t - 200)))
+    series["expert_load_max"] = 0.02 * np.exp(
+        rng.normal(0, 0.03, n) + np.where(t < 200, 0.0, 0.02 * (t - 200))
+    )
+    series["load_balancing_loss"] = np.exp(
+        rng.normal(0, 0.03, n) + np.where(t < 200, 0.0, 0.015 * (t - 200))
+    )
     result = replay(_run(n, series), every=10)
     alert = result.alerts[0]
     assert alert.label == "loss_divergence"
