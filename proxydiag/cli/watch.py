@@ -10,90 +10,99 @@ from typing import Annotated, Any
 
 import typer
 
-from proxydiag.cli._app import AliasesOpt, ConfigOpt, StoreOpt, TrackingOpt, app, err, out
+from proxydiag.cli._app import (
+    DEFAULT_STORE,
+    AliasesOpt,
+    ConfigOpt,
+    StoreOpt,
+    TrackingOpt,
+    app,
+    err,
+    out,
+)
 from proxydiag.errors import ConfigError
 
 TEXT_JSON = ("text", "json")
 
 
+def _opt(name: str, help_text: str) -> Any:
+    return typer.Option(name, help=help_text)
+
+
+Sources = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="TensorBoard logdirs, JSONL/CSV/console log files, MLflow run folders, runs:/ID"
+    ),
+]
+Interval = Annotated[float, _opt("--interval", "seconds between polls")]
+UntilDone = Annotated[
+    bool,
+    _opt(
+        "--until-done",
+        "stop when every run has finished or is idle "
+        "for --idle-timeout, then print the final diagnoses",
+    ),
+]
+IdleTimeout = Annotated[float, _opt("--idle-timeout", "seconds without new data: done")]
+Fmt = Annotated[str, typer.Option("--format", "-f", help="text | json (JSON Lines)")]
+OnAlert = Annotated[
+    str | None,
+    _opt(
+        "--on-alert",
+        "command run per alert, the alert in PROXYDIAG_* variables and as JSON on stdin (no shell)",
+    ),
+]
+FailOn = Annotated[
+    str | None, _opt("--fail-on", "exit 1 when an alert or final label is one of CLASS[,CLASS]")
+]
+Replay = Annotated[bool, _opt("--replay", "feed finished runs as if live")]
+Every = Annotated[int, _opt("--every", "with --replay: logged steps per check")]
+Ckpts = Annotated[
+    str | None,
+    _opt(
+        "--checkpoints",
+        "checkpoint steps 100,200,... or a folder of checkpoint-N / iter_N / global_stepN",
+    ),
+]
+Margin = Annotated[int, _opt("--margin-steps", "go back at least this many steps before the onset")]
+Precision = Annotated[
+    str | None, _opt("--precision", "fp16 | bf16 | fp32 when the source does not say")
+]
+LogMlflow = Annotated[
+    bool,
+    _opt(
+        "--log-to-mlflow", "tag the watched MLflow run with proxydiag.alert / .label / .onset_step"
+    ),
+]
+Experiment = Annotated[
+    str | None,
+    _opt("--mlflow-experiment", "watch every running run of this MLflow experiment, new ones too"),
+]
+
+
 @app.command()
 def watch(
-    sources: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="TensorBoard logdirs, JSONL/CSV/console log files, MLflow run folders, runs:/ID"
-        ),
-    ] = None,
-    interval: Annotated[float, typer.Option("--interval", help="seconds between polls")] = 10.0,
-    until_done: Annotated[
-        bool,
-        typer.Option(
-            "--until-done",
-            help="stop when every source is idle "
-            "for --idle-timeout, then print the final diagnoses",
-        ),
-    ] = False,
-    idle_timeout: Annotated[
-        float,
-        typer.Option(
-            "--idle-timeout", help="seconds without new data after which a source is done"
-        ),
-    ] = 600.0,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="text | json (JSON Lines)")] = "text",
-    on_alert: Annotated[
-        str | None,
-        typer.Option(
-            "--on-alert",
-            help="command run per alert: "
-            "alert in PROXYDIAG_* variables and as JSON on stdin (no shell)",
-        ),
-    ] = None,
-    fail_on: Annotated[
-        str | None,
-        typer.Option(
-            "--fail-on", help="exit 1 when an alert or final label is one of CLASS[,CLASS]"
-        ),
-    ] = None,
-    replay: Annotated[bool, typer.Option("--replay", help="feed finished runs as if live")] = False,
-    every: Annotated[
-        int, typer.Option("--every", help="with --replay: logged steps per check")
-    ] = 1,
-    checkpoints: Annotated[
-        str | None,
-        typer.Option(
-            "--checkpoints",
-            help="checkpoint steps 100,200,... or a folder of checkpoint-N / iter_N / global_stepN",
-        ),
-    ] = None,
-    margin_steps: Annotated[
-        int,
-        typer.Option("--margin-steps", help="go back at least this many steps before the onset"),
-    ] = 100,
-    precision: Annotated[
-        str | None,
-        typer.Option("--precision", help="fp16 | bf16 | fp32 when the source does not say"),
-    ] = None,
-    log_to_mlflow: Annotated[
-        bool,
-        typer.Option(
-            "--log-to-mlflow",
-            help="tag the watched MLflow run with proxydiag.alert / .label / .onset_step",
-        ),
-    ] = False,
-    mlflow_experiment: Annotated[
-        str | None,
-        typer.Option(
-            "--mlflow-experiment",
-            help="watch every running run of this MLflow experiment, new ones too",
-        ),
-    ] = None,
+    sources: Sources = None,
+    interval: Interval = 10.0,
+    until_done: UntilDone = False,
+    idle_timeout: IdleTimeout = 600.0,
+    fmt: Fmt = "text",
+    on_alert: OnAlert = None,
+    fail_on: FailOn = None,
+    replay: Replay = False,
+    every: Every = 1,
+    checkpoints: Ckpts = None,
+    margin_steps: Margin = 100,
+    precision: Precision = None,
+    log_to_mlflow: LogMlflow = False,
+    mlflow_experiment: Experiment = None,
     tracking_uri: TrackingOpt = None,
     config: ConfigOpt = None,
     aliases: AliasesOpt = None,
-    store: StoreOpt = Path("proxydiag-store"),
+    store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Diagnose runs while they train: alert on the first signs of a failure class."""
-    from proxydiag.cli._app import DEFAULT_STORE
     from proxydiag.diagnose.config import DiagnoseConfig, load_config
     from proxydiag.metrics import AliasTable
     from proxydiag.watch.live import Session
@@ -112,12 +121,11 @@ def watch(
             sources, every=every, cfg=cfg, table=table, ckpt=ckpt, fmt=fmt, failing=failing
         )
     else:
-        state = (store if store != Path("proxydiag-store") else DEFAULT_STORE) / "watch"
         session = Session(
             sources,
             config=cfg,
             aliases=table,
-            state_dir=state,
+            state_dir=store / "watch",
             checkpoints=ckpt,
             precision=precision,
             experiment=mlflow_experiment,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proxydiag.watch.alerts import Alert, Rollback
 from proxydiag.watch.checkpoints import Checkpoints
-from proxydiag.watch.watcher import Watcher, WatchLimits
+from proxydiag.watch.rules import WatchLimits
+from proxydiag.watch.watcher import Watcher
 
 __all__ = ["Alert", "Checkpoints", "Rollback", "WatchLimits", "Watcher"]

@@ -32,7 +32,8 @@ from proxydiag.run import Run
 from proxydiag.run.rows import steps_of
 from proxydiag.watch.alerts import Alert
 from proxydiag.watch.checkpoints import Checkpoints
-from proxydiag.watch.watcher import Watcher, WatchLimits
+from proxydiag.watch.rules import WatchLimits
+from proxydiag.watch.watcher import Watcher
 
 
 @dataclass(frozen=True)

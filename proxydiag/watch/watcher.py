@@ -24,16 +24,13 @@ of the whole run, once.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
-from proxydiag.diagnose.nonfinite import FP16
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.diagnose.taxonomy import Verdict
-from proxydiag.errors import ConfigError
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run
 from proxydiag.watch import triggers
@@ -41,36 +38,7 @@ from proxydiag.watch._window import used, verdict, window_view
 from proxydiag.watch.alerts import Alert, alert_from_dict
 from proxydiag.watch.buffers import MetricBuffer
 from proxydiag.watch.checkpoints import Checkpoints
-
-#: a suspicious move re-fits again once it is this many times the size it had at the last one
-GROWTH = 1.25
-
-
-@dataclass(frozen=True)
-class WatchLimits:
-    """How much the watcher holds per metric and how often it re-fits (all bounded)."""
-
-    #: first points kept at full resolution (the scaler's calibration, the warm-up)
-    head_points: int = 64
-    #: thinned points kept of the middle of the run (its baseline)
-    history_points: int = 192
-    #: last points kept at full resolution (where onsets are located)
-    recent_points: int = 384
-    #: suspicious checks in a row that each re-fit; later ones re-fit on streaks 2^k only
-    eager_checks: int = 8
-    #: re-fit at least every this many new logged steps, whatever the triggers say
-    periodic_steps: int = 128
-
-    def __post_init__(self) -> None:
-        for name in (
-            "head_points",
-            "history_points",
-            "recent_points",
-            "eager_checks",
-            "periodic_steps",
-        ):
-            if int(getattr(self, name)) < 1:
-                raise ConfigError(f"watch limits: {name} must be at least 1")
+from proxydiag.watch.rules import GROWTH, WatchLimits, calibration_hold, number, router_lead
 
 
 class Watcher:
@@ -157,7 +125,7 @@ class Watcher:
         self._first = step if self._first is None else min(self._first, step)
         self._last = step if self._last is None else max(self._last, step)
         for key, raw in metrics.items():
-            value = _number(raw)
+            value = number(raw)
             if value is None:
                 continue
             self._add_point(self._name(key), step, value)
@@ -294,23 +262,19 @@ class Watcher:
         )
 
     def _held(self, v: Verdict, interval: float) -> bool:
-        """A burst of overflows that starts with the run may be the fp16 loss scaler
-        calibrating (DeepSpeed: 2^16 down to ~2^10); it is judged once the calibration window
-        (``[scaler] calibration_steps``, or ``unknown_calibration_steps`` when the precision
-        is unknown) and the clean gap that ends it (``calibration_gap_steps``) have passed.
-        A burst that starts later is no calibration and is not held."""
-        if v.label != "gradient_overflow" or self._first is None or self._last is None:
+        """True while an overflow burst may still be the loss scaler's calibration."""
+        if v.label != "gradient_overflow" or v.onset_step is None or self._first is None:
             return False
-        c = self.config.scaler
-        fp16 = "loss_scale" in self._buffers or (self.precision or "").startswith(FP16)
-        if not fp16 and self.precision is not None:
-            return False  # bf16 / fp32: no calibration
-        assert v.onset_step is not None
-        gap = c.calibration_gap_steps * max(interval, 1.0)
-        if v.onset_step > self._first + gap:
-            return False
-        horizon = self._first + (c.calibration_steps if fp16 else c.unknown_calibration_steps)
-        return self._last < horizon + gap
+        assert self._last is not None
+        return calibration_hold(
+            onset_step=v.onset_step,
+            first_step=self._first,
+            last_step=self._last,
+            interval=interval,
+            scaler=self.config.scaler,
+            precision=self.precision,
+            logs_scale="loss_scale" in self._buffers,
+        )
 
     def final(self, run: Run) -> Diagnosis:
         """The final answer: offline ``diagnose`` of the whole run, once."""
@@ -359,32 +323,3 @@ class Watcher:
         w._buffers = {k: MetricBuffer.from_state(b) for k, b in state["buffers"].items()}
         w.alerts = [alert_from_dict(a) for a in state["alerts"]]
         return w
-
-
-def router_lead(v: Verdict) -> int | None:
-    """Steps by which the first MoE routing event (:mod:`proxydiag.diagnose.router`) came
-    before the verdict's onset; None without one that came first."""
-    starts = [
-        e.onset_step for e in v.chain if e.kind.startswith("router_") and e.onset_step is not None
-    ]
-    if v.onset_step is None or not starts or min(starts) >= v.onset_step:
-        return None
-    return v.onset_step - min(starts)
-
-
-def _number(value: Any) -> float | None:
-    """A logged value as a float: numbers, bools, numpy and torch scalars; None otherwise.
-
-    >>> _number(3), _number("text"), _number(float("nan")) != _number(float("nan"))
-    (3.0, None, True)
-    """
-    if isinstance(value, bool | int | float):
-        return float(value)
-    item = getattr(value, "item", None)  # numpy / torch scalars
-    if callable(item):
-        try:
-            found = item()
-        except (ValueError, RuntimeError):  # not a single element
-            return None
-        return float(found) if isinstance(found, bool | int | float) else None
-    return None
