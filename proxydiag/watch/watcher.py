@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from proxydiag.diagnose._view import RunView
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
 from proxydiag.diagnose.result import Diagnosis
@@ -213,7 +214,7 @@ class Watcher:
         self.alerts.append(alert)
         return [alert]
 
-    def view(self) -> Any:
+    def view(self) -> RunView:
         """The :class:`~proxydiag.diagnose._view.RunView` of the points held now."""
         mapping = {name: key for key, name in self._names.items()}
         return window_view(

@@ -13,6 +13,9 @@ tokenizers = pytest.importorskip("tokenizers")
 
 from proxydiag.integrations.transformers import ALERT_FILE, ProxydiagCallback  # noqa: E402
 
+#: a real training loop on CPU takes about a minute
+pytestmark = pytest.mark.slow
+
 STEPS = 120
 JUMP_STEP = 70
 
