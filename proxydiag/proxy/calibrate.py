@@ -1,0 +1,121 @@
+"""Routing statistics of each MoE layer on calibration text, from a forward pass on CPU.
+
+The model is loaded whole with ``transformers`` (its dtype as saved): this path's memory is
+the checkpoint's size plus activations, unlike weight clustering, which streams. A forward
+pre-hook on each layer's ``experts`` module sees the tokens entering it, the experts the
+router chose and their gate values — the same three arguments in every supported family — so
+no family's routing is re-implemented here. Each expert's output is then computed by the
+module itself on the tokens routed to it (gate value 1), for REAP's output norm.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from proxydiag.errors import ConfigError, MissingExtraError
+from proxydiag.proxy.select import LayerStats
+
+_LAYER = re.compile(r"layers\.(\d+)\.")
+
+
+def read_texts(path: Path) -> list[str]:
+    """Calibration samples: one per non-empty line, or the ``text`` field of each JSONL line."""
+    try:
+        lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read calibration text ({exc})") from exc
+    if path.suffix == ".jsonl":
+        try:
+            lines = [str(json.loads(ln)["text"]) for ln in lines]
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise ConfigError(f"{path}: each JSONL line needs a 'text' field ({exc})") from exc
+    if not lines:
+        raise ConfigError(f"{path}: no calibration text")
+    return lines
+
+
+def routing_stats(
+    folder: Path, calibration: Path, *, n_experts: int, max_tokens: int, sample_tokens: int,
+) -> dict[int, LayerStats]:
+    """Per MoE layer index: tokens routed to each expert, REAP saliency, and each expert's
+    outputs on the layer's first ``sample_tokens`` tokens (features for k-means)."""
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError as exc:
+        raise MissingExtraError("transformers", "trainers") from exc
+    texts = read_texts(calibration)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{folder}: no tokenizer to read the calibration text ({exc})") from exc
+    model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype="auto")
+    model.eval()
+    acc: dict[int, _Accumulator] = {}
+    handles = []
+    for name, module in model.named_modules():
+        m = _LAYER.search(name)
+        if m and name.endswith(".experts") and type(module).__name__.endswith("Experts"):
+            acc[int(m[1])] = _Accumulator(n_experts, sample_tokens)
+            handles.append(module.register_forward_pre_hook(acc[int(m[1])].hook, with_kwargs=True))
+    seen = 0
+    with torch.no_grad():
+        for text in texts:
+            ids = tokenizer(text, return_tensors="pt", truncation=True,
+                            max_length=max(1, max_tokens - seen))["input_ids"]
+            model(input_ids=ids)
+            seen += int(ids.numel())
+            if seen >= max_tokens:
+                break
+    for h in handles:
+        h.remove()
+    return {layer: a.stats() for layer, a in acc.items()}
+
+
+class _Accumulator:
+    """Sums for one layer, fed by the pre-hook of its ``experts`` module."""
+
+    def __init__(self, n_experts: int, sample_tokens: int) -> None:
+        self.n = n_experts
+        self.counts = np.zeros(n_experts)
+        self.weighted = np.zeros(n_experts)
+        self.sample_tokens = sample_tokens
+        self.outputs: list[list[np.ndarray]] = [[] for _ in range(n_experts)]
+        self.sampled = 0
+
+    def hook(self, module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        import torch
+
+        x, index, gate = (*args, *kwargs.values())[:3]
+        for j in torch.unique(index).tolist():
+            if not 0 <= j < self.n:
+                continue
+            token, slot = (index == j).nonzero(as_tuple=True)
+            y = _expert_output(module, x[token], j)
+            self.counts[j] += token.numel()
+            self.weighted[j] += float((gate[token, slot].float() * y.norm(dim=-1)).sum())
+        take = min(self.sample_tokens - self.sampled, x.shape[0])
+        if take > 0:
+            for j in range(self.n):
+                self.outputs[j].append(_expert_output(module, x[:take], j).numpy().ravel())
+            self.sampled += take
+
+    def stats(self) -> LayerStats:
+        saliency = np.divide(self.weighted, self.counts, out=np.zeros(self.n),
+                             where=self.counts > 0)
+        outputs = np.stack([np.concatenate(o) if o else np.zeros(1) for o in self.outputs])
+        return LayerStats(counts=self.counts, saliency=saliency, outputs=outputs.astype(np.float64))
+
+
+def _expert_output(module: Any, x: Any, expert: int) -> Any:
+    """Expert ``expert``'s output on tokens ``x``, computed by the experts module itself."""
+    import torch
+
+    index = torch.full((x.shape[0], 1), expert, dtype=torch.long)
+    gate = torch.ones((x.shape[0], 1), dtype=x.dtype)
+    return module.forward(x, index, gate).float()
