@@ -16,8 +16,9 @@ from collections.abc import Callable
 import numpy as np
 from scipy.cluster.vq import kmeans2
 
-#: weights hashed per block: bounds the sketch's own memory (two arrays of this length)
-SKETCH_BLOCK_ELEMENTS = 1 << 22
+#: weights hashed per block: bounds the sketch's memory (about 40 bytes per element: the
+#: block read, widened, signed, and numpy's float64/intp copies inside ``bincount``)
+SKETCH_BLOCK_ELEMENTS = 1 << 20
 
 
 def cluster_representatives(vectors: np.ndarray, *, n_keep: int, seed: int) -> list[int]:
@@ -76,8 +77,8 @@ def sketch_experts(
 
     ``read(expert, start, count)`` returns that expert's elements ``[start, start+count)``.
     Every expert is hashed with the same buckets and signs (drawn per block from ``seed``), so
-    distances between rows estimate distances between the experts' weights. Memory: two
-    arrays of :data:`SKETCH_BLOCK_ELEMENTS` plus one block of weights, whatever the expert size.
+    distances between rows estimate distances between the experts' weights. Memory: a few
+    arrays of :data:`SKETCH_BLOCK_ELEMENTS` (see there), whatever the expert size.
 
     Examples
     --------
@@ -94,7 +95,7 @@ def sketch_experts(
     for block, start in enumerate(range(0, n_elements, SKETCH_BLOCK_ELEMENTS)):
         count = min(SKETCH_BLOCK_ELEMENTS, n_elements - start)
         rng = np.random.default_rng([*np.atleast_1d(seed).tolist(), block])
-        buckets = rng.integers(0, dim, size=count, dtype=np.int32)
+        buckets = rng.integers(0, dim, size=count, dtype=np.intp)
         signs = rng.integers(0, 2, size=count, dtype=np.int8).astype(np.float32) * 2 - 1
         for expert in range(n_experts):
             values = read(expert, start, count) * signs

@@ -1,9 +1,10 @@
 """Which experts of a layer to keep: by clustering (``kmeans``), routing counts (``frequency``)
 or router-weighted activation saliency (``reap``).
 
-``reap`` is the criterion of Lasby et al., "REAP: Router-weighted Expert Activation Pruning"
-(arXiv:2510.13999): an expert's saliency is the mean, over the tokens routed to it, of its gate
-value times the norm of its output; the least salient experts are pruned. ``frequency`` keeps
+``reap`` is Router-weighted Expert Activation Pruning (Lasby et al., "REAP the Experts: Why
+Pruning Prevails for One-Shot MoE compression", arXiv:2510.13999): an expert's saliency is the
+mean, over the tokens routed to it (in their top-k), of its gate value times the L2 norm of its
+output; the least salient experts are pruned. ``frequency`` keeps
 the experts chosen most often. Both need calibration statistics
 (:mod:`proxydiag.proxy.calibrate`); ``kmeans`` needs none (it clusters the weights) and uses
 the experts' outputs on calibration tokens when they are given.
@@ -37,6 +38,8 @@ def choose(
 ) -> list[int]:
     """The sorted experts of ``layer`` to keep: ``n_keep // groups`` from each of ``groups``
     equal, contiguous groups (DeepSeek's routing groups; one group otherwise)."""
+    if n_keep >= layer.n_experts:
+        return list(range(layer.n_experts))
     size = layer.n_experts // groups
     if method == "kmeans":
         features = stats.outputs if stats is not None else weight_features(
