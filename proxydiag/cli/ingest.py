@@ -66,7 +66,7 @@ def ingest(
         "--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)")] = None,
 ) -> None:
     """Read runs (any supported format) into the store; re-ingesting a source replaces it."""
-    from proxydiag.ingest import mlflow_uri
+    from proxydiag.ingest.mlflow import uri as mlflow_uri
     from proxydiag.store import RunStore
 
     ctx = ReadContext(AliasTable.load(aliases) if aliases else AliasTable.default(),
