@@ -179,3 +179,18 @@ def test_force_replaces_and_refuses_without(tmp_path: Path, checkpoints: dict[st
     result = build(checkpoints["mixtral"], tmp_path / "out", keep_ratio=0.25, force=True)
     assert result.experts_kept == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert json.loads((tmp_path / "out" / "config.json").read_text())["num_local_experts"] == 2
+
+
+def test_sidecar_beside_a_proxy_run_is_read_by_ingest(tmp_path: Path,
+                                                      checkpoints: dict[str, Path]) -> None:
+    import proxydiag
+
+    result = build(checkpoints["qwen3_moe"], tmp_path / "proxy", n_experts=2, seed=4)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "metrics.csv").write_text("step,actor/pg_loss\n0,1.0\n1,0.9\n2,0.8\n")
+    (run_dir / "proxydiag.json").write_bytes((tmp_path / "proxy" / "proxydiag.json").read_bytes())
+    run = proxydiag.read_run(run_dir)
+    assert run.attrs["role"] == "proxy" and run.attrs["experts_kept"] == 2
+    assert run.attrs["cost_per_step"] == result.cost_per_step
+    assert run.attrs["params"]["kept_experts"] == {str(i): list(k) for i, k in result.kept}
