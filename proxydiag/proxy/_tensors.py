@@ -147,8 +147,36 @@ def read_floats(info: TensorInfo, start: int, count: int) -> np.ndarray:
     if info.dtype in ("F32", "F16", "F64"):
         kind = {"F32": "<f4", "F16": "<f2", "F64": "<f8"}[info.dtype]
         return np.frombuffer(raw, dtype=kind).astype(np.float32)
+    if info.dtype in _FP8:
+        return _FP8[info.dtype][np.frombuffer(raw, dtype=np.uint8)]
     raise IngestError(f"{info.file}: tensor {info.name!r} is {info.dtype}; clustering on "
-                      "weights reads F32, F16, BF16 or F64 (use a calibration method)")
+                      "weights reads float tensors (use a calibration method)")
+
+
+def fp8_table(*, exp_bits: int, man_bits: int, bias: int, ieee: bool) -> np.ndarray:
+    """The float32 value of each of the 256 codes of an 8-bit float format.
+
+    ``ieee`` formats (E5M2) reserve the top exponent for inf and NaN; the ``fn`` formats
+    (E4M3FN, the one safetensors calls F8_E4M3) have no inf and one NaN mantissa (OCP 8-bit
+    floating point specification, 2023).
+
+    >>> fp8_table(exp_bits=4, man_bits=3, bias=7, ieee=False)[[0x38, 0x7E, 0x01]].tolist()
+    [1.0, 448.0, 0.001953125]
+    """
+    code = np.arange(256)
+    top = (1 << exp_bits) - 1
+    exp, man = (code >> man_bits) & top, code & ((1 << man_bits) - 1)
+    frac = man / float(1 << man_bits)
+    value = np.where(exp == 0, frac * 2.0 ** (1 - bias), (1 + frac) * 2.0 ** (exp - bias))
+    if ieee:
+        value = np.where(exp == top, np.where(man == 0, np.inf, np.nan), value)
+    else:
+        value = np.where((exp == top) & (man == (1 << man_bits) - 1), np.nan, value)
+    return (np.where(code & 0x80, -value, value)).astype(np.float32)
+
+
+_FP8 = {"F8_E4M3": fp8_table(exp_bits=4, man_bits=3, bias=7, ieee=False),
+        "F8_E5M2": fp8_table(exp_bits=5, man_bits=2, bias=15, ieee=True)}
 
 
 def read_bytes(path: Path, offset: int, count: int) -> bytes:
