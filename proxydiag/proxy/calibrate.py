@@ -45,7 +45,6 @@ def routing_stats(
     """Per MoE layer index: tokens routed to each expert, REAP saliency, and each expert's
     outputs on the layer's first ``sample_tokens`` tokens (features for k-means)."""
     try:
-        import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
         raise MissingExtraError("transformers", "trainers") from exc
@@ -54,7 +53,11 @@ def routing_stats(
         tokenizer = AutoTokenizer.from_pretrained(folder)
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{folder}: no tokenizer to read the calibration text ({exc})") from exc
-    model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype="auto")
+    try:
+        model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype="auto")
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise ConfigError(f"{folder}: transformers cannot load the model for calibration "
+                          f"({_first_line(exc)})") from exc
     model.eval()
     acc: dict[int, _Accumulator] = {}
     handles = []
@@ -63,6 +66,21 @@ def routing_stats(
         if m and name.endswith(".experts") and type(module).__name__.endswith("Experts"):
             acc[int(m[1])] = _Accumulator(n_experts, sample_tokens)
             handles.append(module.register_forward_pre_hook(acc[int(m[1])].hook, with_kwargs=True))
+    try:
+        _forward(model, tokenizer, texts, max_tokens=max_tokens)
+    except (RuntimeError, ValueError, IndexError) as exc:
+        raise ConfigError(f"{folder}: the model failed on the calibration text "
+                          f"({_first_line(exc)})") from exc
+    finally:
+        for h in handles:
+            h.remove()
+    return {layer: a.stats() for layer, a in acc.items()}
+
+
+def _forward(model: Any, tokenizer: Any, texts: list[str], *, max_tokens: int) -> None:
+    """Run ``texts`` through ``model``, one sample at a time, up to ``max_tokens`` tokens."""
+    import torch
+
     seen = 0
     with torch.no_grad():
         for text in texts:
@@ -72,9 +90,11 @@ def routing_stats(
             seen += int(ids.numel())
             if seen >= max_tokens:
                 break
-    for h in handles:
-        h.remove()
-    return {layer: a.stats() for layer, a in acc.items()}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class _Accumulator:

@@ -97,3 +97,22 @@ def test_ranking_methods_need_calibration(mixtral: Path, tmp_path: Path) -> None
     with pytest.raises(ConfigError, match="give --calibration"):
         build(mixtral, tmp_path / "x", keep_ratio=0.5, method="reap")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("family", ["qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2",
+                                    "deepseek_v3"])
+def test_every_family_is_hooked_and_counts_every_routed_token(family: str, calibration: Path,
+                                                              tmp_path: Path) -> None:
+    from transformers import AutoTokenizer
+
+    from proxydiag.proxy.calibrate import routing_stats
+
+    folder = save_model(family, tmp_path / family)
+    stats = routing_stats(folder, calibration, n_experts=8, max_tokens=10_000, sample_tokens=16)
+    tok = AutoTokenizer.from_pretrained(folder)
+    tokens = sum(len(tok(line)["input_ids"]) for line in calibration.read_text().splitlines())
+    moe_layers = [1] if family.startswith("deepseek") else [0, 1]
+    assert sorted(stats) == moe_layers
+    for s in stats.values():
+        assert s.counts.sum() == tokens * 2  # top-2 routing
+        assert s.outputs.shape == (8, 16 * 32) and np.all(s.saliency >= 0)
