@@ -27,6 +27,9 @@ def proxy_build(
         help="text (one sample per line) or JSONL with 'text'; run through the model on CPU")] = None,
     seed: Annotated[int, typer.Option(help="seeds clustering and sketches")] = 0,
     max_tokens: Annotated[int, typer.Option(help="calibration tokens read at most")] = 4096,
+    offload_dir: Annotated[Path | None, typer.Option(
+        help="calibrate one decoder layer at a time from disk, using DIR for converted weights "
+             "(RAM ~ one layer)")] = None,
     force: Annotated[bool, typer.Option("--force", help="replace OUT if it exists")] = False,
 ) -> None:
     """Keep --keep RATIO (or --experts N) of the routed experts in every MoE layer; write OUT
@@ -35,6 +38,7 @@ def proxy_build(
 
     result = build(checkpoint, output, keep_ratio=keep, n_experts=experts, method=method,
                    calibration=calibration, seed=seed, force=force, max_tokens=max_tokens,
+                   offload_dir=offload_dir,
                    progress=lambda line: err.print(line, markup=False))
     out.print(
         f"{result.out}: {result.family}, kept {result.experts_kept} of {result.experts_total} "

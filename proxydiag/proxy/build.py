@@ -33,7 +33,8 @@ def build(
     checkpoint: Path | str, out: Path | str, *, keep_ratio: float | None = None,
     n_experts: int | None = None, method: str = "kmeans", calibration: Path | str | None = None,
     seed: int = 0, force: bool = False, sketch_dim: int = 1024, max_tokens: int = 4096,
-    max_shard_bytes: int = 5 * 10**9, progress: Callable[[str], None] | None = None,
+    max_shard_bytes: int = 5 * 10**9, offload_dir: Path | str | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ProxyResult:
     """Write to ``out`` a proxy of ``checkpoint`` with ``keep_ratio`` (or ``n_experts``) of
     each MoE layer's routed experts, chosen by ``method``.
@@ -61,6 +62,10 @@ def build(
         Calibration tokens read at most.
     max_shard_bytes
         Largest output shard; more data is split into shards with an index.
+    offload_dir
+        Calibrate with each decoder layer on disk, loaded while it runs (RAM: about one
+        layer; disk: the experts, as transformers converts them). Default: the whole model
+        in RAM.
     """
     src, dst = Path(checkpoint), Path(out)
     _check_args(src, dst, keep_ratio, n_experts, method, calibration, force)
@@ -74,7 +79,8 @@ def build(
         from proxydiag.proxy.calibrate import routing_stats
 
         stats = routing_stats(src, Path(calibration), n_experts=cfg.n_experts,
-                              max_tokens=max_tokens, sample_tokens=64)
+                              max_tokens=max_tokens, sample_tokens=64,
+                              offload_dir=None if offload_dir is None else Path(offload_dir))
     kept: dict[int, list[int]] = {}
     for layer in layers:
         kept[layer.index] = choose(layer, tensors, method=method, n_keep=n_keep, groups=groups,

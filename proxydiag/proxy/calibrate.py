@@ -41,9 +41,15 @@ def read_texts(path: Path) -> list[str]:
 
 def routing_stats(
     folder: Path, calibration: Path, *, n_experts: int, max_tokens: int, sample_tokens: int,
+    offload_dir: Path | None = None,
 ) -> dict[int, LayerStats]:
     """Per MoE layer index: tokens routed to each expert, REAP saliency, and each expert's
-    outputs on the layer's first ``sample_tokens`` tokens (features for k-means)."""
+    outputs on the layer's first ``sample_tokens`` tokens (features for k-means).
+
+    With ``offload_dir``, every decoder layer stays on disk and is loaded only while it runs
+    (accelerate's disk offload): RAM holds the embeddings, the head and one layer; tensors
+    that transformers converts on load (per-expert weights fused) are written to
+    ``offload_dir`` first, the others are read from the checkpoint's own files."""
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError as exc:
@@ -54,7 +60,9 @@ def routing_stats(
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{folder}: no tokenizer to read the calibration text ({exc})") from exc
     try:
-        model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype="auto")
+        placement = {} if offload_dir is None else {
+            "device_map": _layers_on_disk(folder), "offload_folder": str(offload_dir)}
+        model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype="auto", **placement)
     except (OSError, ValueError, RuntimeError) as exc:
         raise ConfigError(f"{folder}: transformers cannot load the model for calibration "
                           f"({_first_line(exc)})") from exc
@@ -92,6 +100,14 @@ def _forward(model: Any, tokenizer: Any, texts: list[str], *, max_tokens: int) -
                 break
 
 
+def _layers_on_disk(folder: Path) -> dict[str, str]:
+    """A device map with each decoder layer offloaded to disk and the rest in RAM (module
+    names shared by every supported family in transformers 5)."""
+    n_layers = int(json.loads((folder / "config.json").read_text())["num_hidden_layers"])
+    return {"model.embed_tokens": "cpu", "model.rotary_emb": "cpu", "model.norm": "cpu",
+            "lm_head": "cpu", **{f"model.layers.{i}": "disk" for i in range(n_layers)}}
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
@@ -112,17 +128,18 @@ class _Accumulator:
         import torch
 
         x, index, gate = (*args, *kwargs.values())[:3]
-        for j in torch.unique(index).tolist():
-            if not 0 <= j < self.n:
-                continue
-            token, slot = (index == j).nonzero(as_tuple=True)
-            y = _expert_output(module, x[token], j)
-            self.counts[j] += token.numel()
-            self.weighted[j] += float((gate[token, slot].float() * y.norm(dim=-1)).sum())
+        token, slot = ((index >= 0) & (index < self.n)).nonzero(as_tuple=True)
+        expert = index[token, slot]
+        norms = _expert_outputs(module, x[token], expert).norm(dim=-1)
+        weighted = gate[token, slot].float() * norms
+        self.counts += torch.bincount(expert, minlength=self.n)[: self.n].numpy()
+        self.weighted += torch.bincount(expert, weights=weighted, minlength=self.n)[: self.n].double().numpy()
         take = min(self.sample_tokens - self.sampled, x.shape[0])
         if take > 0:
+            every = torch.arange(self.n).repeat_interleave(take)
+            y = _expert_outputs(module, x[:take].repeat(self.n, 1), every)
             for j in range(self.n):
-                self.outputs[j].append(_expert_output(module, x[:take], j).numpy().ravel())
+                self.outputs[j].append(y[j * take:(j + 1) * take].numpy().ravel())
             self.sampled += take
 
     def stats(self) -> LayerStats:
@@ -132,10 +149,10 @@ class _Accumulator:
         return LayerStats(counts=self.counts, saliency=saliency, outputs=outputs.astype(np.float64))
 
 
-def _expert_output(module: Any, x: Any, expert: int) -> Any:
-    """Expert ``expert``'s output on tokens ``x``, computed by the experts module itself."""
+def _expert_outputs(module: Any, x: Any, experts: Any) -> Any:
+    """Each token's output from its expert ``experts[i]`` (gate value 1), computed by the
+    experts module itself in one call (one load of the layer's experts when offloaded)."""
     import torch
 
-    index = torch.full((x.shape[0], 1), expert, dtype=torch.long)
     gate = torch.ones((x.shape[0], 1), dtype=x.dtype)
-    return module.forward(x, index, gate).float()
+    return module.forward(x, experts.reshape(-1, 1).long(), gate).float()

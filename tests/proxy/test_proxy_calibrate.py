@@ -86,6 +86,24 @@ def test_frequency_and_reap_match_a_reference(mixtral: Path, calibration: Path,
     load(tmp_path / "r")
 
 
+@pytest.mark.parametrize("family", ["mixtral", "deepseek_v3"])
+def test_calibration_offloaded_layer_by_layer_gives_the_same_stats(
+        family: str, calibration: Path, tmp_path: Path) -> None:
+    from proxydiag.proxy.calibrate import routing_stats
+
+    folder = save_model(family, tmp_path / family)
+    kwargs = dict(n_experts=8, max_tokens=10_000, sample_tokens=8)
+    in_ram = routing_stats(folder, calibration, **kwargs)  # type: ignore[arg-type]
+    on_disk = routing_stats(folder, calibration, offload_dir=tmp_path / "off",
+                            **kwargs)  # type: ignore[arg-type]
+    assert sorted(in_ram) == sorted(on_disk) and any((tmp_path / "off").iterdir())
+    for layer, a in in_ram.items():
+        b = on_disk[layer]
+        np.testing.assert_array_equal(a.counts, b.counts)
+        np.testing.assert_allclose(a.saliency, b.saliency, rtol=1e-5)
+        np.testing.assert_allclose(a.outputs, b.outputs, rtol=1e-5, atol=1e-7)
+
+
 def test_kmeans_on_calibration_outputs_is_deterministic(mixtral: Path, calibration: Path,
                                                         tmp_path: Path) -> None:
     a = build(mixtral, tmp_path / "a", n_experts=3, calibration=calibration, seed=5)
