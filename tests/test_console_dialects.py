@@ -1,4 +1,4 @@
-"""Synthetic snippets for every console dialect variant (REFERENCE-formats.md §1-6, §11)."""
+"""Synthetic snippets for every console dialect variant (docs/formats.md#console-logs)."""
 
 from __future__ import annotations
 

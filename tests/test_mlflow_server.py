@@ -186,6 +186,7 @@ class MemoryStore:
     def __init__(self, runs: list[Run]) -> None:
         self.runs = {r.id: r for r in runs}
         self.results: dict[tuple[str, str], dict[str, Any]] = {}
+        self.outbox = self  # the outbox's interface, on the same object
 
     def get(self, run_id: str) -> Run:
         return self.runs[run_id]
@@ -202,7 +203,7 @@ class MemoryStore:
         self.results[("comparison", key)] = {"result": c.to_dict(), "synced": False}
         return key
 
-    def pending_mlflow(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[dict[str, Any]]:
         return [{"kind": k, "key": key, "result": v["result"]}
                 for (k, key), v in self.results.items() if not v["synced"]]
 
@@ -210,7 +211,7 @@ class MemoryStore:
         self.results[(kind, key)]["synced"] = True
         return True
 
-    def pending_report(self, kind: str, key: str) -> str | None:
+    def report(self, kind: str, key: str) -> str | None:
         return None
 
 
@@ -225,10 +226,10 @@ def test_server_down_keeps_results_pending_then_sync_pushes(
         log_diagnosis(_diagnosis(proxy, "precision_fault", 30), proxy, tracking_uri=down,
                       store=store)  # type: ignore[arg-type]
     assert time.monotonic() - t0 < 5
-    assert [p["key"] for p in store.pending_mlflow()] == [proxy.id]
+    assert [p["key"] for p in store.outbox.pending()] == [proxy.id]
     result = sync(store, tracking_uri=mlflow_server.uri)  # type: ignore[arg-type]
     assert result.pushed == (("diagnosis", proxy.id, logged["proxy-8"]),) and not result.failed
-    assert store.pending_mlflow() == []
+    assert store.outbox.pending() == []
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -282,7 +283,7 @@ def test_real_store_keeps_comparison_until_cli_sync(mlflow_server: MlflowServer,
                        report_html=html)
     assert store.comparisons()["mlflow_synced"].to_list() == [False]
     kept = list((tmp_path / "store" / "pending_reports").iterdir())
-    assert len(kept) == 1 and store.pending_report("comparison", f"{proxy.id}<-{full.id}") == html
+    assert len(kept) == 1 and store.outbox.report("comparison", f"{proxy.id}<-{full.id}") == html
     code, stdout, stderr = _cli(["mlflow", "sync", "--store", str(tmp_path / "store"),
                                  "--tracking-uri", mlflow_server.uri], capsys)
     assert code == 0, stderr

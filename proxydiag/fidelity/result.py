@@ -1,9 +1,11 @@
-"""`TestResult`, `MetricFidelity`, `FaultComparison`, `Comparison` (JSON contract in ARCHITECTURE.md)."""
+"""`TestResult`, `MetricFidelity`, `FaultComparison`, `Comparison` (docs/architecture.md#json-contracts)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from proxydiag import display
 
 MetricVerdict = Literal["faithful", "drifted", "diverged"]
 Verdict = Literal["faithful", "partial", "unfaithful"]
@@ -139,6 +141,4 @@ class Comparison:
         }
 
     def _repr_html_(self) -> str:
-        from proxydiag.report.notebook import comparison_html
-
-        return comparison_html(self)
+        return display.html(self)
