@@ -38,8 +38,9 @@ print(json.dumps({"seconds": seconds, "peak_kb": status("VmHWM") - base,
 """
 
 
-def shapes(*, layers: int, experts: int, hidden: int, width: int, vocab: int
-           ) -> dict[str, tuple[int, ...]]:
+def shapes(
+    *, layers: int, experts: int, hidden: int, width: int, vocab: int
+) -> dict[str, tuple[int, ...]]:
     """Tensor names and shapes of a Mixtral checkpoint (hub layout, per-expert tensors)."""
     out: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (vocab, hidden)}
     for i in range(layers):
@@ -50,7 +51,11 @@ def shapes(*, layers: int, experts: int, hidden: int, width: int, vocab: int
             out[f"{p}.self_attn.{name}.weight"] = (hidden // 4, hidden)
         out[f"{p}.block_sparse_moe.gate.weight"] = (experts, hidden)
         for e in range(experts):
-            for w, shape in (("w1", (width, hidden)), ("w2", (hidden, width)), ("w3", (width, hidden))):
+            for w, shape in (
+                ("w1", (width, hidden)),
+                ("w2", (hidden, width)),
+                ("w3", (width, hidden)),
+            ):
                 out[f"{p}.block_sparse_moe.experts.{e}.{w}.weight"] = shape
         out[f"{p}.input_layernorm.weight"] = (hidden,)
         out[f"{p}.post_attention_layernorm.weight"] = (hidden,)
@@ -59,8 +64,9 @@ def shapes(*, layers: int, experts: int, hidden: int, width: int, vocab: int
     return out
 
 
-def write_checkpoint(folder: Path, tensors: dict[str, tuple[int, ...]], *, shards: int,
-                     config: dict[str, object]) -> int:
+def write_checkpoint(
+    folder: Path, tensors: dict[str, tuple[int, ...]], *, shards: int, config: dict[str, object]
+) -> int:
     """Write ``tensors`` as bf16 safetensors shards with an index; returns the bytes written."""
     rng = np.random.default_rng(0)
     pool = (rng.standard_normal(1 << 24, dtype=np.float32) * 0.02).view(np.uint32) >> 16
@@ -71,12 +77,15 @@ def write_checkpoint(folder: Path, tensors: dict[str, tuple[int, ...]], *, shard
     total = 0
     for s in range(shards):
         file = f"model-{s + 1:05d}-of-{shards:05d}.safetensors"
-        part = names[s * per:(s + 1) * per]
+        part = names[s * per : (s + 1) * per]
         header, offset = {"__metadata__": {"format": "pt"}}, 0
         for n in part:
             size = 2 * math.prod(tensors[n])
-            header[n] = {"dtype": "BF16", "shape": list(tensors[n]),  # type: ignore[dict-item]
-                         "data_offsets": [offset, offset + size]}
+            header[n] = {
+                "dtype": "BF16",
+                "shape": list(tensors[n]),  # type: ignore[dict-item]
+                "data_offsets": [offset, offset + size],
+            }
             offset += size
         raw = json.dumps(header).encode()
         raw += b" " * (-len(raw) % 8)
@@ -95,26 +104,47 @@ def write_checkpoint(folder: Path, tensors: dict[str, tuple[int, ...]], *, shard
 
 
 def run(ctx: Context) -> list[Row]:
-    dims = dict(layers=ctx.size(8, 2), experts=8, hidden=ctx.size(2048, 64),
-                width=ctx.size(5632, 128), vocab=ctx.size(32_000, 256))
-    config = {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"],
-              "num_local_experts": dims["experts"], "num_experts_per_tok": 2,
-              "hidden_size": dims["hidden"], "intermediate_size": dims["width"],
-              "num_hidden_layers": dims["layers"], "vocab_size": dims["vocab"],
-              "num_attention_heads": 16, "num_key_value_heads": 4, "torch_dtype": "bfloat16"}
+    dims = dict(
+        layers=ctx.size(8, 2),
+        experts=8,
+        hidden=ctx.size(2048, 64),
+        width=ctx.size(5632, 128),
+        vocab=ctx.size(32_000, 256),
+    )
+    config = {
+        "model_type": "mixtral",
+        "architectures": ["MixtralForCausalLM"],
+        "num_local_experts": dims["experts"],
+        "num_experts_per_tok": 2,
+        "hidden_size": dims["hidden"],
+        "intermediate_size": dims["width"],
+        "num_hidden_layers": dims["layers"],
+        "vocab_size": dims["vocab"],
+        "num_attention_heads": 16,
+        "num_key_value_heads": 4,
+        "torch_dtype": "bfloat16",
+    }
     layer_experts_mb = dims["experts"] * 3 * dims["hidden"] * dims["width"] * 2 / 2**20
     with tempfile.TemporaryDirectory(prefix="bench-proxy-") as tmp:
         src, dst = Path(tmp) / "full", Path(tmp) / "proxy"
         src.mkdir()
         size = write_checkpoint(src, shapes(**dims), shards=4, config=config)
-        res = subprocess.run([sys.executable, "-c", _JOB, str(src), str(dst)],
-                             capture_output=True, text=True, check=True)
+        res = subprocess.run(
+            [sys.executable, "-c", _JOB, str(src), str(dst)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         found = json.loads(res.stdout.strip().splitlines()[-1])
         out_mb = sum(p.stat().st_size for p in dst.glob("*.safetensors")) / 2**20
     peak_mb = found["peak_kb"] / 1024
-    group = (f"proxy build: {size / 2**30:.2f} GB Mixtral-layout bf16, {dims['layers']} layers "
-             f"x 8 experts -> 25%")
-    note = (f"peak = {peak_mb / layer_experts_mb:.2f}x one layer's experts "
-            f"({layer_experts_mb:.0f} MB); wrote {out_mb:.0f} MB; "
-            f"{size / 2**20 / found['seconds']:.0f} MB/s of source")
+    group = (
+        f"proxy build: {size / 2**30:.2f} GB Mixtral-layout bf16, {dims['layers']} layers "
+        f"x 8 experts -> 25%"
+    )
+    note = (
+        f"peak = {peak_mb / layer_experts_mb:.2f}x one layer's experts "
+        f"({layer_experts_mb:.0f} MB); wrote {out_mb:.0f} MB; "
+        f"{size / 2**20 / found['seconds']:.0f} MB/s of source"
+    )
     return [Row(group, "proxydiag", [found["seconds"]], peak_mb=peak_mb, note=note)]

@@ -24,8 +24,22 @@ from proxydiag.errors import IngestError
 
 #: bytes per element of each safetensors dtype (sub-byte dtypes are not supported)
 DTYPE_BYTES = {
-    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
-    "U16": 2, "U32": 4, "U64": 8, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "U16": 2,
+    "U32": 4,
+    "U64": 8,
+    "BOOL": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
 }
 #: the safetensors library refuses headers over 100 MB (``MAX_HEADER_SIZE``); so do we
 MAX_HEADER_BYTES = 100_000_000
@@ -68,8 +82,10 @@ def read_header(path: Path) -> tuple[dict[str, TensorInfo], dict[str, str]]:
             raise IngestError(f"{path}: truncated safetensors file ({size} bytes, no header)")
         n = int.from_bytes(head, "little")
         if n > MAX_HEADER_BYTES or 8 + n > size:
-            raise IngestError(f"{path}: malformed safetensors header (says {n} bytes, the file "
-                              f"has {size}); the file is truncated or not safetensors")
+            raise IngestError(
+                f"{path}: malformed safetensors header (says {n} bytes, the file "
+                f"has {size}); the file is truncated or not safetensors"
+            )
         raw = fh.read(n)
     try:
         header = json.loads(raw)
@@ -89,14 +105,19 @@ def _info(path: Path, name: str, entry: object, base: int, size: int) -> TensorI
     except (KeyError, TypeError, ValueError) as exc:
         raise IngestError(f"{path}: malformed safetensors entry for {name!r} ({exc})") from exc
     if dtype not in DTYPE_BYTES:
-        raise IngestError(f"{path}: tensor {name!r} has dtype {dtype!r}, which proxydiag "
-                          f"cannot slice (known: {', '.join(DTYPE_BYTES)})")
+        raise IngestError(
+            f"{path}: tensor {name!r} has dtype {dtype!r}, which proxydiag "
+            f"cannot slice (known: {', '.join(DTYPE_BYTES)})"
+        )
     if hi - lo != math.prod(shape) * DTYPE_BYTES[dtype] or lo < 0:
-        raise IngestError(f"{path}: tensor {name!r} spans bytes {lo}..{hi}, which does not "
-                          f"match its shape {list(shape)} of {dtype}")
+        raise IngestError(
+            f"{path}: tensor {name!r} spans bytes {lo}..{hi}, which does not "
+            f"match its shape {list(shape)} of {dtype}"
+        )
     if base + hi > size:
-        raise IngestError(f"{path}: truncated: tensor {name!r} ends at byte {base + hi}, the "
-                          f"file has {size}")
+        raise IngestError(
+            f"{path}: truncated: tensor {name!r} ends at byte {base + hi}, the file has {size}"
+        )
     return TensorInfo(name, dtype, shape, path, base + lo, base + hi)
 
 
@@ -113,8 +134,10 @@ def open_checkpoint(folder: Path) -> tuple[dict[str, TensorInfo], dict[str, str]
         weight_map = None
         shards = sorted(p.name for p in folder.glob("*.safetensors"))
     if not shards:
-        raise IngestError(f"{folder}: no *.safetensors weights (a .bin checkpoint must be "
-                          "converted to safetensors first)")
+        raise IngestError(
+            f"{folder}: no *.safetensors weights (a .bin checkpoint must be "
+            "converted to safetensors first)"
+        )
     tensors: dict[str, TensorInfo] = {}
     meta: dict[str, str] = {}
     for shard in shards:
@@ -124,8 +147,9 @@ def open_checkpoint(folder: Path) -> tuple[dict[str, TensorInfo], dict[str, str]
         tensors.update(found)
     missing = sorted(set(weight_map or ()) - set(tensors))
     if missing:
-        raise IngestError(f"{index}: {len(missing)} tensors listed are in no shard, e.g. "
-                          f"{missing[0]!r}")
+        raise IngestError(
+            f"{index}: {len(missing)} tensors listed are in no shard, e.g. {missing[0]!r}"
+        )
     return tensors, meta
 
 
@@ -149,8 +173,10 @@ def read_floats(info: TensorInfo, start: int, count: int) -> np.ndarray:
         return np.frombuffer(raw, dtype=kind).astype(np.float32)
     if info.dtype in _FP8:
         return _FP8[info.dtype][np.frombuffer(raw, dtype=np.uint8)]
-    raise IngestError(f"{info.file}: tensor {info.name!r} is {info.dtype}; clustering on "
-                      "weights reads float tensors (use a calibration method)")
+    raise IngestError(
+        f"{info.file}: tensor {info.name!r} is {info.dtype}; clustering on "
+        "weights reads float tensors (use a calibration method)"
+    )
 
 
 def fp8_table(*, exp_bits: int, man_bits: int, bias: int, ieee: bool) -> np.ndarray:
@@ -175,8 +201,10 @@ def fp8_table(*, exp_bits: int, man_bits: int, bias: int, ieee: bool) -> np.ndar
     return (np.where(code & 0x80, -value, value)).astype(np.float32)
 
 
-_FP8 = {"F8_E4M3": fp8_table(exp_bits=4, man_bits=3, bias=7, ieee=False),
-        "F8_E5M2": fp8_table(exp_bits=5, man_bits=2, bias=15, ieee=True)}
+_FP8 = {
+    "F8_E4M3": fp8_table(exp_bits=4, man_bits=3, bias=7, ieee=False),
+    "F8_E5M2": fp8_table(exp_bits=5, man_bits=2, bias=15, ieee=True),
+}
 
 
 def read_bytes(path: Path, offset: int, count: int) -> bytes:

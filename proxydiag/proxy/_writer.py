@@ -60,15 +60,20 @@ def write_checkpoint(
 ) -> list[str]:
     """Write ``tensors`` into ``folder`` as one ``model.safetensors`` or indexed shards."""
     shards = _plan(tensors, max_shard_bytes)
-    names = (["model.safetensors"] if len(shards) == 1 else
-             [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))])
+    names = (
+        ["model.safetensors"]
+        if len(shards) == 1
+        else [f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors" for i in range(len(shards))]
+    )
     weight_map: dict[str, str] = {}
     for name, shard in zip(names, shards, strict=True):
         _write_shard(folder / name, shard, metadata)
         weight_map.update({t.name: name for t in shard})
     if len(shards) > 1:
-        index = {"metadata": {"total_size": sum(t.nbytes for t in tensors)},
-                 "weight_map": dict(sorted(weight_map.items()))}
+        index = {
+            "metadata": {"total_size": sum(t.nbytes for t in tensors)},
+            "weight_map": dict(sorted(weight_map.items())),
+        }
         (folder / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
     return names
 
@@ -89,8 +94,11 @@ def _write_shard(path: Path, tensors: list[OutTensor], metadata: dict[str, str])
     header: dict[str, object] = {"__metadata__": metadata} if metadata else {}
     offset = 0
     for t in tensors:
-        header[t.name] = {"dtype": t.source.dtype, "shape": list(t.shape),
-                          "data_offsets": [offset, offset + t.nbytes]}
+        header[t.name] = {
+            "dtype": t.source.dtype,
+            "shape": list(t.shape),
+            "data_offsets": [offset, offset + t.nbytes],
+        }
         offset += t.nbytes
     raw = json.dumps(header, separators=(",", ":")).encode()
     raw += b" " * (-len(raw) % 8)  # the data starts 8-byte aligned, as safetensors writes it

@@ -30,10 +30,19 @@ SIDECAR = "proxydiag.json"
 
 
 def build(
-    checkpoint: Path | str, out: Path | str, *, keep_ratio: float | None = None,
-    n_experts: int | None = None, method: str = "kmeans", calibration: Path | str | None = None,
-    seed: int = 0, force: bool = False, sketch_dim: int = 1024, max_tokens: int = 4096,
-    max_shard_bytes: int = 5 * 10**9, offload_dir: Path | str | None = None,
+    checkpoint: Path | str,
+    out: Path | str,
+    *,
+    keep_ratio: float | None = None,
+    n_experts: int | None = None,
+    method: str = "kmeans",
+    calibration: Path | str | None = None,
+    seed: int = 0,
+    force: bool = False,
+    sketch_dim: int = 1024,
+    max_tokens: int = 4096,
+    max_shard_bytes: int = 5 * 10**9,
+    offload_dir: Path | str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ProxyResult:
     """Write to ``out`` a proxy of ``checkpoint`` with ``keep_ratio`` (or ``n_experts``) of
@@ -78,50 +87,76 @@ def build(
     if calibration is not None:
         from proxydiag.proxy.calibrate import routing_stats
 
-        stats = routing_stats(src, Path(calibration), n_experts=cfg.n_experts,
-                              max_tokens=max_tokens, sample_tokens=64,
-                              offload_dir=None if offload_dir is None else Path(offload_dir))
+        stats = routing_stats(
+            src,
+            Path(calibration),
+            n_experts=cfg.n_experts,
+            max_tokens=max_tokens,
+            sample_tokens=64,
+            offload_dir=None if offload_dir is None else Path(offload_dir),
+        )
     kept: dict[int, list[int]] = {}
     for layer in layers:
-        kept[layer.index] = choose(layer, tensors, method=method, n_keep=n_keep, groups=groups,
-                                   seed=seed, stats=stats.get(layer.index), sketch_dim=sketch_dim)
+        kept[layer.index] = choose(
+            layer,
+            tensors,
+            method=method,
+            n_keep=n_keep,
+            groups=groups,
+            seed=seed,
+            stats=stats.get(layer.index),
+            sketch_dim=sketch_dim,
+        )
         if progress:
             progress(f"layer {layer.index}: kept experts {kept[layer.index]}")
     plan = plan_tensors(tensors, layers, kept)
     config = pruned_config(cfg, n_keep=n_keep, groups_kept=groups)
     with _staging(dst, force=force) as tmp:
-        files = write_checkpoint(tmp, plan, metadata=meta or {"format": "pt"},
-                                 max_shard_bytes=max_shard_bytes)
+        files = write_checkpoint(
+            tmp, plan, metadata=meta or {"format": "pt"}, max_shard_bytes=max_shard_bytes
+        )
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
         _copy_extras(src, tmp)
-        result = _result(dst, src, cfg, config, tensors, plan, layers, kept, method, seed,
-                         calibration, files)
-        (tmp / SIDECAR).write_text(json.dumps(result.sidecar(), indent=2) + "\n",
-                                   encoding="utf-8")
+        result = _result(
+            dst, src, cfg, config, tensors, plan, layers, kept, method, seed, calibration, files
+        )
+        (tmp / SIDECAR).write_text(json.dumps(result.sidecar(), indent=2) + "\n", encoding="utf-8")
     return result
 
 
 def keep_count(total: int, *, keep_ratio: float | None, n_experts: int | None) -> int:
     """Experts kept per layer; a choice that keeps none, or more than all, is an error.
 
-    >>> keep_count(8, keep_ratio=0.125, n_experts=None), keep_count(64, keep_ratio=None, n_experts=6)
-    (1, 6)
+    >>> keep_count(8, keep_ratio=0.125, n_experts=None)
+    1
+    >>> keep_count(64, keep_ratio=None, n_experts=6)
+    6
     """
     if n_experts is not None:
         if not 1 <= n_experts <= total:
-            raise ConfigError(f"--experts {n_experts} must be between 1 and the {total} experts "
-                              "per layer")
+            raise ConfigError(
+                f"--experts {n_experts} must be between 1 and the {total} experts per layer"
+            )
         return n_experts
     assert keep_ratio is not None
     n_keep = round(total * keep_ratio)
     if n_keep < 1:
-        raise ConfigError(f"--keep {keep_ratio} keeps 0 of {total} experts per layer; keep at "
-                          f"least {1 / total:.4g}")
+        raise ConfigError(
+            f"--keep {keep_ratio} keeps 0 of {total} experts per layer; keep at "
+            f"least {1 / total:.4g}"
+        )
     return n_keep
 
 
-def _check_args(src: Path, dst: Path, keep_ratio: float | None, n_experts: int | None,
-                method: str, calibration: Path | str | None, force: bool) -> None:
+def _check_args(
+    src: Path,
+    dst: Path,
+    keep_ratio: float | None,
+    n_experts: int | None,
+    method: str,
+    calibration: Path | str | None,
+    force: bool,
+) -> None:
     if (keep_ratio is None) == (n_experts is None):
         raise ConfigError("give exactly one of --keep RATIO and --experts N")
     if keep_ratio is not None and not 0 < keep_ratio <= 1:
@@ -138,20 +173,28 @@ def _check_args(src: Path, dst: Path, keep_ratio: float | None, n_experts: int |
         raise ConfigError(f"{dst}: exists; pass --force to replace it")
 
 
-def plan_tensors(tensors: dict[str, TensorInfo], layers: list[MoeLayer],
-                 kept: dict[int, list[int]]) -> list[OutTensor]:
+def plan_tensors(
+    tensors: dict[str, TensorInfo], layers: list[MoeLayer], kept: dict[int, list[int]]
+) -> list[OutTensor]:
     """The proxy's tensors, in the source's order: kept experts renumbered, rows re-indexed."""
     rename: dict[str, str] = {}
     rows: dict[str, tuple[int, ...]] = {}
     for layer in layers:
         ks = kept[layer.index]
         for new, old in enumerate(ks):
-            rename.update({layer.expert_name(old, r): layer.expert_name(new, r) for r in layer.roles})
+            rename.update(
+                {layer.expert_name(old, r): layer.expert_name(new, r) for r in layer.roles}
+            )
         rows.update({name: tuple(ks) for name in (*layer.fused, *layer.router)})
-    dropped = {layer.expert_name(e, r) for layer in layers for r in layer.roles
-               for e in range(layer.n_experts)} - set(rename)
-    return [OutTensor(rename.get(n, n), t, rows.get(n)) for n, t in tensors.items()
-            if n not in dropped]
+    dropped = {
+        layer.expert_name(e, r)
+        for layer in layers
+        for r in layer.roles
+        for e in range(layer.n_experts)
+    } - set(rename)
+    return [
+        OutTensor(rename.get(n, n), t, rows.get(n)) for n, t in tensors.items() if n not in dropped
+    ]
 
 
 @contextlib.contextmanager
@@ -182,28 +225,64 @@ def _staging(dst: Path, *, force: bool) -> Iterator[Path]:
 def _copy_extras(src: Path, dst: Path) -> None:
     """Tokenizer, generation config, chat template, code: every file but weights and config."""
     for p in src.iterdir():
-        if (p.is_file() and not p.name.endswith(_WEIGHT_SUFFIXES)
-                and p.name not in ("config.json", SIDECAR, INDEX_NAME)
-                and not p.name.endswith(".index.json")):
+        if (
+            p.is_file()
+            and not p.name.endswith(_WEIGHT_SUFFIXES)
+            and p.name not in ("config.json", SIDECAR, INDEX_NAME)
+            and not p.name.endswith(".index.json")
+        ):
             shutil.copy2(p, dst / p.name)
 
 
-def _result(dst: Path, src: Path, cfg: MoeConfig, config: dict[str, object],
-            tensors: dict[str, TensorInfo], plan: list[OutTensor], layers: list[MoeLayer],
-            kept: dict[int, list[int]], method: str, seed: int,
-            calibration: Path | str | None, files: list[str]) -> ProxyResult:
+def _result(
+    dst: Path,
+    src: Path,
+    cfg: MoeConfig,
+    config: dict[str, object],
+    tensors: dict[str, TensorInfo],
+    plan: list[OutTensor],
+    layers: list[MoeLayer],
+    kept: dict[int, list[int]],
+    method: str,
+    seed: int,
+    calibration: Path | str | None,
+    files: list[str],
+) -> ProxyResult:
     n_keep = len(next(iter(kept.values())))
     top_k = int(config["num_experts_per_tok"])  # type: ignore[call-overload]
-    before = count_params([t.numel for t in tensors.values()], layers, n_active=cfg.top_k,
-                          n_held=cfg.n_experts, tensors=tensors)
-    after = count_params([t.source.numel * len(t.rows) // t.source.shape[0] if t.rows is not None
-                          else t.source.numel for t in plan], layers, n_active=top_k,
-                         n_held=n_keep, tensors=tensors)
+    before = count_params(
+        [t.numel for t in tensors.values()],
+        layers,
+        n_active=cfg.top_k,
+        n_held=cfg.n_experts,
+        tensors=tensors,
+    )
+    after = count_params(
+        [
+            t.source.numel * len(t.rows) // t.source.shape[0]
+            if t.rows is not None
+            else t.source.numel
+            for t in plan
+        ],
+        layers,
+        n_active=top_k,
+        n_held=n_keep,
+        tensors=tensors,
+    )
     return ProxyResult(
-        out=dst, source=src, family=cfg.family.name, method=method, seed=seed,
-        experts_total=cfg.n_experts, experts_kept=n_keep, top_k=top_k,
+        out=dst,
+        source=src,
+        family=cfg.family.name,
+        method=method,
+        seed=seed,
+        experts_total=cfg.n_experts,
+        experts_kept=n_keep,
+        top_k=top_k,
         kept=tuple((i, tuple(k)) for i, k in sorted(kept.items())),
-        total_params=after[0], active_params_per_token=after[1],
-        source_total_params=before[0], source_active_params_per_token=before[1],
-        calibration=None if calibration is None else str(calibration), files=tuple(files),
+        total_params=after[0],
+        active_params_per_token=after[1],
+        source_total_params=before[0],
+        source_active_params_per_token=before[1],
+        calibration=None if calibration is None else str(calibration),
+        files=tuple(files),
     )

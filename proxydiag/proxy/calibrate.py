@@ -40,7 +40,12 @@ def read_texts(path: Path) -> list[str]:
 
 
 def routing_stats(
-    folder: Path, calibration: Path, *, n_experts: int, max_tokens: int, sample_tokens: int,
+    folder: Path,
+    calibration: Path,
+    *,
+    n_experts: int,
+    max_tokens: int,
+    sample_tokens: int,
     offload_dir: Path | None = None,
 ) -> dict[int, LayerStats]:
     """Per MoE layer index: tokens routed to each expert, REAP saliency, and each expert's
@@ -60,12 +65,16 @@ def routing_stats(
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{folder}: no tokenizer to read the calibration text ({exc})") from exc
     try:
-        placement = {} if offload_dir is None else {
-            "device_map": _layers_on_disk(folder), "offload_folder": str(offload_dir)}
+        placement = (
+            {}
+            if offload_dir is None
+            else {"device_map": _layers_on_disk(folder), "offload_folder": str(offload_dir)}
+        )
         model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype="auto", **placement)
     except (OSError, ValueError, RuntimeError) as exc:
-        raise ConfigError(f"{folder}: transformers cannot load the model for calibration "
-                          f"({_first_line(exc)})") from exc
+        raise ConfigError(
+            f"{folder}: transformers cannot load the model for calibration ({_first_line(exc)})"
+        ) from exc
     model.eval()
     acc: dict[int, _Accumulator] = {}
     handles = []
@@ -77,8 +86,9 @@ def routing_stats(
     try:
         _forward(model, tokenizer, texts, max_tokens=max_tokens)
     except (RuntimeError, ValueError, IndexError) as exc:
-        raise ConfigError(f"{folder}: the model failed on the calibration text "
-                          f"({_first_line(exc)})") from exc
+        raise ConfigError(
+            f"{folder}: the model failed on the calibration text ({_first_line(exc)})"
+        ) from exc
     finally:
         for h in handles:
             h.remove()
@@ -92,8 +102,9 @@ def _forward(model: Any, tokenizer: Any, texts: list[str], *, max_tokens: int) -
     seen = 0
     with torch.no_grad():
         for text in texts:
-            ids = tokenizer(text, return_tensors="pt", truncation=True,
-                            max_length=max(1, max_tokens - seen))["input_ids"]
+            ids = tokenizer(
+                text, return_tensors="pt", truncation=True, max_length=max(1, max_tokens - seen)
+            )["input_ids"]
             model(input_ids=ids)
             seen += int(ids.numel())
             if seen >= max_tokens:
@@ -104,8 +115,13 @@ def _layers_on_disk(folder: Path) -> dict[str, str]:
     """A device map with each decoder layer offloaded to disk and the rest in RAM (module
     names shared by every supported family in transformers 5)."""
     n_layers = int(json.loads((folder / "config.json").read_text())["num_hidden_layers"])
-    return {"model.embed_tokens": "cpu", "model.rotary_emb": "cpu", "model.norm": "cpu",
-            "lm_head": "cpu", **{f"model.layers.{i}": "disk" for i in range(n_layers)}}
+    return {
+        "model.embed_tokens": "cpu",
+        "model.rotary_emb": "cpu",
+        "model.norm": "cpu",
+        "lm_head": "cpu",
+        **{f"model.layers.{i}": "disk" for i in range(n_layers)},
+    }
 
 
 def _first_line(exc: BaseException) -> str:
@@ -133,18 +149,21 @@ class _Accumulator:
         norms = _expert_outputs(module, x[token], expert).norm(dim=-1)
         weighted = gate[token, slot].float() * norms
         self.counts += torch.bincount(expert, minlength=self.n)[: self.n].numpy()
-        self.weighted += torch.bincount(expert, weights=weighted, minlength=self.n)[: self.n].double().numpy()
+        self.weighted += (
+            torch.bincount(expert, weights=weighted, minlength=self.n)[: self.n].double().numpy()
+        )
         take = min(self.sample_tokens - self.sampled, x.shape[0])
         if take > 0:
             every = torch.arange(self.n).repeat_interleave(take)
             y = _expert_outputs(module, x[:take].repeat(self.n, 1), every)
             for j in range(self.n):
-                self.outputs[j].append(y[j * take:(j + 1) * take].numpy().ravel())
+                self.outputs[j].append(y[j * take : (j + 1) * take].numpy().ravel())
             self.sampled += take
 
     def stats(self) -> LayerStats:
-        saliency = np.divide(self.weighted, self.counts, out=np.zeros(self.n),
-                             where=self.counts > 0)
+        saliency = np.divide(
+            self.weighted, self.counts, out=np.zeros(self.n), where=self.counts > 0
+        )
         outputs = np.stack([np.concatenate(o) if o else np.zeros(1) for o in self.outputs])
         return LayerStats(counts=self.counts, saliency=saliency, outputs=outputs.astype(np.float64))
 

@@ -70,7 +70,11 @@ BlockReader = Callable[[int, int, int], np.ndarray]
 
 
 def sketch_experts(
-    read: BlockReader, *, n_experts: int, n_elements: int, dim: int,
+    read: BlockReader,
+    *,
+    n_experts: int,
+    n_elements: int,
+    dim: int,
     seed: int | tuple[int, ...],
 ) -> np.ndarray:
     """Count-sketch of one tensor role of every expert: an ``(n_experts, dim)`` array.

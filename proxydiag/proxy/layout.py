@@ -48,8 +48,8 @@ def find_layers(tensors: dict[str, TensorInfo], *, n_experts: int, where: str) -
     >>> from pathlib import Path
     >>> def t(name, *shape): return TensorInfo(name, "F32", shape, Path("m"), 0, 0)
     >>> names = [t(f"model.layers.0.mlp.experts.{e}.up_proj.weight", 4, 2) for e in range(2)]
-    >>> found = find_layers({x.name: x for x in [*names, t("model.layers.0.mlp.gate.weight", 2, 2)]},
-    ...                     n_experts=2, where="m")
+    >>> router = t("model.layers.0.mlp.gate.weight", 2, 2)
+    >>> found = find_layers({x.name: x for x in [*names, router]}, n_experts=2, where="m")
     >>> found[0].roles, found[0].router
     (('up_proj.weight',), ('model.layers.0.mlp.gate.weight',))
     """
@@ -59,15 +59,19 @@ def find_layers(tensors: dict[str, TensorInfo], *, n_experts: int, where: str) -
         if m:
             blocks.setdefault(m["block"], {}).setdefault("names", set()).add(m["rest"])
     if not blocks:
-        raise IngestError(f"{where}: no routed expert tensors (looked for "
-                          "'layers.N.mlp.experts.*' and 'layers.N.block_sparse_moe.experts.*')")
-    layers = [_layer(block, parts["names"], tensors, n_experts, where)
-              for block, parts in blocks.items()]
+        raise IngestError(
+            f"{where}: no routed expert tensors (looked for "
+            "'layers.N.mlp.experts.*' and 'layers.N.block_sparse_moe.experts.*')"
+        )
+    layers = [
+        _layer(block, parts["names"], tensors, n_experts, where) for block, parts in blocks.items()
+    ]
     return sorted(layers, key=lambda layer: layer.index)
 
 
-def _layer(block: str, rests: set[str], tensors: dict[str, TensorInfo], n_experts: int,
-           where: str) -> MoeLayer:
+def _layer(
+    block: str, rests: set[str], tensors: dict[str, TensorInfo], n_experts: int, where: str
+) -> MoeLayer:
     per: dict[int, set[str]] = {}
     fused: list[str] = []
     for rest in rests:
@@ -77,22 +81,33 @@ def _layer(block: str, rests: set[str], tensors: dict[str, TensorInfo], n_expert
         else:
             fused.append(f"{block}.experts.{rest}")
     if per and sorted(per) != list(range(n_experts)):
-        raise IngestError(f"{where}: {block} has experts {_span(sorted(per))}, the config says "
-                          f"{n_experts}")
+        raise IngestError(
+            f"{where}: {block} has experts {_span(sorted(per))}, the config says {n_experts}"
+        )
     roles = set().union(*per.values()) if per else set()
     uneven = next((e for e, r in per.items() if r != roles), None)
     if uneven is not None:
-        raise IngestError(f"{where}: {block}.experts.{uneven} lacks "
-                          f"{sorted(roles - per[uneven])[0]!r}, which other experts have")
+        raise IngestError(
+            f"{where}: {block}.experts.{uneven} lacks "
+            f"{sorted(roles - per[uneven])[0]!r}, which other experts have"
+        )
     for name in fused:
         if not tensors[name].shape or tensors[name].shape[0] != n_experts:
-            raise IngestError(f"{where}: fused tensor {name} has shape "
-                              f"{list(tensors[name].shape)}, not ({n_experts}, ...) experts")
-    router = tuple(sorted(n for n, t in tensors.items() if n.startswith(f"{block}.gate.")
-                          and t.shape and t.shape[0] == n_experts))
+            raise IngestError(
+                f"{where}: fused tensor {name} has shape "
+                f"{list(tensors[name].shape)}, not ({n_experts}, ...) experts"
+            )
+    router = tuple(
+        sorted(
+            n
+            for n, t in tensors.items()
+            if n.startswith(f"{block}.gate.") and t.shape and t.shape[0] == n_experts
+        )
+    )
     if not any(n.endswith(".weight") for n in router):
-        raise IngestError(f"{where}: {block} has experts but no router {block}.gate.weight "
-                          f"with {n_experts} rows")
+        raise IngestError(
+            f"{where}: {block} has experts but no router {block}.gate.weight with {n_experts} rows"
+        )
     index = int(block.rsplit(".", 2)[-2])
     return MoeLayer(index, block, n_experts, tuple(sorted(roles)), tuple(sorted(fused)), router)
 

@@ -43,30 +43,49 @@ class ProxyResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "out": str(self.out), "source": str(self.source), "family": self.family,
-            "method": self.method, "seed": self.seed, "experts_total": self.experts_total,
-            "experts_kept": self.experts_kept, "num_experts_per_tok": self.top_k,
+            "out": str(self.out),
+            "source": str(self.source),
+            "family": self.family,
+            "method": self.method,
+            "seed": self.seed,
+            "experts_total": self.experts_total,
+            "experts_kept": self.experts_kept,
+            "num_experts_per_tok": self.top_k,
             "kept_experts": {str(i): list(k) for i, k in self.kept},
             "total_params": self.total_params,
             "active_params_per_token": self.active_params_per_token,
             "source_total_params": self.source_total_params,
             "source_active_params_per_token": self.source_active_params_per_token,
-            "cost_per_step": self.cost_per_step, "calibration": self.calibration,
+            "cost_per_step": self.cost_per_step,
+            "calibration": self.calibration,
             "files": list(self.files),
         }
 
     def sidecar(self) -> dict[str, Any]:
         """The ``proxydiag.json`` that ``proxydiag ingest`` reads beside a run's logs."""
-        params = {k: v for k, v in self.to_dict().items()
-                  if k not in ("out", "seed", "experts_total", "experts_kept", "cost_per_step",
-                               "files")}
-        return {"role": "proxy", "experts_kept": self.experts_kept,
-                "experts_total": self.experts_total, "seed": self.seed,
-                "cost_per_step": self.cost_per_step, "params": params}
+        params = {
+            k: v
+            for k, v in self.to_dict().items()
+            if k not in ("out", "seed", "experts_total", "experts_kept", "cost_per_step", "files")
+        }
+        return {
+            "role": "proxy",
+            "experts_kept": self.experts_kept,
+            "experts_total": self.experts_total,
+            "seed": self.seed,
+            "cost_per_step": self.cost_per_step,
+            "params": params,
+        }
 
 
-def count_params(numels: list[int], layers: list[MoeLayer], *, n_active: int, n_held: int,
-                 tensors: dict[str, TensorInfo]) -> tuple[int, int]:
+def count_params(
+    numels: list[int],
+    layers: list[MoeLayer],
+    *,
+    n_active: int,
+    n_held: int,
+    tensors: dict[str, TensorInfo],
+) -> tuple[int, int]:
     """``(total, active per token)`` parameters: the active count leaves out, in each MoE
     layer, the ``n_held - n_active`` experts a token does not use."""
     total = sum(numels)

@@ -33,8 +33,15 @@ class LayerStats:
 
 
 def choose(
-    layer: MoeLayer, tensors: dict[str, TensorInfo], *, method: str, n_keep: int, groups: int,
-    seed: int, stats: LayerStats | None, sketch_dim: int,
+    layer: MoeLayer,
+    tensors: dict[str, TensorInfo],
+    *,
+    method: str,
+    n_keep: int,
+    groups: int,
+    seed: int,
+    stats: LayerStats | None,
+    sketch_dim: int,
 ) -> list[int]:
     """The sorted experts of ``layer`` to keep: ``n_keep // groups`` from each of ``groups``
     equal, contiguous groups (DeepSeek's routing groups; one group otherwise)."""
@@ -42,15 +49,18 @@ def choose(
         return list(range(layer.n_experts))
     size = layer.n_experts // groups
     if method == "kmeans":
-        features = stats.outputs if stats is not None else weight_features(
-            layer, tensors, dim=sketch_dim, seed=seed)
+        features = (
+            stats.outputs
+            if stats is not None
+            else weight_features(layer, tensors, dim=sketch_dim, seed=seed)
+        )
     elif stats is None:
         raise ValueError(f"method {method!r} needs calibration statistics")
     else:
         features = stats.counts if method == "frequency" else stats.saliency
     kept: list[int] = []
     for g in range(groups):
-        part = features[g * size:(g + 1) * size]
+        part = features[g * size : (g + 1) * size]
         if method == "kmeans":
             local = cluster_representatives(part, n_keep=n_keep // groups, seed=seed + layer.index)
         else:
@@ -69,8 +79,9 @@ def top_scores(scores: np.ndarray, n_keep: int) -> list[int]:
     return sorted(int(i) for i in order[:n_keep])
 
 
-def weight_features(layer: MoeLayer, tensors: dict[str, TensorInfo], *, dim: int,
-                    seed: int) -> np.ndarray:
+def weight_features(
+    layer: MoeLayer, tensors: dict[str, TensorInfo], *, dim: int, seed: int
+) -> np.ndarray:
     """One row per expert: each weight tensor's elements (or their count sketch when a tensor
     has more than ``dim`` per expert), concatenated over tensors. Reads one block at a time."""
     parts = []
@@ -78,8 +89,15 @@ def weight_features(layer: MoeLayer, tensors: dict[str, TensorInfo], *, dim: int
         if n <= dim:
             parts.append(np.stack([read(e, 0, n) for e in range(layer.n_experts)]))
         else:
-            parts.append(sketch_experts(read, n_experts=layer.n_experts, n_elements=n, dim=dim,
-                                        seed=(seed, layer.index, k)))
+            parts.append(
+                sketch_experts(
+                    read,
+                    n_experts=layer.n_experts,
+                    n_elements=n,
+                    dim=dim,
+                    seed=(seed, layer.index, k),
+                )
+            )
     return np.concatenate(parts, axis=1).astype(np.float64)
 
 
@@ -89,14 +107,18 @@ def _readers(layer: MoeLayer, tensors: dict[str, TensorInfo]) -> list[tuple[Bloc
     for role in layer.roles:
         infos = [tensors[layer.expert_name(e, role)] for e in range(layer.n_experts)]
 
-        def per_expert(e: int, start: int, count: int, infos: list[TensorInfo] = infos) -> np.ndarray:
+        def per_expert(
+            e: int, start: int, count: int, infos: list[TensorInfo] = infos
+        ) -> np.ndarray:
             return read_floats(infos[e], start, count)
 
         out.append((per_expert, infos[0].numel))
     for name in layer.fused:
         info, per = tensors[name], tensors[name].numel // layer.n_experts
 
-        def fused(e: int, start: int, count: int, info: TensorInfo = info, per: int = per) -> np.ndarray:
+        def fused(
+            e: int, start: int, count: int, info: TensorInfo = info, per: int = per
+        ) -> np.ndarray:
             return read_floats(info, e * per + start, count)
 
         out.append((fused, per))

@@ -84,8 +84,9 @@ CASES: dict[str, tuple[Callable[[Path], None], list[str], str]] = {
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_bad_input_is_one_line_exit_2(case: str, good: Path, tmp_path: Path,
-                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_input_is_one_line_exit_2(
+    case: str, good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     damage, args, expected = CASES[case]
     src = tmp_path / "ckpt"
     shutil.copytree(good, src)
@@ -99,8 +100,9 @@ def test_bad_input_is_one_line_exit_2(case: str, good: Path, tmp_path: Path,
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
 
 
-def test_existing_out_needs_force(good: Path, tmp_path: Path,
-                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_existing_out_needs_force(
+    good: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "keep.txt").write_text("mine")
     with pytest.raises(SystemExit) as exit_info:

@@ -35,9 +35,13 @@ INPUT = torch.tensor([[1, 5, 9, 12, 20, 33, 7, 4, 18, 2]])
 
 @pytest.mark.parametrize("ratio", [0.5, 0.25, 0.125])
 @pytest.mark.parametrize("family", FAMILIES)
-def test_pruned_proxy_loads_with_kept_rows(family: str, ratio: float, tmp_path: Path,
-                                           checkpoints: dict[str, Path],
-                                           originals: dict[str, Any]) -> None:
+def test_pruned_proxy_loads_with_kept_rows(
+    family: str,
+    ratio: float,
+    tmp_path: Path,
+    checkpoints: dict[str, Path],
+    originals: dict[str, Any],
+) -> None:
     warns = ratio == 0.125 or (family == "deepseek_v3" and ratio == 0.25)  # top-k or groups
     with pytest.warns(UserWarning) if warns else contextlib.nullcontext():
         result = build(checkpoints[family], tmp_path / "proxy", keep_ratio=ratio, seed=1)
@@ -52,10 +56,14 @@ def test_pruned_proxy_loads_with_kept_rows(family: str, ratio: float, tmp_path: 
         for name, param in block.experts.named_parameters():
             assert torch.equal(param, getattr(src.experts, name)[idx]), name
         if hasattr(src.gate, "e_score_correction_bias"):
-            assert torch.equal(block.gate.e_score_correction_bias,
-                               src.gate.e_score_correction_bias[idx])
-    shared = {n: p for n, p in full.named_parameters() if ".experts." not in n
-              and ".gate." not in n and not n.endswith("gate.weight")}
+            assert torch.equal(
+                block.gate.e_score_correction_bias, src.gate.e_score_correction_bias[idx]
+            )
+    shared = {
+        n: p
+        for n, p in full.named_parameters()
+        if ".experts." not in n and ".gate." not in n and not n.endswith("gate.weight")
+    }
     for name, param in proxy.named_parameters():
         if name in shared:
             assert torch.equal(param, shared[name]), name
@@ -70,9 +78,9 @@ def test_pruned_proxy_loads_with_kept_rows(family: str, ratio: float, tmp_path: 
 
 
 @pytest.mark.parametrize("family", FAMILIES)
-def test_keep_all_gives_identical_logits(family: str, tmp_path: Path,
-                                         checkpoints: dict[str, Path],
-                                         originals: dict[str, Any]) -> None:
+def test_keep_all_gives_identical_logits(
+    family: str, tmp_path: Path, checkpoints: dict[str, Path], originals: dict[str, Any]
+) -> None:
     result = build(checkpoints[family], tmp_path / "same", keep_ratio=1.0)
     assert all(list(kept) == list(range(8)) for _, kept in result.kept)
     with torch.no_grad():
@@ -83,13 +91,16 @@ def test_keep_all_gives_identical_logits(family: str, tmp_path: Path,
 
 
 @pytest.mark.parametrize("family", ["mixtral", "deepseek_v3"])
-def test_pruned_model_generates_and_routes_only_kept_experts(family: str, tmp_path: Path,
-                                                             checkpoints: dict[str, Path]) -> None:
+def test_pruned_model_generates_and_routes_only_kept_experts(
+    family: str, tmp_path: Path, checkpoints: dict[str, Path]
+) -> None:
     build(checkpoints[family], tmp_path / "p", n_experts=4)
     proxy = load(tmp_path / "p")
     seen: list[int] = []
-    hooks = [b.experts.register_forward_pre_hook(
-        lambda m, args: seen.append(int(args[1].max()))) for b in moe_blocks(proxy).values()]
+    hooks = [
+        b.experts.register_forward_pre_hook(lambda m, args: seen.append(int(args[1].max())))
+        for b in moe_blocks(proxy).values()
+    ]
     out = proxy.generate(INPUT, max_new_tokens=5, do_sample=False)
     for h in hooks:
         h.remove()
@@ -102,12 +113,14 @@ def test_same_seed_same_proxy_and_sketch_path(tmp_path: Path, checkpoints: dict[
     a = build(checkpoints["olmoe"], tmp_path / "a", keep_ratio=0.5, seed=3, sketch_dim=16)
     b = build(checkpoints["olmoe"], tmp_path / "b", keep_ratio=0.5, seed=3, sketch_dim=16)
     assert a.kept == b.kept
-    assert (tmp_path / "a" / "model.safetensors").read_bytes() == \
-        (tmp_path / "b" / "model.safetensors").read_bytes()
+    assert (tmp_path / "a" / "model.safetensors").read_bytes() == (
+        tmp_path / "b" / "model.safetensors"
+    ).read_bytes()
 
 
-def test_deepseek_groups_kept_when_each_group_keeps_two(tmp_path: Path,
-                                                        checkpoints: dict[str, Path]) -> None:
+def test_deepseek_groups_kept_when_each_group_keeps_two(
+    tmp_path: Path, checkpoints: dict[str, Path]
+) -> None:
     result = build(checkpoints["deepseek_v3"], tmp_path / "g", keep_ratio=0.5)
     for _, kept in result.kept:
         assert sum(e < 4 for e in kept) == 2 and sum(e >= 4 for e in kept) == 2
@@ -120,8 +133,9 @@ def test_deepseek_groups_kept_when_each_group_keeps_two(tmp_path: Path,
     load(tmp_path / "one")(INPUT)
 
 
-def test_sharded_input_and_output_round_trip(tmp_path: Path, checkpoints: dict[str, Path],
-                                             originals: dict[str, Any]) -> None:
+def test_sharded_input_and_output_round_trip(
+    tmp_path: Path, checkpoints: dict[str, Path], originals: dict[str, Any]
+) -> None:
     originals["qwen2_moe"].save_pretrained(tmp_path / "sharded", max_shard_size="40KB")
     src = tmp_path / "sharded"
     assert (src / "model.safetensors.index.json").exists()
@@ -131,8 +145,9 @@ def test_sharded_input_and_output_round_trip(tmp_path: Path, checkpoints: dict[s
     index = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())
     assert set(index["weight_map"].values()) == set(result.files)
     with torch.no_grad():
-        assert torch.equal(load(tmp_path / "out")(INPUT).logits,
-                           originals["qwen2_moe"](INPUT).logits)
+        assert torch.equal(
+            load(tmp_path / "out")(INPUT).logits, originals["qwen2_moe"](INPUT).logits
+        )
 
 
 def test_fused_layout_is_read_and_kept(tmp_path: Path, originals: dict[str, Any]) -> None:
@@ -142,8 +157,11 @@ def test_fused_layout_is_read_and_kept(tmp_path: Path, originals: dict[str, Any]
     full = originals["mixtral"]
     src = tmp_path / "fused"
     src.mkdir()
-    save_file({k: v.contiguous() for k, v in full.state_dict().items()},
-              src / "model.safetensors", metadata={"format": "pt"})
+    save_file(
+        {k: v.contiguous() for k, v in full.state_dict().items()},
+        src / "model.safetensors",
+        metadata={"format": "pt"},
+    )
     full.config.save_pretrained(src)
     result = build(src, tmp_path / "out", n_experts=3, seed=2)
     with safe_open(tmp_path / "out" / "model.safetensors", "pt") as f:
@@ -153,12 +171,14 @@ def test_fused_layout_is_read_and_kept(tmp_path: Path, originals: dict[str, Any]
     kept = torch.tensor(dict(result.kept)[1])
     assert torch.equal(fused, full.model.layers[1].mlp.experts.gate_up_proj[kept])
     proxy = load(tmp_path / "out")
-    assert torch.equal(proxy.model.layers[1].mlp.gate.weight,
-                       full.model.layers[1].mlp.gate.weight[kept])
+    assert torch.equal(
+        proxy.model.layers[1].mlp.gate.weight, full.model.layers[1].mlp.gate.weight[kept]
+    )
 
 
-def test_interrupted_build_leaves_nothing(tmp_path: Path, checkpoints: dict[str, Path],
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interrupted_build_leaves_nothing(
+    tmp_path: Path, checkpoints: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     mod = importlib.import_module("proxydiag.proxy.build")
 
     def broken(*args: object, **kwargs: object) -> None:
@@ -181,8 +201,9 @@ def test_force_replaces_and_refuses_without(tmp_path: Path, checkpoints: dict[st
     assert json.loads((tmp_path / "out" / "config.json").read_text())["num_local_experts"] == 2
 
 
-def test_sidecar_beside_a_proxy_run_is_read_by_ingest(tmp_path: Path,
-                                                      checkpoints: dict[str, Path]) -> None:
+def test_sidecar_beside_a_proxy_run_is_read_by_ingest(
+    tmp_path: Path, checkpoints: dict[str, Path]
+) -> None:
     import proxydiag
 
     result = build(checkpoints["qwen3_moe"], tmp_path / "proxy", n_experts=2, seed=4)

@@ -40,9 +40,12 @@ def _reference(folder: Path, calibration: Path) -> dict[int, tuple[np.ndarray, n
 
     model, tok = load(folder), AutoTokenizer.from_pretrained(folder)
     inputs: dict[int, list[Any]] = {0: [], 1: []}
-    hooks = [layer.mlp.register_forward_pre_hook(
-        lambda m, a, i=i: inputs[i].append(a[0].reshape(-1, a[0].shape[-1])))
-        for i, layer in enumerate(model.model.layers)]
+    hooks = [
+        layer.mlp.register_forward_pre_hook(
+            lambda m, a, i=i: inputs[i].append(a[0].reshape(-1, a[0].shape[-1]))
+        )
+        for i, layer in enumerate(model.model.layers)
+    ]
     with torch.no_grad():
         for line in calibration.read_text().splitlines():
             model(input_ids=tok(line, return_tensors="pt")["input_ids"])
@@ -72,8 +75,9 @@ def _top(scores: np.ndarray, k: int) -> list[int]:
     return sorted(np.lexsort((np.arange(scores.size), -scores))[:k].tolist())
 
 
-def test_frequency_and_reap_match_a_reference(mixtral: Path, calibration: Path,
-                                              tmp_path: Path) -> None:
+def test_frequency_and_reap_match_a_reference(
+    mixtral: Path, calibration: Path, tmp_path: Path
+) -> None:
     ref = _reference(mixtral, calibration)
     freq = build(mixtral, tmp_path / "f", n_experts=4, method="frequency", calibration=calibration)
     reap = build(mixtral, tmp_path / "r", n_experts=4, method="reap", calibration=calibration)
@@ -88,14 +92,14 @@ def test_frequency_and_reap_match_a_reference(mixtral: Path, calibration: Path,
 
 @pytest.mark.parametrize("family", ["mixtral", "deepseek_v3"])
 def test_calibration_offloaded_layer_by_layer_gives_the_same_stats(
-        family: str, calibration: Path, tmp_path: Path) -> None:
+    family: str, calibration: Path, tmp_path: Path
+) -> None:
     from proxydiag.proxy.calibrate import routing_stats
 
     folder = save_model(family, tmp_path / family)
     kwargs = dict(n_experts=8, max_tokens=10_000, sample_tokens=8)
     in_ram = routing_stats(folder, calibration, **kwargs)  # type: ignore[arg-type]
-    on_disk = routing_stats(folder, calibration, offload_dir=tmp_path / "off",
-                            **kwargs)  # type: ignore[arg-type]
+    on_disk = routing_stats(folder, calibration, offload_dir=tmp_path / "off", **kwargs)  # type: ignore[arg-type]
     assert sorted(in_ram) == sorted(on_disk) and any((tmp_path / "off").iterdir())
     for layer, a in in_ram.items():
         b = on_disk[layer]
@@ -104,8 +108,9 @@ def test_calibration_offloaded_layer_by_layer_gives_the_same_stats(
         np.testing.assert_allclose(a.outputs, b.outputs, rtol=1e-5, atol=1e-7)
 
 
-def test_kmeans_on_calibration_outputs_is_deterministic(mixtral: Path, calibration: Path,
-                                                        tmp_path: Path) -> None:
+def test_kmeans_on_calibration_outputs_is_deterministic(
+    mixtral: Path, calibration: Path, tmp_path: Path
+) -> None:
     a = build(mixtral, tmp_path / "a", n_experts=3, calibration=calibration, seed=5)
     b = build(mixtral, tmp_path / "b", n_experts=3, calibration=calibration, seed=5)
     assert a.kept == b.kept and all(len(set(k)) == 3 for _, k in a.kept)
@@ -117,10 +122,12 @@ def test_ranking_methods_need_calibration(mixtral: Path, tmp_path: Path) -> None
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize("family", ["qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2",
-                                    "deepseek_v3"])
-def test_every_family_is_hooked_and_counts_every_routed_token(family: str, calibration: Path,
-                                                              tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "family", ["qwen2_moe", "qwen3_moe", "olmoe", "deepseek_v2", "deepseek_v3"]
+)
+def test_every_family_is_hooked_and_counts_every_routed_token(
+    family: str, calibration: Path, tmp_path: Path
+) -> None:
     from transformers import AutoTokenizer
 
     from proxydiag.proxy.calibrate import routing_stats

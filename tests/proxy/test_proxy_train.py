@@ -29,11 +29,21 @@ def test_proxy_trains_a_few_steps_with_trl(tmp_path: Path) -> None:
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     rng = np.random.default_rng(0)
     data = datasets.Dataset.from_dict(
-        {"text": [" ".join(rng.choice(WORDS, size=10)) for _ in range(16)]})
+        {"text": [" ".join(rng.choice(WORDS, size=10)) for _ in range(16)]}
+    )
     args = trl.SFTConfig(
-        output_dir=str(tmp_path / "run"), max_steps=3, per_device_train_batch_size=4,
-        learning_rate=1e-2, logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
-        max_length=16, dataloader_num_workers=0, seed=0, disable_tqdm=True,
+        output_dir=str(tmp_path / "run"),
+        max_steps=3,
+        per_device_train_batch_size=4,
+        learning_rate=1e-2,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        use_cpu=True,
+        max_length=16,
+        dataloader_num_workers=0,
+        seed=0,
+        disable_tqdm=True,
     )
     trainer = trl.SFTTrainer(model=model, args=args, train_dataset=data, processing_class=tok)
     trainer.train()
