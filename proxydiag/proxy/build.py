@@ -27,6 +27,8 @@ from proxydiag.proxy.select import METHODS, LayerStats, choose
 #: weight files of other formats are not copied (the proxy's weights are its safetensors)
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf")
 SIDECAR = "proxydiag.json"
+#: calibration tokens per layer whose expert outputs are k-means features
+_SAMPLE_TOKENS = 64
 
 
 def build(
@@ -83,18 +85,7 @@ def build(
     layers = find_layers(tensors, n_experts=cfg.n_experts, where=str(src))
     n_keep = keep_count(cfg.n_experts, keep_ratio=keep_ratio, n_experts=n_experts)
     groups = group_count(cfg, n_keep)
-    stats: dict[int, LayerStats] = {}
-    if calibration is not None:
-        from proxydiag.proxy.calibrate import routing_stats
-
-        stats = routing_stats(
-            src,
-            Path(calibration),
-            n_experts=cfg.n_experts,
-            max_tokens=max_tokens,
-            sample_tokens=64,
-            offload_dir=None if offload_dir is None else Path(offload_dir),
-        )
+    stats = _calibrate(src, calibration, cfg, max_tokens=max_tokens, offload_dir=offload_dir)
     kept: dict[int, list[int]] = {}
     for layer in layers:
         kept[layer.index] = choose(
@@ -122,6 +113,30 @@ def build(
         )
         (tmp / SIDECAR).write_text(json.dumps(result.sidecar(), indent=2) + "\n", encoding="utf-8")
     return result
+
+
+def _calibrate(
+    src: Path,
+    calibration: Path | str | None,
+    cfg: MoeConfig,
+    *,
+    max_tokens: int,
+    offload_dir: Path | str | None,
+) -> dict[int, LayerStats]:
+    """Routing statistics per MoE layer from ``calibration`` (none without it)."""
+    if calibration is None:
+        return {}
+    from proxydiag.proxy.calibrate import routing_stats
+
+    offload = None if offload_dir is None else Path(offload_dir)
+    return routing_stats(
+        src,
+        Path(calibration),
+        n_experts=cfg.n_experts,
+        max_tokens=max_tokens,
+        sample_tokens=_SAMPLE_TOKENS,
+        offload_dir=offload,
+    )
 
 
 def keep_count(total: int, *, keep_ratio: float | None, n_experts: int | None) -> int:
