@@ -1,9 +1,11 @@
 """What a proxy build made: :class:`ProxyResult`, its ``proxydiag.json`` sidecar and its cost.
 
-``cost_per_step`` is the proxy's parameters held over the source's, as the lab's proxies
-state it: with ``num_experts_per_tok`` unchanged, pruning experts leaves the parameters active
-per token (the FLOPs per token) as they were, and cuts what a step holds — weights, gradients,
-optimizer state, and so the devices a step needs. Both counts are in the sidecar's ``params``.
+``cost_per_step`` is the proxy's parameters active in a training step over the source's,
+as the lab's proxies state it. A step's batch of thousands of tokens routes some token to
+nearly every expert, so the parameters a step activates — computes gradients for, holds
+optimizer state and devices for — are the parameters held. Per *token*, with
+``num_experts_per_tok`` unchanged, pruning leaves the active parameters (the FLOPs) as they
+were; that count is in the sidecar's ``params`` too (``active_params_per_token``).
 """
 
 from __future__ import annotations
