@@ -18,8 +18,9 @@ import pytest
 
 from proxydiag.cli import main
 from proxydiag.store import RunStore
+from tests._paths import TESTS
 
-sys.path.insert(0, str(Path(__file__).parent / "corpus"))
+sys.path.insert(0, str(TESTS / "corpus"))
 from make_bad_inputs import Case, make
 
 _ROOT = Path(tempfile.mkdtemp(prefix="proxydiag-bad-inputs-"))

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from proxydiag.cli import main
+from tests._paths import SCHEMAS
 
 SCHEMA = json.loads(
-    (Path(__file__).resolve().parents[1] / "proxydiag" / "schemas" / "diagnosis.schema.json")
+    (SCHEMAS / "diagnosis.schema.json")
     .read_text(encoding="utf-8")
 )
 

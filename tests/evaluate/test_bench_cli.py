@@ -9,8 +9,7 @@ import pytest
 from proxydiag.cli import main
 from proxydiag.errors import ConfigError
 from proxydiag.evaluate.diagnose import load_labels
-
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_runs"
+from tests._paths import SAMPLES
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from proxydiag.evaluate.diagnose import BenchScore, main, score
+from proxydiag.cli import main
+from proxydiag.evaluate.diagnose import BenchScore, score
 
 #: used by this test only (tuning used seeds 1-6)
 CORPUS_SEED = 2026
@@ -60,9 +61,11 @@ def test_corpus_macro_f1_and_onsets(scored: BenchScore) -> None:
 
 def test_bench_main_prints_json(corpus: Path, capsys: pytest.CaptureFixture[str],
                                 scored: BenchScore) -> None:
-    result = main(corpus, fmt="json")
+    with pytest.raises(SystemExit) as done:
+        main(["bench", "diagnose", str(corpus), "--format", "json"])
+    assert done.value.code == 0
     printed = json.loads(capsys.readouterr().out)
-    assert printed["macro_f1"] == round(result.macro_f1, 4) == round(scored.macro_f1, 4)
+    assert printed["macro_f1"] == round(scored.macro_f1, 4)
     assert printed["n_runs"] == len(scored.runs)
     assert set(printed["per_class"]) == {
         "healthy", "gradient_overflow", "loss_divergence", "precision_fault"}

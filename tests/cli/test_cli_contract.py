@@ -27,9 +27,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = ROOT / "sample_runs"
-SCHEMAS = ROOT / "proxydiag" / "schemas"
+from tests._paths import SAMPLES, SCHEMAS
+
 #: the group used: logged every 5 steps (small), and its proxies are faithful, unfaithful, partial
 GROUP = "precision-gradual-climb"
 #: seconds any one command may take before it counts as a hang

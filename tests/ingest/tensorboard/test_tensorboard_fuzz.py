@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import warnings
-from pathlib import Path
 
 import google_crc32c
 import numpy as np
@@ -27,9 +26,10 @@ from proxydiag.ingest.tensorboard._jit import jit
 from proxydiag.ingest.tensorboard._proto import decode_slow
 from proxydiag.ingest.tensorboard._records import frame
 from proxydiag.ingest.tensorboard._scalars import Scalars, read_buffer
+from tests._paths import TESTS
 from tests._tb_files import tensor_value
 
-REGRESSIONS = Path(__file__).parent / "regressions" / "tensorboard"
+REGRESSIONS = TESTS / "regressions" / "tensorboard"
 #: PROXYDIAG_FUZZ_EXAMPLES=5000 runs a longer campaign (CI: 150 per target, a few seconds)
 EXAMPLES = int(os.environ.get("PROXYDIAG_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,8 +13,9 @@ import pytest
 from _fidelity_runs import curves
 
 from proxydiag.cli import main
+from tests._paths import SCHEMAS
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "proxydiag" / "schemas"
+SCHEMA = json.loads((SCHEMAS
                      / "comparison.schema.json").read_text())
 
 

@@ -19,8 +19,8 @@ from proxydiag.errors import StoreLockedError
 from proxydiag.run import Run
 from proxydiag.run.build import build_run
 from proxydiag.store import RunStore
+from tests._paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(120)
 
 

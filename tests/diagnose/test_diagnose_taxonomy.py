@@ -15,6 +15,7 @@ from proxydiag.errors import ConfigError
 from proxydiag.frame import raw
 from proxydiag.run import Run
 from proxydiag.run.build import build_run
+from tests._paths import SAMPLES
 
 N = 500
 
@@ -236,7 +237,7 @@ def test_reward_and_entropy_collapsing_together_is_a_divergence() -> None:
     assert d.onset_step is not None and abs(d.onset_step - 300) <= 10
 
 
-LAB = Path(__file__).resolve().parents[1] / "sample_runs" / "lab"
+LAB = SAMPLES / "lab"
 
 
 def test_a_grad_norm_that_ends_below_its_level_is_not_a_divergence() -> None:

@@ -14,8 +14,8 @@ from proxydiag import read_runs
 from proxydiag.cli import main
 from proxydiag.run import Run
 from proxydiag.synth import write_corpus, write_sample_runs
+from tests._paths import SAMPLES
 
-SAMPLES = Path(__file__).resolve().parents[1] / "sample_runs"
 EXEMPT = {"lab"}  # real lab runs: torch on CPU is not bit-stable across machines
 
 

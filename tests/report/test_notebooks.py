@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests._paths import ROOT
+
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SAMPLES = Path(os.environ.get("PROXYDIAG_SAMPLE_RUNS", ROOT / "sample_runs"))
 
