@@ -6,6 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from proxydiag import display
+
+#: version of the JSON contract (proxydiag/schemas/); optional keys added bump the minor
+SCHEMA_VERSION = "1.1"
 from proxydiag.events import Event
 
 Label = Literal["healthy", "gradient_overflow", "loss_divergence", "precision_fault"]
@@ -58,6 +61,7 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "source": self.source,
             "run": self.run,
             "label": self.label,

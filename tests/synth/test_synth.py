@@ -12,7 +12,7 @@ from polars.testing import assert_frame_equal
 
 from proxydiag.errors import ConfigError
 from proxydiag.synth import FaultSpec, Scenario, named, simulate, write_corpus
-from proxydiag.synth.scaler import run_scaler
+from proxydiag.synth.loss_scaler import run_scaler
 from proxydiag.synth.view import logged_rows
 
 
