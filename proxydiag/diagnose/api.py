@@ -23,7 +23,8 @@ DETECTORS: Registry[Detector] = Registry(
     "detector",
     {
         name: f"proxydiag.diagnose.{name}"
-        for name in ("nonfinite", "scaler", "spikes", "divergence", "short", "mismatch", "drift")
+        for name in ("nonfinite", "scaler", "spikes", "divergence", "short", "mismatch", "router",
+                     "drift")
     },
 )
 
