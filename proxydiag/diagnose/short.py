@@ -54,15 +54,19 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """
     rv = view(run)
     events = []
-    for name, log_scale, ratio, nats in (("loss", False, LOSS_RATIO, LOSS_NATS),
-                                         ("perplexity", True, LOSS_RATIO, LOSS_NATS),
-                                         ("grad_norm", False, GRAD_RATIO, 0.0)):
+    for name, log_scale, ratio, nats in (
+        ("loss", False, LOSS_RATIO, LOSS_NATS),
+        ("perplexity", True, LOSS_RATIO, LOSS_NATS),
+        ("grad_norm", False, GRAD_RATIO, 0.0),
+    ):
         s = rv.get(name)
         if s is None:
             continue
-        found = [e for part in _excerpts(s)
-                 if (e := _blow_up(part, s, log_scale=log_scale, ratio=ratio, nats=nats))
-                 is not None]
+        found = [
+            e
+            for part in _excerpts(s)
+            if (e := _blow_up(part, s, log_scale=log_scale, ratio=ratio, nats=nats)) is not None
+        ]
         if found:
             events.append(found[0])
     return events
@@ -83,12 +87,15 @@ def _excerpts(s: Series) -> list[Series]:
         return [s]
     gaps = np.diff(s.steps)
     cuts = np.flatnonzero(gaps > EXCERPT_GAP * max(float(np.median(gaps)), 1.0)) + 1
-    return [Series(s.name, st, v) for st, v in zip(np.split(s.steps, cuts), np.split(s.values, cuts),
-                                                   strict=True)]
+    return [
+        Series(s.name, st, v)
+        for st, v in zip(np.split(s.steps, cuts), np.split(s.values, cuts), strict=True)
+    ]
 
 
-def _blow_up(s: Series, whole: Series, *, log_scale: bool, ratio: float,
-             nats: float) -> Event | None:
+def _blow_up(
+    s: Series, whole: Series, *, log_scale: bool, ratio: float, nats: float
+) -> Event | None:
     """The blow-up of excerpt ``s`` of ``whole``, unless it ends, or a later excerpt is, back
     at its starting level."""
     ok = np.isfinite(s.values) & (s.values > 0)
@@ -110,10 +117,17 @@ def _blow_up(s: Series, whole: Series, *, log_scale: bool, ratio: float,
         return None  # back at its level: a spike (the spike detector's), not a blow-up
     # onset: the first later point a quarter of the way up to the peak
     up = head + int(np.flatnonzero(later >= base + 0.25 * (peak - base))[0])
-    conf = round(MIN_CONFIDENCE + (MAX_CONFIDENCE - MIN_CONFIDENCE) * (n - 2) / (SHORT_POINTS - 2), 2)
+    conf = round(
+        MIN_CONFIDENCE + (MAX_CONFIDENCE - MIN_CONFIDENCE) * (n - 2) / (SHORT_POINTS - 2), 2
+    )
     shown = np.exp if log_scale else (lambda x: x)
     return Event(
-        "divergence", s.name, int(steps[up]), int(steps[-1]), "critical", conf,
+        "divergence",
+        s.name,
+        int(steps[up]),
+        int(steps[-1]),
+        "critical",
+        conf,
         f"{s.name} rises from {float(shown(base)):.4g} to {float(shown(peak)):.4g} "
         f"({float(shown(peak)) / float(shown(base)):.3g}x) within {n} logged points "
         f"(steps {int(steps[0])}-{int(steps[-1])}); a window this short is judged on what it "

@@ -17,10 +17,15 @@ from collections.abc import Sequence
 import polars as pl
 
 #: what ``Trainer.train()`` logs once at the end (``transformers/trainer.py``, ``speed_metrics``)
-SUMMARY_NAMES = frozenset({
-    "train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",
-    "train_loss",
-})
+SUMMARY_NAMES = frozenset(
+    {
+        "train_runtime",
+        "train_samples_per_second",
+        "train_steps_per_second",
+        "total_flos",
+        "train_loss",
+    }
+)
 #: prefixes loggers put before them (TensorBoardCallback's ``train/``)
 _PREFIXES = ("train/",)
 
@@ -32,8 +37,8 @@ def summary_name(key: str) -> str | None:
     ('train_runtime', 'train_loss', None)
     """
     for prefix in ("", *_PREFIXES):
-        if key.startswith(prefix) and key[len(prefix):] in SUMMARY_NAMES:
-            return key[len(prefix):]
+        if key.startswith(prefix) and key[len(prefix) :] in SUMMARY_NAMES:
+            return key[len(prefix) :]
     return None
 
 
@@ -60,6 +65,8 @@ def split(frame: pl.DataFrame, keys: list[str]) -> tuple[pl.DataFrame, dict[str,
     if counts.get(next(k for k in keys if summary_name(k) == "train_runtime"), 0) != 1:
         return frame, {}
     single = [k for k in keys if counts.get(k, 0) == 1]
-    summary = {str(summary_name(k)): float(v)
-               for k, v in rows.filter(text.is_in(single)).select(text, "value").iter_rows()}
+    summary = {
+        str(summary_name(k)): float(v)
+        for k, v in rows.filter(text.is_in(single)).select(text, "value").iter_rows()
+    }
     return frame.filter(~text.is_in(single)), summary

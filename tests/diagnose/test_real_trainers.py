@@ -32,8 +32,15 @@ LABELS = json.loads((REAL / "labels.json").read_text(encoding="utf-8"))["runs"]
 
 @pytest.fixture(scope="module")
 def corpus_score() -> dict[str, dict[str, object]]:
-    return {r.run: {"truth": r.truth, "predicted": r.predicted, "hit": r.onset_hit,
-                    "onset": r.onset_predicted} for r in score(REAL).runs}
+    return {
+        r.run: {
+            "truth": r.truth,
+            "predicted": r.predicted,
+            "hit": r.onset_hit,
+            "onset": r.onset_predicted,
+        }
+        for r in score(REAL).runs
+    }
 
 
 def test_every_run_has_all_four_sources() -> None:
@@ -41,13 +48,16 @@ def test_every_run_has_all_four_sources() -> None:
     for entry in LABELS.values():
         runs.setdefault(entry["path"].split("/")[0], set()).add(entry["format"])
     assert len(runs) == 10
-    assert all(formats == {"tensorboard", "mlflow", "trainer_state", "console"}
-               for formats in runs.values()), runs
+    assert all(
+        formats == {"tensorboard", "mlflow", "trainer_state", "console"}
+        for formats in runs.values()
+    ), runs
 
 
 @pytest.mark.parametrize("source", sorted(LABELS))
-def test_each_source_gets_its_label_and_onset(corpus_score: dict[str, dict[str, object]],
-                                              source: str) -> None:
+def test_each_source_gets_its_label_and_onset(
+    corpus_score: dict[str, dict[str, object]], source: str
+) -> None:
     got = corpus_score[source]
     assert got["predicted"] == got["truth"], got
     if got["truth"] != "healthy":
@@ -91,7 +101,9 @@ def test_calibration_descent_of_a_scaler_that_starts_high_is_not_persistent() ->
     grad = np.full(200, 0.5)
     grad[:14] = np.inf
     grad[[21, 59, 109, 149, 189]] = np.inf
-    view = from_arrays({"grad_norm": (steps, grad), "reward": (steps, np.linspace(0.65, 0.99, 200))})
+    view = from_arrays(
+        {"grad_norm": (steps, grad), "reward": (steps, np.linspace(0.65, 0.99, 200))}
+    )
     events = nonfinite.detect(view, DiagnoseConfig())
     assert [e.severity for e in events] == ["warning"]
     assert "the burst up to step 14 is the fp16 loss scaler's calibration" in events[0].evidence
@@ -109,8 +121,9 @@ def test_a_rolled_back_divergence_is_diagnosed_and_named_first() -> None:
     second = np.arange(120, 301)
     loss2 = 2.0 - second * 1e-3
     steps = np.r_[first, second]
-    run = build_run(raw(steps, ["loss"] * steps.size, np.r_[loss1, loss2]), name="rb",
-                    source="rb", fmt="test")
+    run = build_run(
+        raw(steps, ["loss"] * steps.size, np.r_[loss1, loss2]), name="rb", source="rb", fmt="test"
+    )
     assert [s.attrs["rolled_back_to"] for s in run.superseded] == [120]
     d = diagnose(run)
     assert d.label == "loss_divergence" and 145 <= d.onset_step <= 155
@@ -120,10 +133,12 @@ def test_a_rolled_back_divergence_is_diagnosed_and_named_first() -> None:
 
 
 # the real public logs (skipped without ../shared/realruns)
-DSCHAT = ("step1_supervised_finetuning__opt-1.3b-globalBatchSize128.log",
-          "step2_dpo_finetuning__opt-350M_globalBatchSize-32.log",
-          "step2_reward_model_finetuning__opt-350m_globalBatchSize-64.log",
-          "step3_rlhf_finetuning__actor_opt-1.3b_critic_opt-350m_globalBatchSize64.log")
+DSCHAT = (
+    "step1_supervised_finetuning__opt-1.3b-globalBatchSize128.log",
+    "step2_dpo_finetuning__opt-350M_globalBatchSize-32.log",
+    "step2_reward_model_finetuning__opt-350m_globalBatchSize-64.log",
+    "step3_rlhf_finetuning__actor_opt-1.3b_critic_opt-350m_globalBatchSize64.log",
+)
 
 
 @pytest.mark.parametrize("name", DSCHAT)
@@ -131,8 +146,9 @@ def test_healthy_deepspeed_chat_logs_stay_healthy(realruns: Path, name: str) -> 
     assert diagnose(read_run(realruns / "deepspeed_chat" / name)).label == "healthy"
 
 
-@pytest.mark.parametrize("name", ["tr8-104B-wide__chronicle-excerpts.log",
-                                  "tr8b-104B__chronicle-excerpts.log"])
+@pytest.mark.parametrize(
+    "name", ["tr8-104B-wide__chronicle-excerpts.log", "tr8b-104B__chronicle-excerpts.log"]
+)
 def test_bigscience_blow_ups_are_flagged(realruns: Path, name: str) -> None:
     with warnings.catch_warnings():
         # tr8b's excerpt has one line cut short ('learning rate:' without a value): warned
@@ -148,6 +164,8 @@ def test_tr8_wide_names_the_rollback_it_came_from(realruns: Path) -> None:
 
 
 def test_random_ltd_nan_perplexity_is_a_nonfinite_loss(realruns: Path) -> None:
-    d = diagnose(read_run(realruns / "deepspeed_chat" / "random_ltd__train_with_kernel__d0df7a8c.log"))
+    d = diagnose(
+        read_run(realruns / "deepspeed_chat" / "random_ltd__train_with_kernel__d0df7a8c.log")
+    )
     assert d.label != "healthy" and d.onset_step == 4
     assert d.root_cause is not None and d.root_cause.metric == "perplexity"

@@ -17,12 +17,21 @@ from proxydiag.events import Event
 #: progress lines before the traceback in which an overflow counts as "right before" it
 RECENT_PROGRESS_LINES = 2
 #: record keys of per-step or per-interval skip counts (Megatron, DeepSpeed, fairseq, veRL)
-SKIP_KEYS = ("number of skipped iterations", "skipped iterations", "skipped", "ds_overflow",
-             "fairseq_overflow", "grad_norm_not_finite", "number of nan iterations")
+SKIP_KEYS = (
+    "number of skipped iterations",
+    "skipped iterations",
+    "skipped",
+    "ds_overflow",
+    "fairseq_overflow",
+    "grad_norm_not_finite",
+    "number of nan iterations",
+)
 
 
 def crash_events(
-    records: pl.DataFrame, overflows: pl.DataFrame, anchor_lines: pl.DataFrame,
+    records: pl.DataFrame,
+    overflows: pl.DataFrame,
+    anchor_lines: pl.DataFrame,
     tracebacks: list[int],
 ) -> list[Event]:
     """A critical ``overflow_crash`` event when the log ends on a traceback after overflows.
@@ -46,8 +55,10 @@ def crash_events(
     recent = anchor_lines.sort("line").tail(RECENT_PROGRESS_LINES)
     since = int(recent["line"][0])
     skips = records.filter(
-        (pl.col("line") >= since) & (pl.col("line") < tb)
-        & pl.col("key").cast(pl.Utf8).is_in(SKIP_KEYS) & (pl.col("value") > 0)
+        (pl.col("line") >= since)
+        & (pl.col("line") < tb)
+        & pl.col("key").cast(pl.Utf8).is_in(SKIP_KEYS)
+        & (pl.col("value") > 0)
     )
     lines = overflows.filter((pl.col("line") >= since) & (pl.col("line") < tb))
     steps = [*skips["step"].drop_nulls().to_list(), *lines["step"].drop_nulls().to_list()]
@@ -55,8 +66,15 @@ def crash_events(
         return []
     onset = min(steps) if steps else int(recent["step"][0])
     n = skips.height + lines.height
-    return [Event(
-        "overflow_crash", "skipped", int(onset), None, "critical", 0.9,
-        f"line {tb}: the log ends on a traceback right after {n} overflow report(s) in its "
-        f"last {RECENT_PROGRESS_LINES} progress lines: the run died of overflow",
-    )]
+    return [
+        Event(
+            "overflow_crash",
+            "skipped",
+            int(onset),
+            None,
+            "critical",
+            0.9,
+            f"line {tb}: the log ends on a traceback right after {n} overflow report(s) in its "
+            f"last {RECENT_PROGRESS_LINES} progress lines: the run died of overflow",
+        )
+    ]

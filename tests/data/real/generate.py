@@ -74,21 +74,59 @@ class Spec:
 
 
 SPECS: tuple[Spec, ...] = (
-    Spec("grpo-healthy-e8", "grpo", 8, 100, 3e-3, "healthy", "grpo-healthy",
-         mlflow_store="sqlite"),
+    Spec("grpo-healthy-e8", "grpo", 8, 100, 3e-3, "healthy", "grpo-healthy", mlflow_store="sqlite"),
     Spec("grpo-healthy-e4", "grpo", 4, 60, 3e-3, "healthy", "grpo-healthy", role="proxy"),
     Spec("grpo-healthy-e2", "grpo", 2, 60, 3e-3, "healthy", "grpo-healthy", role="proxy"),
     Spec("grpo-fp16-dynamic-e8", "grpo", 8, 90, 3e-3, "healthy", "grpo-fp16", fp16="dynamic"),
-    Spec("grpo-fp16-static-e8", "grpo", 8, 30, 3e-3, "gradient_overflow", "grpo-fp16-static",
-         fp16="static", onset_step=1),
+    Spec(
+        "grpo-fp16-static-e8",
+        "grpo",
+        8,
+        30,
+        3e-3,
+        "gradient_overflow",
+        "grpo-fp16-static",
+        fp16="static",
+        onset_step=1,
+    ),
     Spec("sft-healthy-e8", "sft", 8, 150, 2e-3, "healthy", "sft"),
-    Spec("sft-lrjump-e8", "sft", 8, 150, 2e-3, "loss_divergence", "sft-lrjump",
-         lr_jump_step=100, lr_jump=500.0, onset_step=100),
-    Spec("sft-lrjump-e4", "sft", 4, 150, 2e-3, "loss_divergence", "sft-lrjump",
-         lr_jump_step=90, lr_jump=500.0, onset_step=90, role="proxy"),
+    Spec(
+        "sft-lrjump-e8",
+        "sft",
+        8,
+        150,
+        2e-3,
+        "loss_divergence",
+        "sft-lrjump",
+        lr_jump_step=100,
+        lr_jump=500.0,
+        onset_step=100,
+    ),
+    Spec(
+        "sft-lrjump-e4",
+        "sft",
+        4,
+        150,
+        2e-3,
+        "loss_divergence",
+        "sft-lrjump",
+        lr_jump_step=90,
+        lr_jump=500.0,
+        onset_step=90,
+        role="proxy",
+    ),
     Spec("sft-fp16-dynamic-e8", "sft", 8, 200, 2e-3, "healthy", "sft-fp16", fp16="dynamic"),
-    Spec("sft-fp16-static-e2", "sft", 2, 60, 2e-3, "gradient_overflow", "sft-fp16-static",
-         fp16="static", onset_step=1),
+    Spec(
+        "sft-fp16-static-e2",
+        "sft",
+        2,
+        60,
+        2e-3,
+        "gradient_overflow",
+        "sft-fp16-static",
+        fp16="static",
+        onset_step=1,
+    ),
 )
 
 
@@ -100,8 +138,9 @@ def build_tokenizer() -> Any:
     vocab = {t: i for i, t in enumerate(["<pad>", "<eos>", "<unk>", *WORDS, "say", "count"])}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>",
-                                   unk_token="<unk>")
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>"
+    )
     fast.padding_side = "left"
     fast.chat_template = None
     return fast
@@ -114,10 +153,20 @@ def build_model(experts: int, vocab_size: int, seed: int) -> Any:
 
     torch.manual_seed(seed)
     cfg = Qwen2MoeConfig(
-        vocab_size=vocab_size, hidden_size=32, intermediate_size=64, moe_intermediate_size=32,
-        shared_expert_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, num_experts=experts, num_experts_per_tok=2,
-        max_position_embeddings=64, pad_token_id=0, eos_token_id=1, bos_token_id=1,
+        vocab_size=vocab_size,
+        hidden_size=32,
+        intermediate_size=64,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_experts=experts,
+        num_experts_per_tok=2,
+        max_position_embeddings=64,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=1,
         tie_word_embeddings=True,
     )
     return Qwen2MoeForCausalLM(cfg)
@@ -191,10 +240,18 @@ def _lr_jump(spec: Spec) -> Any:
 def _common_args(spec: Spec, out: Path) -> dict[str, Any]:
     return {
         "output_dir": str(out / "trainer"),
-        "max_steps": spec.steps, "learning_rate": spec.lr, "logging_steps": 1,
-        "save_strategy": "no", "report_to": ["tensorboard", "mlflow"], "use_cpu": True,
-        "seed": spec.seed, "fp16": bool(spec.fp16), "lr_scheduler_type": "constant",
-        "max_grad_norm": 1.0, "dataloader_num_workers": 0, "run_name": spec.name,
+        "max_steps": spec.steps,
+        "learning_rate": spec.lr,
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": ["tensorboard", "mlflow"],
+        "use_cpu": True,
+        "seed": spec.seed,
+        "fp16": bool(spec.fp16),
+        "lr_scheduler_type": "constant",
+        "max_grad_norm": 1.0,
+        "dataloader_num_workers": 0,
+        "run_name": spec.name,
         "disable_tqdm": False,
     }
 
@@ -214,8 +271,12 @@ def _grpo_trainer(spec: Spec, out: Path, tok: Any) -> Any:
         return out_
 
     cfg = GRPOConfig(
-        **_common_args(spec, out), per_device_train_batch_size=8, num_generations=4,
-        max_completion_length=6, beta=0.04, temperature=1.0,
+        **_common_args(spec, out),
+        per_device_train_batch_size=8,
+        num_generations=4,
+        max_completion_length=6,
+        beta=0.04,
+        temperature=1.0,
         logging_first_step=True,
     )
     # with beta > 0 TRL loads its reference model from the policy's path: the initial policy
@@ -224,8 +285,13 @@ def _grpo_trainer(spec: Spec, out: Path, tok: Any) -> Any:
     build_model(spec.experts, len(tok), spec.seed).save_pretrained(init)
     model = str(init)
     cls = _scale_logger(GRPOTrainer)
-    return cls(model=model, reward_funcs=reward_target, args=cfg,
-               train_dataset=Dataset.from_list(prompts), processing_class=tok)
+    return cls(
+        model=model,
+        reward_funcs=reward_target,
+        args=cfg,
+        train_dataset=Dataset.from_list(prompts),
+        processing_class=tok,
+    )
 
 
 def _sft_trainer(spec: Spec, out: Path, tok: Any) -> Any:
@@ -239,13 +305,18 @@ def _sft_trainer(spec: Spec, out: Path, tok: Any) -> Any:
     texts = []
     for _ in range(2000):
         start = rng.randrange(len(WORDS) - 6)
-        texts.append("count " + " ".join(WORDS[start:start + 6]))
+        texts.append("count " + " ".join(WORDS[start : start + 6]))
     ds = Dataset.from_dict(dict(tok(texts)))
     args = TrainingArguments(**_common_args(spec, out), per_device_train_batch_size=16)
     model = build_model(spec.experts, len(tok), spec.seed)
     cls = _scale_logger(Trainer)
-    return cls(model=model, args=args, train_dataset=ds, processing_class=tok,
-               data_collator=DataCollatorForLanguageModeling(tok, mlm=False))
+    return cls(
+        model=model,
+        args=args,
+        train_dataset=ds,
+        processing_class=tok,
+        data_collator=DataCollatorForLanguageModeling(tok, mlm=False),
+    )
 
 
 def run_one(spec: Spec) -> None:
@@ -254,8 +325,10 @@ def run_one(spec: Spec) -> None:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     os.environ["MLFLOW_TRACKING_URI"] = (
-        f"sqlite:///{out / 'mlflow.db'}" if spec.mlflow_store == "sqlite"
-        else (out / "mlruns").as_uri())
+        f"sqlite:///{out / 'mlflow.db'}"
+        if spec.mlflow_store == "sqlite"
+        else (out / "mlruns").as_uri()
+    )
     os.environ["MLFLOW_EXPERIMENT_NAME"] = spec.group
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(out / "runs")
     tok = build_tokenizer()
@@ -293,14 +366,26 @@ def _tee(fh: io.TextIOBase) -> Any:
 
 
 def _sidecar(spec: Spec, out: Path) -> None:
-    side = {"name": spec.name, "role": spec.role, "group": spec.group, "seed": spec.seed,
-            "experts_kept": spec.experts, "experts_total": 8, "log_interval": 1,
-            "precision": "fp16" if spec.fp16 else "fp32"}
+    side = {
+        "name": spec.name,
+        "role": spec.role,
+        "group": spec.group,
+        "seed": spec.seed,
+        "experts_kept": spec.experts,
+        "experts_total": 8,
+        "log_interval": 1,
+        "precision": "fp16" if spec.fp16 else "fp32",
+    }
     (out / "proxydiag.json").write_text(json.dumps(side, indent=1) + "\n", encoding="utf-8")
 
 
-SOURCES = {"tensorboard": "runs", "mlflow": "mlruns", "mlflow-sqlite": "mlflow.db", "trainer_state": "trainer_state.json",
-           "console": "console.log"}
+SOURCES = {
+    "tensorboard": "runs",
+    "mlflow": "mlruns",
+    "mlflow-sqlite": "mlflow.db",
+    "trainer_state": "trainer_state.json",
+    "console": "console.log",
+}
 
 
 def write_labels() -> None:
@@ -311,12 +396,21 @@ def write_labels() -> None:
             if not (HERE / spec.name / rel).exists():
                 continue
             runs[f"{spec.name}.{fmt}"] = {
-                "path": f"{spec.name}/{rel}", "format": fmt.split("-")[0], "naming": "hf",
-                "role": spec.role, "group": spec.group, "seed": spec.seed,
-                "experts_kept": spec.experts, "experts_total": 8,
-                "precision": "fp16" if spec.fp16 else "fp32", "label": spec.label,
-                "onset_step": spec.onset_step, "variant": spec.trainer, "log_interval": 1,
-                "n_steps": spec.steps, "relation": "",
+                "path": f"{spec.name}/{rel}",
+                "format": fmt.split("-")[0],
+                "naming": "hf",
+                "role": spec.role,
+                "group": spec.group,
+                "seed": spec.seed,
+                "experts_kept": spec.experts,
+                "experts_total": 8,
+                "precision": "fp16" if spec.fp16 else "fp32",
+                "label": spec.label,
+                "onset_step": spec.onset_step,
+                "variant": spec.trainer,
+                "log_interval": 1,
+                "n_steps": spec.steps,
+                "relation": "",
             }
     text = json.dumps({"runs": runs, "pairs": {}}, indent=1, sort_keys=True) + "\n"
     (HERE / "labels.json").write_text(text, encoding="utf-8")

@@ -23,17 +23,21 @@ def _series(run: Run, metric: str) -> tuple[list[int], list[float]]:
     return s["step"].to_list(), s["value"].to_list()
 
 
-@pytest.mark.parametrize(("name", "metric", "steps", "source"), [
-    # transformers >= 5: quoted values, tqdm redraws; the step is the tqdm counter
-    ("hf5_quoted_tqdm.log", "loss", list(range(1, 41)), "tqdm"),
-    # ms-swift: JSON lines, the step in "global_step/max_steps": "N/M"
-    ("swift_logging.jsonl.log", "loss", list(range(1, 31)), "global_step/max_steps"),
-    ("swift_console_dicts.log", "loss", list(range(5, 101, 5)), "global_step/max_steps"),
-    # TRL PPO: no step key, the dict's own 'episode'
-    ("trl_ppo_dicts.log", "kl", list(range(64, 961, 64)), "episode"),
-])
-def test_dict_lines_take_the_counter_that_is_there(name: str, metric: str, steps: list[int],
-                                                   source: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "metric", "steps", "source"),
+    [
+        # transformers >= 5: quoted values, tqdm redraws; the step is the tqdm counter
+        ("hf5_quoted_tqdm.log", "loss", list(range(1, 41)), "tqdm"),
+        # ms-swift: JSON lines, the step in "global_step/max_steps": "N/M"
+        ("swift_logging.jsonl.log", "loss", list(range(1, 31)), "global_step/max_steps"),
+        ("swift_console_dicts.log", "loss", list(range(5, 101, 5)), "global_step/max_steps"),
+        # TRL PPO: no step key, the dict's own 'episode'
+        ("trl_ppo_dicts.log", "kl", list(range(64, 961, 64)), "episode"),
+    ],
+)
+def test_dict_lines_take_the_counter_that_is_there(
+    name: str, metric: str, steps: list[int], source: str
+) -> None:
     run = read_run(DATA / name)
     assert _series(run, metric)[0] == steps
     assert any(e.kind == "step_source" and source in e.evidence for e in run.events)
@@ -71,11 +75,14 @@ def test_hf_deepspeed_overflows_take_the_tqdm_counter_on_their_line() -> None:
     assert d.label == "gradient_overflow" and 370 <= (d.onset_step or 0) <= 389
 
 
-@pytest.mark.parametrize(("name", "kind"), [
-    ("ds_scale_reaches_zero.log", "loss_scale_minimum"),       # "reducing to 0"
-    ("ds_scale_at_minimum.log", "loss_scale_minimum"),         # "already at minimum"
-    ("megatron_overflows_then_traceback.log", "overflow_crash"),
-])
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("ds_scale_reaches_zero.log", "loss_scale_minimum"),  # "reducing to 0"
+        ("ds_scale_at_minimum.log", "loss_scale_minimum"),  # "already at minimum"
+        ("megatron_overflows_then_traceback.log", "overflow_crash"),
+    ],
+)
 def test_scaler_end_states_are_overflow_failures_even_in_a_short_log(name: str, kind: str) -> None:
     d = diagnose(read_run(DATA / name))
     assert d.label == "gradient_overflow" and d.root_cause is not None

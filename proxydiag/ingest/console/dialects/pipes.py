@@ -48,6 +48,10 @@ def extract(chunk: Chunk) -> Extract:
     fields = pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))
     fields = fields.with_columns(
         pl.col("key").str.strip_chars().replace(_RENAME).alias("key")
-    ).filter(~((pl.col("key") == "loss_scale") & (pl.col("raw").str.strip_chars()
-                                                 .cast(pl.Float64, strict=False) == 0.0)))
+    ).filter(
+        ~(
+            (pl.col("key") == "loss_scale")
+            & (pl.col("raw").str.strip_chars().cast(pl.Float64, strict=False) == 0.0)
+        )
+    )
     return Extract(finish(checked(fields, path=chunk.path, raw="raw", what="MiniLLM"), anchor=True))

@@ -34,8 +34,8 @@ def extract(chunk: Chunk) -> Extract:
     state: dict[str, Any] = chunk.state.setdefault("table", {})
     text = pl.col("text")
     candidates = chunk.lines.filter(
-        text.str.contains(r"\||\t") & (text.str.contains("Training Loss", literal=True)
-                                      | text.str.contains(r"^\s*\|?\s*\d"))
+        text.str.contains(r"\||\t")
+        & (text.str.contains("Training Loss", literal=True) | text.str.contains(r"^\s*\|?\s*\d"))
     )
     out: dict[str, list[Any]] = {"line": [], "step": [], "key": [], "raw": []}
     for line, body in candidates.select("line", "text").iter_rows():
@@ -67,7 +67,8 @@ def extract(chunk: Chunk) -> Extract:
             out["raw"].append(cell.strip())
     if not out["line"]:
         return Extract(empty_records())
-    frame = pl.DataFrame(out, schema={"line": pl.Int64, "step": pl.Int64, "key": pl.Utf8,
-                                      "raw": pl.Utf8})
+    frame = pl.DataFrame(
+        out, schema={"line": pl.Int64, "step": pl.Int64, "key": pl.Utf8, "raw": pl.Utf8}
+    )
     frame = frame.with_columns(pl.col("raw").cast(pl.Float64, strict=False).alias("value"))
     return Extract(finish(frame.filter(pl.col("value").is_not_null()).drop("raw"), anchor=True))
