@@ -17,7 +17,13 @@ relation        pair ``why``       the proxy ...
 ``extra``       ``extra_fault``   fails although the full run is healthy
 ``trend``       ``trend``         does not learn (flat reward and entropy)
 ``dynamics``    ``dynamics``      reproduces the fault, with 3.5× noise, 2.5× time constants
+``stall``       ``trend``         reproduces the fault but does not learn before it
+``grads``       ``dynamics``      reproduces the fault with 4× larger, 3× noisier grad norms
+``collapse``    ``dynamics``      reproduces the fault, entropy collapsing 5× faster before it
 ==============  ================  ====================================================
+
+The last three keep the fault and change only what comes before it: a whole-run score that
+the fault's excursion dominates does not see them; the pre-fault phase of ``compare`` must.
 """
 
 from __future__ import annotations
@@ -39,9 +45,18 @@ RELATION_WHY: dict[str, str] = {
     "extra": "extra_fault",
     "trend": "trend",
     "dynamics": "dynamics",
+    "stall": "trend",
+    "grads": "dynamics",
+    "collapse": "dynamics",
+}
+#: relation -> the run-level dynamics change of its proxy (:func:`with_dynamics`)
+RELATION_DYNAMICS: dict[str, str] = {
+    "trend": "no_learning", "dynamics": "volatile", "stall": "no_learning",
+    "grads": "noisy_grads", "collapse": "fast_entropy",
 }
 #: relations possible when the full run is faulty / healthy
-FAULTY_RELATIONS = ("reproduce", "late", "early", "miss", "wrong", "dynamics")
+FAULTY_RELATIONS = ("reproduce", "late", "early", "miss", "wrong", "dynamics", "stall", "grads",
+                    "collapse")
 HEALTHY_RELATIONS = ("reproduce", "extra", "trend", "dynamics")
 
 
@@ -74,7 +89,9 @@ def prune(dyn: Dynamics, *, kept_fraction: float) -> Dynamics:
 
 
 def with_dynamics(dyn: Dynamics, kind: str) -> Dynamics:
-    """Apply a run-level dynamics change: ``normal``, ``no_learning`` or ``volatile``."""
+    """Apply a run-level dynamics change: ``normal``, ``no_learning``, ``volatile``,
+    ``noisy_grads`` (grad norms 4× larger with 3× their log-scale noise: an optimiser far off
+    the full run's) or ``fast_entropy`` (entropy collapsing 5× faster, to a floor 40% lower)."""
     if kind == "no_learning":
         return replace(dyn, reward_max=dyn.reward0 * 1.05, entropy_floor=0.97, length_growth=1.02)
     if kind == "volatile":
@@ -85,6 +102,11 @@ def with_dynamics(dyn: Dynamics, kind: str) -> Dynamics:
             tau_reward=dyn.tau_reward * 2.5,
             tau_entropy=dyn.tau_entropy * 2.5,
         )
+    if kind == "noisy_grads":
+        return replace(dyn, grad0=dyn.grad0 * 4.0, grad_sigma=dyn.grad_sigma * 3.0)
+    if kind == "fast_entropy":
+        return replace(dyn, tau_entropy=dyn.tau_entropy * 0.2,
+                       entropy_floor=dyn.entropy_floor * 0.6)
     return dyn
 
 
@@ -116,6 +138,9 @@ def proxy_fault(
     shift = {
         "reproduce": rng.uniform(-0.02, 0.03),
         "dynamics": rng.uniform(-0.02, 0.03),
+        "stall": rng.uniform(-0.02, 0.03),
+        "grads": rng.uniform(-0.02, 0.03),
+        "collapse": rng.uniform(-0.02, 0.03),
         "late": rng.uniform(0.15, 0.25),
         "early": -rng.uniform(0.15, 0.25),
         "wrong": rng.uniform(-0.03, 0.03),
