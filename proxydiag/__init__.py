@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import ProxydiagError
 from proxydiag.events import Event
+from proxydiag.fidelity.recommend import ProxyCost, Recommendation, recommend
 from proxydiag.fidelity.result import Comparison
 from proxydiag.ingest import read_run, read_runs
 from proxydiag.metrics import AliasTable
@@ -31,7 +32,9 @@ __all__ = [
     "Comparison",
     "Diagnosis",
     "Event",
+    "ProxyCost",
     "ProxydiagError",
+    "Recommendation",
     "Run",
     "RunStore",
     "__version__",
@@ -39,6 +42,7 @@ __all__ = [
     "diagnose",
     "read_run",
     "read_runs",
+    "recommend",
     "report",
 ]
 

@@ -49,11 +49,24 @@ RELATION_WHY: dict[str, str] = {
     "grads": "dynamics",
     "collapse": "dynamics",
 }
+#: relation -> which phases of its comparison (:mod:`proxydiag.fidelity.phases`) are faithful:
+#: the truth ``bench compare`` scores each phase's verdict against (``whole`` for a healthy
+#: full run; a fault's timing or class is judged by the fault test, not by a phase)
+RELATION_PHASES: dict[str, dict[str, bool]] = {
+    "reproduce": {"whole": True, "pre_fault": True, "fault": True},
+    "stall": {"pre_fault": False, "fault": True},
+    "grads": {"pre_fault": False, "fault": True},
+    "collapse": {"pre_fault": False, "fault": True},
+    "dynamics": {"whole": False, "pre_fault": False},
+    "trend": {"whole": False},
+}
 #: relation -> the run-level dynamics change of its proxy (:func:`with_dynamics`)
 RELATION_DYNAMICS: dict[str, str] = {
     "trend": "no_learning", "dynamics": "volatile", "stall": "no_learning",
     "grads": "noisy_grads", "collapse": "fast_entropy",
 }
+#: relations whose proxy has the fault on time, as ``reproduce`` does
+_ON_TIME = {"stall": "reproduce", "grads": "reproduce", "collapse": "reproduce"}
 #: relations possible when the full run is faulty / healthy
 FAULTY_RELATIONS = ("reproduce", "late", "early", "miss", "wrong", "dynamics", "stall", "grads",
                     "collapse")
@@ -138,13 +151,10 @@ def proxy_fault(
     shift = {
         "reproduce": rng.uniform(-0.02, 0.03),
         "dynamics": rng.uniform(-0.02, 0.03),
-        "stall": rng.uniform(-0.02, 0.03),
-        "grads": rng.uniform(-0.02, 0.03),
-        "collapse": rng.uniform(-0.02, 0.03),
         "late": rng.uniform(0.15, 0.25),
         "early": -rng.uniform(0.15, 0.25),
         "wrong": rng.uniform(-0.03, 0.03),
-    }[relation]
+    }[_ON_TIME.get(relation, relation)]  # every draw made, so older corpora stay the same
     onset = int(np.clip(full.onset_step + shift * n_steps, 0.08 * n_steps, 0.85 * n_steps))
     if relation != "wrong":
         return FaultSpec(full.variant, onset, full.nan_after_steps)
