@@ -1,8 +1,11 @@
 """Learning progress over a phase, scored: reward gain, loss descent, entropy decline.
 
 For each of ``reward``, ``loss`` and ``entropy`` the change of every run over the phase (median
-of its last fifth minus median of its first fifth, :func:`proxydiag.fidelity.trend.change`) is
-measured in units of the run's own noise σ and as a fraction of the full seeds' median change.
+of its last fifth minus median of its first twentieth — at least 3 points —, so a change that
+happens early in the phase is not already inside the starting level) is measured in units of
+the run's own noise σ (robust σ of its residuals around the smoothed trend) and as a fraction
+of the full seeds' median change; the progress at half of it is where the smoothed trend first
+reaches half-way.
 Where the full seeds change by at least ``learn_min_sigma`` σ, the proxy
 
 * **learns** when it moves the same way by at least ``learn_gain_fraction`` (50%) of the full
@@ -16,9 +19,10 @@ Where the full seeds change by at least ``learn_min_sigma`` σ, the proxy
   ``learn_min_fraction`` (15%) of the full seeds' change, its interval below 50%): the proxy is
   unfaithful, fault or no fault.
 
-The interval of ``fraction``: the proxy's change ± z·se, se = √2 · 1.2533 σ / √(k / b), the
-standard error of a difference of two medians of ``k`` points each, ``b`` the bootstrap's block
-length (autocorrelated noise has ``k / b`` independent points), over the full seeds' |change|.
+The interval of ``fraction``: the proxy's change ± z·se, se = √2 · 1.2533 σ / √(k / b), ``k`` the
+points of the start's median (the smaller of the two medians; a conservative standard error of
+their difference), ``b`` the bootstrap's block length (autocorrelated noise has ``k / b``
+independent points), over the full seeds' |change|.
 """
 
 from __future__ import annotations
@@ -28,13 +32,16 @@ from statistics import NormalDist
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from proxydiag.align.grid import MetricGrid
 from proxydiag.align.noise import block_points_for
-from proxydiag.align.smooth import window_for
+from proxydiag.align.smooth import smooth, window_for
 from proxydiag.fidelity.config import FidelityConfig
-from proxydiag.fidelity.trend import Change, change
+from proxydiag.fidelity.stats import robust_sigma
+from proxydiag.fidelity.trend import Change
 
+Floats = npt.NDArray[np.float64]
 #: metric -> the direction learning moves it when the full run does not say (docs only: the
 #: full seeds' own direction is what the proxy is held to)
 LEARNING_METRICS: dict[str, str] = {"reward": "gain", "loss": "descent", "entropy": "decline"}
@@ -99,11 +106,30 @@ def _record(mg: MetricGrid, config: FidelityConfig) -> dict[str, Any] | None:
     return {**record, "status": status, "why": why}
 
 
+def change(curve: Floats, *, trend_fraction: float) -> Change:
+    """The net change of a phase's grid curve (NaN gaps ignored).
+
+    >>> c = change(np.r_[np.zeros(10), np.ones(90)], trend_fraction=0.05)
+    >>> c.delta, round(c.half_progress, 2)
+    (1.0, 0.1)
+    """
+    f = curve[np.isfinite(curve)]
+    if f.size < 6:
+        return Change(0.0, 0.0, None)
+    start = float(np.median(f[:max(3, f.size // 20)]))
+    end = float(np.median(f[-max(2, f.size // 5):]))
+    trend = smooth(f, window_points=window_for(f.size, fraction=trend_fraction))
+    sigma = float(robust_sigma(f - trend))
+    halfway = np.flatnonzero((trend - start) * np.sign(end - start) >= abs(end - start) / 2)
+    half = float(halfway[0] / (f.size - 1)) if end != start and halfway.size else None
+    return Change(end - start, sigma, half)
+
+
 def _fraction(mg: MetricGrid, proxy: Change, delta_full: float, config: FidelityConfig
               ) -> tuple[float, tuple[float, float]]:
     """The proxy's change as a fraction of the full seeds', with its interval."""
     n = int(np.count_nonzero(np.isfinite(mg.proxy)))
-    k = max(2, n // 5)
+    k = max(3, n // 20)  # the start's median is the less certain one
     block = block_points_for(n, smooth_points=window_for(n, fraction=config.smooth_fraction))
     se = np.sqrt(2.0) * _MEDIAN_SE * proxy.sigma / np.sqrt(max(k / block, 1.0))
     z = NormalDist().inv_cdf(0.5 + config.ci_level / 2)
