@@ -77,16 +77,15 @@ def time_once(code_root: Path, *, n_metrics: int, n_steps: int, n_full: int, fau
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", required=True, help="git revision to compare against")
+    parser.add_argument("--head", help="git revision to time (default: the working tree)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     n_metrics, n_steps = (5, 2_000) if args.smoke else (50, 20_000)
     rounds = 1 if args.smoke else args.rounds
     with tempfile.TemporaryDirectory() as tmp:
-        archive = subprocess.run(["git", "archive", args.base, "proxydiag"], cwd=ROOT,
-                                 capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        roots = {"base": Path(tmp), "head": ROOT}
+        roots = {"base": _extract(args.base, Path(tmp) / "base"),
+                 "head": _extract(args.head, Path(tmp) / "head") if args.head else ROOT}
         for faulty in (False, True):
             for n_full in (1, 3):
                 seconds: dict[str, list[float]] = {"base": [], "head": []}
@@ -101,6 +100,15 @@ def main() -> None:
                       f"base {base:.3f} s, head {head:.3f} s, ratio {head / base:.2f}x "
                       f"(rounds: base {[round(s, 3) for s in seconds['base']]}, "
                       f"head {[round(s, 3) for s in seconds['head']]})")
+
+
+def _extract(rev: str, into: Path) -> Path:
+    """``proxydiag/`` at git revision ``rev``, extracted into ``into``."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", rev, "proxydiag"], cwd=ROOT, capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
 
 
 if __name__ == "__main__":
