@@ -72,8 +72,11 @@ def test_a_faithful_proxy_is_faithful_in_both_phases() -> None:
 def test_a_proxy_that_reproduces_the_fault_but_does_not_learn_is_unfaithful() -> None:
     c = faulty(diverging(41, ONSET, learns=False))
     assert c.faults.reproduced and c.verdict == "unfaithful", c.reasons
-    assert c.phase("pre_fault").verdict == "unfaithful"  # type: ignore[union-attr]
+    pre = c.phase("pre_fault")
+    assert pre is not None and pre.verdict == "unfaithful" and (pre.fidelity or 1) < 0.3
+    assert pre.learning["reward"]["fraction_ci"][1] < 0.5
     assert any("does not learn" in r for r in c.reasons)
+    assert aggregate.dynamics(c.metrics, CFG) >= 0.9  # the whole run alone scores high
 
 
 def test_larger_noisier_gradients_before_the_fault_are_not_averaged_away() -> None:

@@ -21,6 +21,10 @@ verdicts there are the mean's.
    :mod:`.progress`), two or more are not faithful, or its dynamics score < ``partial_below``;
 4. ``faithful`` otherwise.
 
+A phase's ``fidelity`` is its dynamics score (key metrics weighted 2) made to agree with its
+verdict as the comparison's is: times ``unfaithful_factor`` when unfaithful, at most
+``partial_below`` when partial; its interval likewise.
+
 **Combined**: the comparison's ``fidelity`` is the smaller of its decidable phases' scores, so
 one poor phase lowers it; its verdict is at best the worst decidable phase's (an undecidable
 phase is named in the reasons, never counted as agreement).
@@ -107,9 +111,21 @@ def judge(phase: Phase, metrics: Mapping[str, MetricFidelity], learning: Mapping
     if verdict == "faithful" and (diverged or len(key_off) >= config.partial_min_metrics
                                   or score < config.partial_below):
         verdict = "partial"
-    return PhaseFidelity(phase.name, phase.progress, verdict, score, _ci(metrics, config),
+    lo, hi = _ci(metrics, config)
+    fidelity = _agreeing(score, verdict, config)
+    return PhaseFidelity(phase.name, phase.progress, verdict, fidelity,
+                         (min(_agreeing(lo, verdict, config), fidelity),
+                          max(_agreeing(hi, verdict, config), fidelity)),
                          metrics, dict(learning), tuple(reasons) or (
                              f"dynamics within the seed-to-seed range (score {score:.2f})",))
+
+
+def _agreeing(score: float, verdict: PhaseVerdict, config: FidelityConfig) -> float:
+    """A phase's score made to agree with its verdict, as the comparison's is: times
+    ``unfaithful_factor`` when unfaithful, at most ``partial_below`` when partial."""
+    if verdict == "unfaithful":
+        return score * config.unfaithful_factor
+    return min(score, config.partial_below) if verdict == "partial" else score
 
 
 def combine(phases: Sequence[PhaseFidelity]) -> tuple[float | None, PhaseVerdict, tuple[str, ...]]:
