@@ -33,7 +33,7 @@ from proxydiag.frame import raw
 try:
     from proxydiag.ingest.build import build_run
 except ImportError:  # after the layout change
-    from proxydiag.run import build_run
+    from proxydiag.run.build import build_run
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.fidelity.api import compare
 
@@ -64,13 +64,27 @@ print((time.perf_counter() - t0) / repeat)
 """
 
 
-def time_once(code_root: Path, *, n_metrics: int, n_steps: int, n_full: int, faulty: bool,
-              repeat: int) -> float:
+def time_once(
+    code_root: Path, *, n_metrics: int, n_steps: int, n_full: int, faulty: bool, repeat: int
+) -> float:
     """Seconds per compare call, in a fresh process importing ``proxydiag`` from ``code_root``."""
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(n_metrics), str(n_steps), str(n_full), str(int(faulty)),
-         str(repeat)], capture_output=True, text=True, check=True, cwd=code_root,
-        env={"PYTHONPATH": str(code_root), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"})
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            str(n_metrics),
+            str(n_steps),
+            str(n_full),
+            str(int(faulty)),
+            str(repeat),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=code_root,
+        env={"PYTHONPATH": str(code_root), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
+    )
     return float(done.stdout.strip().splitlines()[-1])
 
 
@@ -84,29 +98,42 @@ def main() -> None:
     n_metrics, n_steps = (5, 2_000) if args.smoke else (50, 20_000)
     rounds = 1 if args.smoke else args.rounds
     with tempfile.TemporaryDirectory() as tmp:
-        roots = {"base": _extract(args.base, Path(tmp) / "base"),
-                 "head": _extract(args.head, Path(tmp) / "head") if args.head else ROOT}
+        roots = {
+            "base": _extract(args.base, Path(tmp) / "base"),
+            "head": _extract(args.head, Path(tmp) / "head") if args.head else ROOT,
+        }
         for faulty in (False, True):
             for n_full in (1, 3):
                 seconds: dict[str, list[float]] = {"base": [], "head": []}
                 for _ in range(rounds):
                     for name, root in roots.items():
-                        seconds[name].append(time_once(root, n_metrics=n_metrics, n_steps=n_steps,
-                                                       n_full=n_full, faulty=faulty, repeat=2))
+                        seconds[name].append(
+                            time_once(
+                                root,
+                                n_metrics=n_metrics,
+                                n_steps=n_steps,
+                                n_full=n_full,
+                                faulty=faulty,
+                                repeat=2,
+                            )
+                        )
                 base, head = (statistics.median(seconds[k]) for k in ("base", "head"))
                 case = "fault at 60% (2 phases)" if faulty else "healthy (1 phase)"
-                print(f"{n_metrics * n_steps:,} + {n_metrics * n_steps:,} points, {n_full} full "
-                      f"seed(s), {case}: "
-                      f"base {base:.3f} s, head {head:.3f} s, ratio {head / base:.2f}x "
-                      f"(rounds: base {[round(s, 3) for s in seconds['base']]}, "
-                      f"head {[round(s, 3) for s in seconds['head']]})")
+                print(
+                    f"{n_metrics * n_steps:,} + {n_metrics * n_steps:,} points, {n_full} full "
+                    f"seed(s), {case}: "
+                    f"base {base:.3f} s, head {head:.3f} s, ratio {head / base:.2f}x "
+                    f"(rounds: base {[round(s, 3) for s in seconds['base']]}, "
+                    f"head {[round(s, 3) for s in seconds['head']]})"
+                )
 
 
 def _extract(rev: str, into: Path) -> Path:
     """``proxydiag/`` at git revision ``rev``, extracted into ``into``."""
     into.mkdir(parents=True)
-    archive = subprocess.run(["git", "archive", rev, "proxydiag"], cwd=ROOT, capture_output=True,
-                             check=True).stdout
+    archive = subprocess.run(
+        ["git", "archive", rev, "proxydiag"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
 

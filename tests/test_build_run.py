@@ -19,9 +19,11 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from proxydiag.frame import SCHEMA, coerce_raw
-from proxydiag.ingest import build, keys, segments, tabular
-from proxydiag.ingest.build import build_run
+from proxydiag.ingest.tabular import _table as tabular
 from proxydiag.metrics import AliasTable
+from proxydiag.run import _grouped, keys, wide
+from proxydiag.run import _segments as segments
+from proxydiag.run.build import build_run
 
 # canonical names, aliases competing for one metric, a cumulative counter, unmapped keys
 POOL = ["loss", "actor/grad_norm", "grad_norm", "ds_skipped", "zz/raw", "aa/raw", "actor/entropy"]
@@ -96,7 +98,7 @@ def test_build_run_equals_reference(
     raw: pl.DataFrame, slices: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table = AliasTable.default()
-    monkeypatch.setattr(build, "_sliceable", lambda n_runs, n_rows: slices)
+    monkeypatch.setattr(_grouped, "_sliceable", lambda n_runs, n_rows: slices)
     run = build_run(raw, name="r", source="r", fmt="t", attrs={"run_id": "r"})
     expected = reference(raw, table)
     assert run.frame.schema == pl.Schema(SCHEMA)
@@ -198,8 +200,8 @@ def test_a_wide_table_builds_the_run_its_raw_frame_builds(table: tabular.Wide, b
     common = {"name": "r", "source": "r", "fmt": "t", "attrs": {"run_id": "r"}}
     before = pl.DataFrame([pl.Series(c.name, c.to_list(), dtype=c.dtype) for c in table.columns])
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(build, "_KEY_CHUNKS", build._KEY_CHUNKS if by_key else 0)
-        direct = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
+        patch.setattr(wide, "_KEY_CHUNKS", wide._KEY_CHUNKS if by_key else 0)
+        direct = wide.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
     # the frame shares the table's buffers: building it changes none (a counter's per-step
     # counts once did, in place)
     assert_frame_equal(pl.DataFrame(table.columns), before, check_exact=True)
@@ -219,11 +221,11 @@ def test_parts_with_wall_times_in_some_parts_only_are_aligned() -> None:
          pl.Series("grad_norm", [1.0, None, None], dtype=pl.Float64),
          pl.Series("actor/grad_norm", [None, 0.0, None], dtype=pl.Float64)])
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(build, "_PARALLEL_CELLS", 0)
-        patch.setattr(build, "_PART_COLUMNS", 1)
-        patch.setattr(build, "_KEY_CHUNKS", 0)
+        patch.setattr(wide, "_PARALLEL_CELLS", 0)
+        patch.setattr(wide, "_PART_COLUMNS", 1)
+        patch.setattr(wide, "_KEY_CHUNKS", 0)
         patch.setattr(pl, "thread_pool_size", lambda: 3)
-        run = build.build_table(table, name="r", source="r", fmt="t", monotonic=True)
+        run = wide.build_table(table, name="r", source="r", fmt="t", monotonic=True)
     assert_aligned(run.frame)
     via_raw = build_run(table.raw(), name="r", source="r", fmt="t", monotonic=True)
     assert_frame_equal(run.frame, via_raw.frame, check_exact=True)
@@ -236,7 +238,7 @@ def test_a_wide_table_of_few_keys_is_its_own_columns_a_chunk_per_key() -> None:
     columns = [pl.Series(name, np.linspace(0.0, 1.0, 100)) for name in ("b", "actor/grad_norm")]
     columns.append(pl.Series("a", [None if i % 3 else float(i) for i in range(100)]))
     table = tabular.Wide(steps, None, columns)
-    frame = build.build_table(table, name="r", source="r", fmt="t", monotonic=True).frame
+    frame = wide.build_table(table, name="r", source="r", fmt="t", monotonic=True).frame
     assert [c.chunk_lengths() for c in (frame["step"], frame["key"], frame["value"])] == [
         [34, 100, 100]] * 3  # metric order: a, b, grad_norm (actor/grad_norm renamed)
     assert frame["metric"].chunk_lengths() == [34, 100, 100]
@@ -259,13 +261,13 @@ def test_a_wide_table_unpivoted_in_parts_side_by_side_builds_the_same_run(
     parts, and no table counted small enough for a chunk per key)."""
     monotonic = bool(np.all(np.diff(table.step.to_numpy()) > 0))
     common = {"name": "r", "source": "r", "fmt": "t", "attrs": {"run_id": "r"}}
-    whole = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
+    whole = wide.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(build, "_PARALLEL_CELLS", 0)
-        patch.setattr(build, "_PART_COLUMNS", 1)
-        patch.setattr(build, "_KEY_CHUNKS", 0)  # unpivoted: a table of many keys
+        patch.setattr(wide, "_PARALLEL_CELLS", 0)
+        patch.setattr(wide, "_PART_COLUMNS", 1)
+        patch.setattr(wide, "_KEY_CHUNKS", 0)  # unpivoted: a table of many keys
         patch.setattr(pl, "thread_pool_size", lambda: workers)
-        parts = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
+        parts = wide.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
     assert_frame_equal(parts.frame, whole.frame, check_exact=True)
     assert parts.mapping == whole.mapping and parts.attrs == whole.attrs
     assert_aligned(parts.frame)
@@ -282,7 +284,7 @@ def test_a_wide_table_read_and_unpivoted_in_parts_builds_the_same_run(
     the straight route cannot take it."""
     monotonic = bool(np.all(np.diff(table.step.to_numpy()) > 0))
     common = {"name": "r", "source": "r", "fmt": "t", "attrs": {"run_id": "r"}}
-    whole = build.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
+    whole = wide.build_table(table, monotonic=monotonic, **common)  # type: ignore[arg-type]
     named = {c.name: c for c in table.columns}
     asked: list[list[str]] = []
 
@@ -291,15 +293,15 @@ def test_a_wide_table_read_and_unpivoted_in_parts_builds_the_same_run(
         return tabular.Wide(table.step, table.wall, [named[k] for k in part]) if monotonic else None
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(build, "_PART_COLUMNS", 1)
-        patch.setattr(build, "_KEY_CHUNKS", build._KEY_CHUNKS if by_key else 0)
+        patch.setattr(wide, "_PART_COLUMNS", 1)
+        patch.setattr(wide, "_KEY_CHUNKS", wide._KEY_CHUNKS if by_key else 0)
         patch.setattr(pl, "thread_pool_size", lambda: workers)
-        parts = build.build_wide_parts(read_part, list(named), **common)  # type: ignore[arg-type]
+        parts = wide.build_wide_parts(read_part, list(named), **common)  # type: ignore[arg-type]
     resolved = AliasTable.default().resolve(list(named))
     metrics = [resolved.get(k, k) for k in named]
     straight = (monotonic and all(c.null_count() < c.len() for c in table.columns)
                 and len(set(metrics)) == len(metrics)
-                and not (set(named) | set(metrics)) & build._UNPIVOT_NAMES)
+                and not (set(named) | set(metrics)) & wide._UNPIVOT_NAMES)
     assert (parts is not None) == straight
     if parts is not None:
         assert_frame_equal(parts.frame, whole.frame, check_exact=True)
@@ -330,7 +332,7 @@ def test_wide_tables_named_like_unpivot_columns_or_with_an_empty_counter(names: 
                          dtype=pl.Float64),
                pl.Series(names[1], [3.0, 4.0])]
     table = tabular.Wide(pl.Series("step", [1, 2]), None, columns)
-    direct = build.build_table(table, name="r", source="r", fmt="t", monotonic=True)
+    direct = wide.build_table(table, name="r", source="r", fmt="t", monotonic=True)
     assert sorted(direct.frame["key"].unique().to_list()) == sorted(
         n for n, c in zip(names, columns, strict=True) if c.null_count() < c.len())
     via_raw = build_run(table.raw(), name="r", source="r", fmt="t", monotonic=True)

@@ -15,19 +15,26 @@ from _fidelity_runs import curves, diag, make_run
 from proxydiag.fidelity import aggregate
 from proxydiag.fidelity.api import compare
 from proxydiag.fidelity.config import FidelityConfig
-from proxydiag.fidelity.render import markdown, text
 from proxydiag.fidelity.result import Comparison
+from proxydiag.report.comparison import markdown, text
 from proxydiag.report.fragments import comparison_block
 from proxydiag.run import Run
 
 N, ONSET = 1000, 600
 CFG = FidelityConfig(n_boot=100)
-SCHEMA = json.loads((Path(__file__).parents[1] / "proxydiag" / "schemas"
-                     / "comparison.schema.json").read_text())
+SCHEMA = json.loads(
+    (Path(__file__).parents[1] / "proxydiag" / "schemas" / "comparison.schema.json").read_text()
+)
 
 
-def diverging(seed: int, onset: int = ONSET, *, grad_scale: float = 1.0, grad_noise: float = 1.0,
-              **kw: float | bool) -> Run:
+def diverging(
+    seed: int,
+    onset: int = ONSET,
+    *,
+    grad_scale: float = 1.0,
+    grad_noise: float = 1.0,
+    **kw: float | bool,
+) -> Run:
     """Grad norm climbing four decades from ``onset``, reward collapsing; before it, the
     curves of :func:`curves` with grad norms ``grad_scale`` × larger and ``grad_noise`` ×
     noisier (the issue's optimiser that differs)."""
@@ -45,16 +52,25 @@ FULLS = [diverging(s) for s in range(3)]
 
 
 def faulty(proxy: Run, onset: int = ONSET) -> Comparison:
-    return compare(FULLS, proxy, config=CFG,
-                   full_diagnoses=[diag(f, "loss_divergence", ONSET) for f in FULLS],
-                   proxy_diagnosis=diag(proxy, "loss_divergence", onset))
+    return compare(
+        FULLS,
+        proxy,
+        config=CFG,
+        full_diagnoses=[diag(f, "loss_divergence", ONSET) for f in FULLS],
+        proxy_diagnosis=diag(proxy, "loss_divergence", onset),
+    )
 
 
 def test_a_healthy_full_run_has_one_phase_the_whole_run() -> None:
     fulls = [make_run(f"h{s}", curves(N, seed=s)) for s in range(3)]
     proxy = make_run("h9", curves(N, seed=9))
-    c = compare(fulls, proxy, config=CFG, full_diagnoses=[diag(f) for f in fulls],
-                proxy_diagnosis=diag(proxy))
+    c = compare(
+        fulls,
+        proxy,
+        config=CFG,
+        full_diagnoses=[diag(f) for f in fulls],
+        proxy_diagnosis=diag(proxy),
+    )
     assert [p.name for p in c.phases] == ["whole"] and c.phases[0].verdict == "faithful"
     assert c.phases[0].metrics == c.metrics and c.fidelity == pytest.approx(c.phases[0].fidelity)
 
@@ -100,9 +116,13 @@ def test_a_much_faster_entropy_collapse_before_the_fault_is_off() -> None:
 def test_too_short_a_phase_is_undecidable_never_agreement() -> None:
     fulls = [diverging(s, 60) for s in range(3)]
     proxy = diverging(44, 60)
-    c = compare(fulls, proxy, config=CFG,
-                full_diagnoses=[diag(f, "loss_divergence", 60) for f in fulls],
-                proxy_diagnosis=diag(proxy, "loss_divergence", 60))
+    c = compare(
+        fulls,
+        proxy,
+        config=CFG,
+        full_diagnoses=[diag(f, "loss_divergence", 60) for f in fulls],
+        proxy_diagnosis=diag(proxy, "loss_divergence", 60),
+    )
     pre = c.phase("pre_fault")
     assert pre is not None and pre.verdict == "undecidable" and pre.fidelity is None
     assert not pre.metrics and any("undecidable" in r for r in c.reasons)
@@ -121,17 +141,24 @@ def test_phases_in_json_text_markdown_and_html() -> None:
 def test_phase_thresholds_come_from_the_config() -> None:
     loose = CFG.replace(level_diverged_ratio=100.0, diverged_factor=100.0)
     proxy = diverging(42, ONSET, grad_scale=4.0, grad_noise=3.0)
-    c = compare(FULLS, proxy, config=loose,
-                full_diagnoses=[diag(f, "loss_divergence", ONSET) for f in FULLS],
-                proxy_diagnosis=diag(proxy, "loss_divergence", ONSET))
+    c = compare(
+        FULLS,
+        proxy,
+        config=loose,
+        full_diagnoses=[diag(f, "loss_divergence", ONSET) for f in FULLS],
+        proxy_diagnosis=diag(proxy, "loss_divergence", ONSET),
+    )
     assert c.phase("pre_fault").metrics["grad_norm"].verdict != "diverged"  # type: ignore[union-attr]
 
 
 def test_align_imports_no_analysis() -> None:
     """One-way data flow: no module of proxydiag.align imports proxydiag.fidelity."""
     align = Path(__file__).parents[1] / "proxydiag" / "align"
-    imported = {alias.name if isinstance(node, ast.Import) else str(node.module)
-                for path in align.glob("*.py") for node in ast.walk(ast.parse(path.read_text()))
-                if isinstance(node, ast.Import | ast.ImportFrom)
-                for alias in (node.names if isinstance(node, ast.Import) else [node])}
+    imported = {
+        alias.name if isinstance(node, ast.Import) else str(node.module)
+        for path in align.glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (node.names if isinstance(node, ast.Import) else [node])
+    }
     assert not [m for m in imported if m.startswith("proxydiag.fidelity")]

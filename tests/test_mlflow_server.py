@@ -17,11 +17,12 @@ from proxydiag.diagnose.result import Diagnosis, RootCause
 from proxydiag.errors import MlflowError
 from proxydiag.fidelity.result import Comparison, FaultComparison, MetricFidelity
 from proxydiag.frame import raw
-from proxydiag.ingest import ReadContext, mlflow_uri
-from proxydiag.ingest.build import build_run
-from proxydiag.mlflow_sink import log_comparison, log_diagnosis
-from proxydiag.mlflow_sync import sync
+from proxydiag.ingest import ReadContext
+from proxydiag.ingest.mlflow import uri as mlflow_uri
+from proxydiag.mlflow.sink import log_comparison, log_diagnosis
+from proxydiag.mlflow.sync import sync
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
 
 pytestmark = pytest.mark.server
 N_STEPS = 120
@@ -52,7 +53,7 @@ def logged(mlflow_server: MlflowServer) -> dict[str, str]:
 def test_runs_uri_reads_complete_paginated_history(mlflow_server: MlflowServer,
                                                    logged: dict[str, str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from proxydiag.ingest import mlflow_rest
+    from proxydiag.ingest.mlflow import rest as mlflow_rest
 
     monkeypatch.setattr(mlflow_rest, "BULK_MAX", 20)  # the bulk reply may be cut: page instead
     ctx = ReadContext(options={"tracking_uri": mlflow_server.uri, "page_size": 25})
@@ -73,7 +74,7 @@ def test_bulk_and_paged_histories_agree(mlflow_server: MlflowServer, logged: dic
     """One bulk reply per key, or get-history page by page: the same frame, NaN/±inf kept."""
     from polars.testing import assert_frame_equal
 
-    from proxydiag.ingest import mlflow_rest
+    from proxydiag.ingest.mlflow import rest as mlflow_rest
 
     calls: list[str] = []
     real = mlflow_rest.get_json
@@ -185,6 +186,7 @@ class MemoryStore:
     def __init__(self, runs: list[Run]) -> None:
         self.runs = {r.id: r for r in runs}
         self.results: dict[tuple[str, str], dict[str, Any]] = {}
+        self.outbox = self  # the outbox's interface, on the same object
 
     def get(self, run_id: str) -> Run:
         return self.runs[run_id]
@@ -201,7 +203,7 @@ class MemoryStore:
         self.results[("comparison", key)] = {"result": c.to_dict(), "synced": False}
         return key
 
-    def pending_mlflow(self) -> list[dict[str, Any]]:
+    def pending(self) -> list[dict[str, Any]]:
         return [{"kind": k, "key": key, "result": v["result"]}
                 for (k, key), v in self.results.items() if not v["synced"]]
 
@@ -209,7 +211,7 @@ class MemoryStore:
         self.results[(kind, key)]["synced"] = True
         return True
 
-    def pending_report(self, kind: str, key: str) -> str | None:
+    def report(self, kind: str, key: str) -> str | None:
         return None
 
 
@@ -224,10 +226,10 @@ def test_server_down_keeps_results_pending_then_sync_pushes(
         log_diagnosis(_diagnosis(proxy, "precision_fault", 30), proxy, tracking_uri=down,
                       store=store)  # type: ignore[arg-type]
     assert time.monotonic() - t0 < 5
-    assert [p["key"] for p in store.pending_mlflow()] == [proxy.id]
+    assert [p["key"] for p in store.outbox.pending()] == [proxy.id]
     result = sync(store, tracking_uri=mlflow_server.uri)  # type: ignore[arg-type]
     assert result.pushed == (("diagnosis", proxy.id, logged["proxy-8"]),) and not result.failed
-    assert store.pending_mlflow() == []
+    assert store.outbox.pending() == []
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -281,7 +283,7 @@ def test_real_store_keeps_comparison_until_cli_sync(mlflow_server: MlflowServer,
                        report_html=html)
     assert store.comparisons()["mlflow_synced"].to_list() == [False]
     kept = list((tmp_path / "store" / "pending_reports").iterdir())
-    assert len(kept) == 1 and store.pending_report("comparison", f"{proxy.id}<-{full.id}") == html
+    assert len(kept) == 1 and store.outbox.report("comparison", f"{proxy.id}<-{full.id}") == html
     code, stdout, stderr = _cli(["mlflow", "sync", "--store", str(tmp_path / "store"),
                                  "--tracking-uri", mlflow_server.uri], capsys)
     assert code == 0, stderr
@@ -332,7 +334,7 @@ def test_a_server_answering_html_is_one_error_line(tmp_path: Any) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        from proxydiag.ingest import mlflow_rest
+        from proxydiag.ingest.mlflow import rest as mlflow_rest
 
         uri = f"http://127.0.0.1:{server.server_address[1]}"
         with pytest.raises(MlflowError, match="did not answer with a JSON object"):

@@ -14,10 +14,10 @@ from proxydiag.diagnose.result import Diagnosis, RootCause
 from proxydiag.errors import StoreError
 from proxydiag.events import Event
 from proxydiag.fidelity.result import Comparison, FaultComparison
-from proxydiag.ingest.build import build_run
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
 from proxydiag.store import JOURNAL, RunStore
-from proxydiag.store_catalog import SCHEMA_VERSION
+from proxydiag.store._catalog import SCHEMA_VERSION
 
 NAN, INF = float("nan"), float("inf")
 
@@ -119,13 +119,13 @@ def test_results_and_pending_mlflow(tmp_path: Path) -> None:
     comps = store.comparisons()
     assert comps.select("proxy_run", "full_runs", "fidelity", "verdict").rows() == [
         ("p1", ["f2", "f1"], 0.8, "faithful")]
-    assert [(p["kind"], p["key"]) for p in store.pending_mlflow()] == [
+    assert [(p["kind"], p["key"]) for p in store.outbox.pending()] == [
         ("diagnosis", rid), ("comparison", key)]
-    store.mark_synced("diagnosis", rid)
-    store.mark_synced("comparison", key)
-    assert store.pending_mlflow() == []
+    store.outbox.mark_synced("diagnosis", rid)
+    store.outbox.mark_synced("comparison", key)
+    assert store.outbox.pending() == []
     with pytest.raises(StoreError, match="unknown result kind"):
-        store.mark_synced("report", "x")
+        store.outbox.mark_synced("report", "x")
 
 
 def test_schema_version_is_recorded_and_a_newer_store_is_refused(tmp_path: Path) -> None:
@@ -145,7 +145,7 @@ def test_a_change_killed_after_the_rename_is_rolled_forward(tmp_path: Path) -> N
     store = RunStore(tmp_path / "s")
     rid = store.put(make_run(values=[1.0, 2.0]))
     new = make_run(values=[3.0, 4.0, 5.0])
-    from proxydiag import store_files
+    from proxydiag.store import _files as store_files
 
     store_files.write(store._file(rid), new, digest=store_files.content_hash(new))
     (tmp_path / "s" / JOURNAL).write_text(json.dumps({"op": "put", "run": rid}))
@@ -172,16 +172,16 @@ def test_a_pending_report_lives_until_its_result_syncs_or_changes(tmp_path: Path
     store.put(run)
     d = diagnosis(run.id, "healthy")
     store.put_diagnosis(d)
-    store.put_pending_report("diagnosis", run.id, "<html>é</html>")
-    assert store.pending_report("diagnosis", run.id) == "<html>é</html>"
+    store.outbox.put_report("diagnosis", run.id, "<html>é</html>")
+    assert store.outbox.report("diagnosis", run.id) == "<html>é</html>"
     store.put_diagnosis(d)  # a new result: the old report is not its report
-    assert store.pending_report("diagnosis", run.id) is None
-    store.put_pending_report("diagnosis", run.id, "<html>2</html>")
+    assert store.outbox.report("diagnosis", run.id) is None
+    store.outbox.put_report("diagnosis", run.id, "<html>2</html>")
     kept = next((tmp_path / "s" / "pending_reports").iterdir())
     kept.write_bytes(kept.read_bytes()[:10])  # cut short: the result still syncs, without it
     with pytest.warns(UserWarning, match=f"{kept}: damaged pending report"):
-        assert store.pending_report("diagnosis", run.id) is None
-    store.mark_synced("diagnosis", run.id)
+        assert store.outbox.report("diagnosis", run.id) is None
+    store.outbox.mark_synced("diagnosis", run.id)
     assert not kept.exists()
 
 
@@ -194,9 +194,9 @@ def test_a_late_mark_synced_does_not_swallow_a_newer_result(tmp_path: Path) -> N
     d1, d2 = diagnosis(run.id, "healthy"), diagnosis(run.id, "loss_divergence")
     store.put_diagnosis(d1)
     store.put_diagnosis(d2)
-    store.put_pending_report("diagnosis", run.id, "<html>d2</html>")
-    assert not store.mark_synced("diagnosis", run.id, result=d1.to_dict())
-    assert [p["result"]["label"] for p in store.pending_mlflow()] == ["loss_divergence"]
-    assert store.pending_report("diagnosis", run.id) == "<html>d2</html>"
-    assert store.mark_synced("diagnosis", run.id, result=d2.to_dict())
-    assert store.pending_mlflow() == [] and store.pending_report("diagnosis", run.id) is None
+    store.outbox.put_report("diagnosis", run.id, "<html>d2</html>")
+    assert not store.outbox.mark_synced("diagnosis", run.id, result=d1.to_dict())
+    assert [p["result"]["label"] for p in store.outbox.pending()] == ["loss_divergence"]
+    assert store.outbox.report("diagnosis", run.id) == "<html>d2</html>"
+    assert store.outbox.mark_synced("diagnosis", run.id, result=d2.to_dict())
+    assert store.outbox.pending() == [] and store.outbox.report("diagnosis", run.id) is None

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from proxydiag.errors import IngestError
-from proxydiag.ingest import csv as csv_reader
-from proxydiag.ingest import jsonl
-from proxydiag.ingest.tabular import map_file
+from proxydiag.ingest.tabular import _jsonl_fast, jsonl
+from proxydiag.ingest.tabular import csv as csv_reader
+from proxydiag.ingest.tabular._bytes import map_file
 
 NAN, INF = float("nan"), float("inf")
 Point = tuple[int, str, float]
@@ -156,19 +156,19 @@ def test_jsonl_late_keys_are_read_from_their_lines(
     path = tmp_path / "late.jsonl"
     path.write_text("".join(_dump(r, style) + "\n" for r in records), encoding="utf-8")
     found = []
-    late_columns = jsonl._late_columns
+    late_columns = _jsonl_fast._late_columns
 
     def spy(*args: Any) -> Any:
         found.append(late_columns(*args))
         return found[-1]
 
-    monkeypatch.setattr(jsonl, "_late_columns", spy)
+    monkeypatch.setattr(_jsonl_fast, "_late_columns", spy)
     raw, notes, _ = jsonl.read_table(path)
     assert found and found[-1] is not None
     assert sorted(s.name for s in found[-1][0]) == ["timing_s/testing", "val/acc"]
     want, nulls = _json_reference(path.read_text(encoding="utf-8"))
     assert same(points(raw), want) and notes.null_as_nan == nulls
-    monkeypatch.setattr(jsonl, "_late_columns", lambda *args: None)  # every record's schema
+    monkeypatch.setattr(_jsonl_fast, "_late_columns", lambda *args: None)  # every record's schema
     again, notes_again, _ = jsonl.read_table(path)
     assert same(points(again), points(raw)) and notes_again.null_as_nan == notes.null_as_nan
 
@@ -188,7 +188,7 @@ def test_jsonl_late_keys_that_are_not_numbers_read_as_every_record_says(
     path = tmp_path / "odd.jsonl"
     path.write_text("".join(json.dumps({"step": i, "data": {"loss": 0.1 * i}}) + "\n"
                             for i in range(300)) + line + "\n")
-    assert jsonl._trusted_head(map_file(path), path) is None
+    assert _jsonl_fast._trusted_head(map_file(path), path) is None
     raw, _, _ = jsonl.read_table(path)
     assert raw.filter(pl.col("key") == "loss").height == 301
 
@@ -343,7 +343,8 @@ def test_parquet_read_and_unpivoted_in_parts_equals_one_read(
     columns, each part on its own thread with the step column: the same Run as one whole
     read. A file the straight route cannot take (steps that go back, a key without values, a
     column of text) is read whole, as before."""
-    from proxydiag.ingest import parquet, read_run
+    from proxydiag.ingest import read_run
+    from proxydiag.ingest.tabular import parquet
 
     rng = random.Random(11)
     n = 4_000
@@ -397,7 +398,8 @@ def test_parquet_read_in_parts_of_columns_equals_one_read(
     """A single-row-group file of 1 MB or more is read as parts of its columns, side by side;
     a file of several row groups in one read (polars reads those side by side itself). The
     run is the same either way: NaN, ±inf, empty cells, a label and a pandas index kept."""
-    from proxydiag.ingest import parquet, read_run
+    from proxydiag.ingest import read_run
+    from proxydiag.ingest.tabular import parquet
 
     rng = random.Random(7)
     n = 4_000

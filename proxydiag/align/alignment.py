@@ -14,16 +14,17 @@ A registration warps the proxy's axis only; the range stays the one found before
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from types import ModuleType
 
 from proxydiag.align import progress, step, tokens
 from proxydiag.align.axis import Axis
+from proxydiag.align.contract import Aligner
 from proxydiag.align.register import register
 from proxydiag.errors import AnalysisError
+from proxydiag.registry import Registry
 from proxydiag.run import Run
 
-#: alignment name -> module with ``axis(run)`` and ``RANGE`` ("overlap" | "progress")
-ALIGNERS: dict[str, ModuleType] = {"step": step, "tokens": tokens, "progress": progress}
+#: alignment name -> aligner (:class:`~proxydiag.align.contract.Aligner`)
+ALIGNERS: Registry[Aligner] = Registry("aligner", {m.NAME: m for m in (step, tokens, progress)})
 
 
 @dataclass(frozen=True)
@@ -70,12 +71,19 @@ class Alignment:
         full run's onset at ``full_progress`` (:mod:`proxydiag.align.register`); unchanged when
         the warp is impossible (an onset outside the proxy's span)."""
         target = self.position(full_progress)
-        warped = register(self.axes[-1], first_step=proxy.first_step, last_step=proxy.last_step,
-                          onset_step=onset_step, to_position=target)
+        warped = register(
+            self.axes[-1],
+            first_step=proxy.first_step,
+            last_step=proxy.last_step,
+            onset_step=onset_step,
+            to_position=target,
+        )
         if warped is None:
             return self
-        note = (f"; proxy axis warped to register its fault onset (step {onset_step:g}) on the "
-                f"full run's ({target:.4g} on the {self.unit} axis)")
+        note = (
+            f"; proxy axis warped to register its fault onset (step {onset_step:g}) on the "
+            f"full run's ({target:.4g} on the {self.unit} axis)"
+        )
         return replace(self, axes=(*self.axes[:-1], warped), overlap=self.overlap + note)
 
 
@@ -86,7 +94,9 @@ def align_runs(full: list[Run], proxy: Run, *, align: str = "step") -> Alignment
     runs that do not overlap on the axis.
     """
     if align not in ALIGNERS:
-        raise AnalysisError(f"unknown alignment {align!r}; use one of {', '.join(ALIGNERS)}")
+        raise AnalysisError(
+            f"unknown alignment {align!r}; use one of {', '.join(ALIGNERS.names())}"
+        )
     if not full:
         raise AnalysisError("compare needs at least one full run; pass --full SOURCE")
     runs = [*full, proxy]
@@ -97,8 +107,16 @@ def align_runs(full: list[Run], proxy: Run, *, align: str = "step") -> Alignment
     else:
         axes = tuple(module.axis(r) for r in runs)
     x_range, overlap = _range(module.RANGE, axes, runs)
-    return Alignment(align, axes[0].unit, x_range, overlap, tuple(r.id for r in runs), len(full),
-                     axes, tuple((ax.first, ax.last) for ax in axes))
+    return Alignment(
+        align,
+        axes[0].unit,
+        x_range,
+        overlap,
+        tuple(r.id for r in runs),
+        len(full),
+        axes,
+        tuple((ax.first, ax.last) for ax in axes),
+    )
 
 
 def _range(kind: str, axes: tuple[Axis, ...], runs: list[Run]) -> tuple[tuple[float, float], str]:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import ConfigOpt, FormatOpt, app
+from proxydiag.cli._app import ConfigOpt, FormatOpt, app, out
 
 bench_app = typer.Typer(help="Score diagnose/compare against a labelled corpus (labels.json).",
                         no_args_is_help=True)
@@ -21,9 +22,14 @@ def bench_diagnose(
     fmt: FormatOpt = "text",
 ) -> None:
     """Per-class precision/recall, macro-F1 and onset error of `diagnose` on a corpus."""
-    from proxydiag.bench.diagnose import main
+    from proxydiag.evaluate.diagnose import check_format, render, score
 
-    main(corpus, config=config, fmt=fmt)
+    check_format(fmt)
+    result = score(corpus, config=config)
+    if fmt == "json":
+        out.print(json.dumps(result.to_dict()), markup=False)
+    else:
+        out.print(render(result, markdown=fmt == "markdown"), markup=False)
 
 
 @bench_app.command("compare")
@@ -33,6 +39,12 @@ def bench_compare(
     fmt: FormatOpt = "text",
 ) -> None:
     """AUC of fidelity, verdict accuracy and seed-pair faithfulness of `compare` on a corpus."""
-    from proxydiag.bench.compare import main
+    from proxydiag.evaluate.compare import evaluate, render, score
+    from proxydiag.evaluate.diagnose import check_format
 
-    main(corpus, config=config, fmt=fmt)
+    check_format(fmt)
+    result = score(evaluate(corpus, config=config))
+    if fmt == "json":
+        out.print_json(json.dumps(result.to_dict()))
+    else:
+        out.print(render(result, markdown=fmt == "markdown"), markup=False)

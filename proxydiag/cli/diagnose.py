@@ -42,7 +42,7 @@ def diagnose(
     """Label each run healthy / gradient_overflow / loss_divergence / precision_fault."""
     from proxydiag.diagnose.api import diagnose as run_diagnose
     from proxydiag.diagnose.config import DiagnoseConfig, load_config
-    from proxydiag.diagnose.render import markdown, text
+    from proxydiag.report.diagnosis import markdown, text
 
     check_format(fmt)
     failing = fail_classes(fail_on, labels=True, verdicts=False)

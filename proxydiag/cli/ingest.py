@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -18,7 +17,7 @@ from rich.table import Table
 from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, app, err
 from proxydiag.cli.show import cell, show
 from proxydiag.errors import ProxydiagError, StoreLockedError
-from proxydiag.ingest import ReadContext, discover, is_uri
+from proxydiag.ingest import ReadContext, Reader, discover, is_uri
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run
 
@@ -66,7 +65,7 @@ def ingest(
         "--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)")] = None,
 ) -> None:
     """Read runs (any supported format) into the store; re-ingesting a source replaces it."""
-    from proxydiag.ingest import mlflow_uri
+    from proxydiag.ingest.mlflow import uri as mlflow_uri
     from proxydiag.store import RunStore
 
     ctx = ReadContext(AliasTable.load(aliases) if aliases else AliasTable.default(),
@@ -74,7 +73,7 @@ def ingest(
     target = RunStore(store, lock_timeout_s=lock_timeout_s)
     stored: list[Run] = []
     failures: list[str] = []
-    work: list[tuple[ModuleType | None, str | Path]] = []  # (None, message): discovery failed
+    work: list[tuple[Reader | None, str | Path]] = []  # (None, message): discovery failed
     if not sources and not mlflow_experiment:
         raise typer.BadParameter("give SOURCE... and/or --mlflow-experiment NAME")
     if mlflow_experiment:  # MLflow selects the runs; each is then read by the fastest route

@@ -1,10 +1,11 @@
-"""`Diagnosis`: the run-level verdict of the failure taxonomy (JSON contract in ARCHITECTURE.md)."""
+"""`Diagnosis`: the run-level verdict of the failure taxonomy (docs/architecture.md#json-contracts)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from proxydiag import display
 from proxydiag.events import Event
 
 Label = Literal["healthy", "gradient_overflow", "loss_divergence", "precision_fault"]
@@ -73,6 +74,4 @@ class Diagnosis:
         }
 
     def _repr_html_(self) -> str:
-        from proxydiag.report.notebook import diagnosis_html
-
-        return diagnosis_html(self)
+        return display.html(self)

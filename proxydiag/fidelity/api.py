@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 
@@ -36,14 +35,18 @@ from proxydiag.fidelity import (
 )
 from proxydiag.fidelity.config import FidelityConfig, load_config
 from proxydiag.fidelity.context import metric_context
+from proxydiag.fidelity.contract import FidelityTest
 from proxydiag.fidelity.phases import WHOLE, Phase
 from proxydiag.fidelity.phases import split as phases_of
 from proxydiag.fidelity.result import Comparison, MetricFidelity, PhaseFidelity, Verdict
+from proxydiag.registry import Registry
 from proxydiag.run import Run
 
 _RANK = {"faithful": 0, "undecidable": 0, "partial": 1, "unfaithful": 2}
 #: the per-metric tests, in the order they are reported (one module each)
-TESTS: tuple[ModuleType, ...] = (trend, shape, volatility, increments, level)
+TESTS: Registry[FidelityTest] = Registry(
+    "fidelity test", {t.NAME: t for t in (trend, shape, volatility, increments, level)}
+)
 
 
 def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from proxydiag.align.grid import LOG_SCALE_METRICS
-from proxydiag.config import check_ranges, override, ranged, read_toml
 from proxydiag.errors import ConfigError
+from proxydiag.settings import check_ranges, override, ranged, read_toml
 
 #: the table of a ``--config`` file read here; the others (``[scaler]``, ``[spikes]`` ... of
 #: ``proxydiag diagnose``) are ignored, so one file can serve both commands

@@ -39,8 +39,13 @@ class Phase:
     undecidable: str = ""
 
 
-def split(aligned: Alignment, fault: FaultComparison, diagnoses: Sequence[Diagnosis | None], *,
-          config: FidelityConfig) -> tuple[Phase, ...]:
+def split(
+    aligned: Alignment,
+    fault: FaultComparison,
+    diagnoses: Sequence[Diagnosis | None],
+    *,
+    config: FidelityConfig,
+) -> tuple[Phase, ...]:
     """The phases of a comparison (see the module docstring).
 
     ``diagnoses`` are the full runs' then the proxy's; ``aligned`` is the alignment the curves
@@ -59,17 +64,24 @@ def split(aligned: Alignment, fault: FaultComparison, diagnoses: Sequence[Diagno
     )
 
 
-def _phase(name: str, lo: float, hi: float, progress: tuple[float, float],
-           config: FidelityConfig) -> Phase:
+def _phase(
+    name: str, lo: float, hi: float, progress: tuple[float, float], config: FidelityConfig
+) -> Phase:
     length = progress[1] - progress[0]
-    why = "" if length >= config.phase_min_progress else (
-        f"undecidable: {length:.1%} of progress < {config.phase_min_progress:.0%} "
-        "(phase_min_progress)")
+    why = (
+        ""
+        if length >= config.phase_min_progress
+        else (
+            f"undecidable: {length:.1%} of progress < {config.phase_min_progress:.0%} "
+            "(phase_min_progress)"
+        )
+    )
     return Phase(name, lo, hi, (round(progress[0], 4), round(progress[1], 4)), why)
 
 
-def _earliest_onset(aligned: Alignment, fault: FaultComparison,
-                    diagnoses: Sequence[Diagnosis | None]) -> float | None:
+def _earliest_onset(
+    aligned: Alignment, fault: FaultComparison, diagnoses: Sequence[Diagnosis | None]
+) -> float | None:
     """Earliest onset progress of the agreed fault among the full seeds carrying it and the
     proxy (None when the full seeds are healthy, split, or their onset is unknown)."""
     label = fault.full.get("label")
@@ -77,9 +89,11 @@ def _earliest_onset(aligned: Alignment, fault: FaultComparison,
         return None
     if seeds_split(fault.full.get("seeds") or []):
         return None
-    onsets = [aligned.progress(row, float(d.onset_step))
-              for row, d in enumerate(diagnoses)
-              if d is not None and d.label == label and d.onset_step is not None]
+    onsets = [
+        aligned.progress(row, float(d.onset_step))
+        for row, d in enumerate(diagnoses)
+        if d is not None and d.label == label and d.onset_step is not None
+    ]
     return min(onsets) if onsets else None
 
 

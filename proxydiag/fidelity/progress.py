@@ -49,7 +49,9 @@ LEARNING_METRICS: dict[str, str] = {"reward": "gain", "loss": "descent", "entrop
 _MEDIAN_SE = float(np.sqrt(np.pi / 2))
 
 
-def learning(metrics: Mapping[str, MetricGrid], config: FidelityConfig) -> dict[str, dict[str, Any]]:
+def learning(
+    metrics: Mapping[str, MetricGrid], config: FidelityConfig
+) -> dict[str, dict[str, Any]]:
     """The progress record of each learning metric present (see the module docstring)."""
     out: dict[str, dict[str, Any]] = {}
     for name in LEARNING_METRICS:
@@ -68,18 +70,24 @@ def not_learning(records: Mapping[str, Mapping[str, Any]], config: FidelityConfi
         r = records.get(metric)
         if r is None or r.get("status") == "flat":
             continue
-        if r["fraction"] < config.learn_min_fraction and r["fraction_ci"][1] < config.learn_gain_fraction:
-            return (f"does not learn: the full seeds' {metric} changes {r['sigma_full']:+.1f}σ, "
-                    f"the proxy's {r['fraction']:.0%} of that (interval up to "
-                    f"{r['fraction_ci'][1]:.0%})")
+        if (
+            r["fraction"] < config.learn_min_fraction
+            and r["fraction_ci"][1] < config.learn_gain_fraction
+        ):
+            return (
+                f"does not learn: the full seeds' {metric} changes {r['sigma_full']:+.1f}σ, "
+                f"the proxy's {r['fraction']:.0%} of that (interval up to "
+                f"{r['fraction_ci'][1]:.0%})"
+            )
         return None
     return None
 
 
 def off(records: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """Metric -> why its progress is off (learns less, or at another pace)."""
-    return {m: str(r["why"]) for m, r in records.items()
-            if r.get("status") in ("less", "more", "pace")}
+    return {
+        m: str(r["why"]) for m, r in records.items() if r.get("status") in ("less", "more", "pace")
+    }
 
 
 def _record(mg: MetricGrid, config: FidelityConfig) -> dict[str, Any] | None:
@@ -90,7 +98,8 @@ def _record(mg: MetricGrid, config: FidelityConfig) -> dict[str, Any] | None:
     delta_full = float(np.median([c.delta for c in fulls]))
     z_full = float(np.median([c.z for c in fulls]))
     record: dict[str, Any] = {
-        "change_full": round(delta_full, 6), "change_proxy": round(proxy.delta, 6),
+        "change_full": round(delta_full, 6),
+        "change_proxy": round(proxy.delta, 6),
         "sigma_full": round(z_full, 3) if np.isfinite(z_full) else None,
         "sigma_proxy": round(proxy.z, 3) if np.isfinite(proxy.z) else None,
         "seeds_change": [round(c.delta, 6) for c in fulls],
@@ -99,9 +108,12 @@ def _record(mg: MetricGrid, config: FidelityConfig) -> dict[str, Any] | None:
         return {**record, "status": "flat", "why": "the full run does not change here"}
     fraction, (lo, hi) = _fraction(mg, proxy, delta_full, config)
     halves = [c.half_progress for c in fulls if c.half_progress is not None]
-    record.update(fraction=round(fraction, 4), fraction_ci=[round(lo, 4), round(hi, 4)],
-                  half_progress_full=[round(min(halves), 4), round(max(halves), 4)] if halves
-                  else None, half_progress_proxy=proxy.half_progress)
+    record.update(
+        fraction=round(fraction, 4),
+        fraction_ci=[round(lo, 4), round(hi, 4)],
+        half_progress_full=[round(min(halves), 4), round(max(halves), 4)] if halves else None,
+        half_progress_proxy=proxy.half_progress,
+    )
     status, why = _judge(mg.metric, fraction, hi, halves, proxy, config)
     return {**record, "status": status, "why": why}
 
@@ -116,8 +128,8 @@ def change(curve: Floats, *, trend_fraction: float) -> Change:
     f = curve[np.isfinite(curve)]
     if f.size < 6:
         return Change(0.0, 0.0, None)
-    start = float(np.median(f[:max(3, f.size // 20)]))
-    end = float(np.median(f[-max(2, f.size // 5):]))
+    start = float(np.median(f[: max(3, f.size // 20)]))
+    end = float(np.median(f[-max(2, f.size // 5) :]))
     trend = smooth(f, window_points=window_for(f.size, fraction=trend_fraction))
     sigma = float(robust_sigma(f - trend))
     halfway = np.flatnonzero((trend - start) * np.sign(end - start) >= abs(end - start) / 2)
@@ -125,8 +137,9 @@ def change(curve: Floats, *, trend_fraction: float) -> Change:
     return Change(end - start, sigma, half)
 
 
-def _fraction(mg: MetricGrid, proxy: Change, delta_full: float, config: FidelityConfig
-              ) -> tuple[float, tuple[float, float]]:
+def _fraction(
+    mg: MetricGrid, proxy: Change, delta_full: float, config: FidelityConfig
+) -> tuple[float, tuple[float, float]]:
     """The proxy's change as a fraction of the full seeds', with its interval."""
     n = int(np.count_nonzero(np.isfinite(mg.proxy)))
     k = max(3, n // 20)  # the start's median is the less certain one
@@ -139,20 +152,32 @@ def _fraction(mg: MetricGrid, proxy: Change, delta_full: float, config: Fidelity
     return float(fraction), (float(fraction - half_width), float(fraction + half_width))
 
 
-def _judge(metric: str, fraction: float, hi: float, halves: list[float], proxy: Change,
-           config: FidelityConfig) -> tuple[str, str]:
+def _judge(
+    metric: str,
+    fraction: float,
+    hi: float,
+    halves: list[float],
+    proxy: Change,
+    config: FidelityConfig,
+) -> tuple[str, str]:
     what = LEARNING_METRICS[metric]
     lo = fraction - (hi - fraction)
     if lo > config.learn_excess_factor:
-        return "more", (f"{metric} {what} {fraction:.1f}× the full seeds' (interval from "
-                        f"{lo:.1f}× > ×{config.learn_excess_factor:g})")
+        return "more", (
+            f"{metric} {what} {fraction:.1f}× the full seeds' (interval from "
+            f"{lo:.1f}× > ×{config.learn_excess_factor:g})"
+        )
     if hi < config.learn_gain_fraction:
-        return "less", (f"{metric} {what} {fraction:.0%} of the full seeds' (interval up to "
-                        f"{hi:.0%} < {config.learn_gain_fraction:.0%})")
+        return "less", (
+            f"{metric} {what} {fraction:.0%} of the full seeds' (interval up to "
+            f"{hi:.0%} < {config.learn_gain_fraction:.0%})"
+        )
     if halves and proxy.half_progress is not None:
         slow, fast = max(halves) * config.learn_pace_factor, min(halves) / config.learn_pace_factor
         if not fast <= proxy.half_progress <= slow:
-            return "pace", (f"{metric} half-way at {proxy.half_progress:.0%} of the phase, the "
-                            f"full seeds at {min(halves):.0%}–{max(halves):.0%} (beyond ×"
-                            f"{config.learn_pace_factor:g})")
+            return "pace", (
+                f"{metric} half-way at {proxy.half_progress:.0%} of the phase, the "
+                f"full seeds at {min(halves):.0%}–{max(halves):.0%} (beyond ×"
+                f"{config.learn_pace_factor:g})"
+            )
     return "learns", f"{metric} {what} {fraction:.0%} of the full seeds'"

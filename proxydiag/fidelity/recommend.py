@@ -51,8 +51,9 @@ class ProxyCost:
         >>> ProxyCost.of({"experts_kept": "8", "experts_total": 64, "cost_per_step": None})
         ProxyCost(experts_kept=8.0, experts_total=64.0, cost_per_step=None)
         """
-        return cls(*(_number(attrs.get(k)) for k in ("experts_kept", "experts_total",
-                                                      "cost_per_step")))
+        return cls(
+            *(_number(attrs.get(k)) for k in ("experts_kept", "experts_total", "cost_per_step"))
+        )
 
 
 @dataclass(frozen=True)
@@ -82,14 +83,21 @@ class Recommendation:
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "levels": [asdict(lv) for lv in self.levels],
-                "recommended": self.recommended.proxy_run if self.recommended else None,
-                "reason": self.reason}
+        return {
+            "group": self.group,
+            "levels": [asdict(lv) for lv in self.levels],
+            "recommended": self.recommended.proxy_run if self.recommended else None,
+            "reason": self.reason,
+        }
 
 
-def recommend(comparisons: Sequence[Comparison | Mapping[str, Any]], *,
-              costs: Mapping[str, ProxyCost], group: str = "",
-              full_cost_per_step: float | None = None) -> Recommendation:
+def recommend(
+    comparisons: Sequence[Comparison | Mapping[str, Any]],
+    *,
+    costs: Mapping[str, ProxyCost],
+    group: str = "",
+    full_cost_per_step: float | None = None,
+) -> Recommendation:
     """The smallest proxy faithful in every phase among ``comparisons`` (one per level).
 
     Parameters
@@ -103,18 +111,25 @@ def recommend(comparisons: Sequence[Comparison | Mapping[str, Any]], *,
     full_cost_per_step
         The full run's cost per step, when known (else proxies' costs are relative to it).
     """
-    levels = sorted((_level(_as_dict(c), costs, full_cost_per_step) for c in comparisons),
-                    key=_size)
+    levels = sorted(
+        (_level(_as_dict(c), costs, full_cost_per_step) for c in comparisons), key=_size
+    )
     good = [lv for lv in levels if lv.qualifies]
     if good:
         best = good[0]
-        reason = (f"{best.proxy_run}: the smallest proxy faithful in every phase"
-                  + (f", saving {best.saving:.0%} of the accelerator time per step"
-                     if best.saving is not None else ""))
+        reason = f"{best.proxy_run}: the smallest proxy faithful in every phase" + (
+            f", saving {best.saving:.0%} of the accelerator time per step"
+            if best.saving is not None
+            else ""
+        )
     else:
         best = None
-        reason = "no proxy is faithful in every phase: " + "; ".join(
-            f"{lv.proxy_run} {lv.why}" for lv in levels) if levels else "no compared proxy"
+        reason = (
+            "no proxy is faithful in every phase: "
+            + "; ".join(f"{lv.proxy_run} {lv.why}" for lv in levels)
+            if levels
+            else "no compared proxy"
+        )
     return Recommendation(group, tuple(levels), best, reason)
 
 
@@ -122,12 +137,14 @@ def _as_dict(c: Comparison | Mapping[str, Any]) -> Mapping[str, Any]:
     return c.to_dict() if isinstance(c, Comparison) else c
 
 
-def _level(c: Mapping[str, Any], costs: Mapping[str, ProxyCost],
-           full_cost: float | None) -> Level:
+def _level(c: Mapping[str, Any], costs: Mapping[str, ProxyCost], full_cost: float | None) -> Level:
     proxy = str(c.get("proxy_run", ""))
     cost = costs.get(proxy, ProxyCost())
-    fraction = (cost.experts_kept / cost.experts_total
-                if cost.experts_kept is not None and cost.experts_total else None)
+    fraction = (
+        cost.experts_kept / cost.experts_total
+        if cost.experts_kept is not None and cost.experts_total
+        else None
+    )
     saving, basis = _saving(cost, fraction, full_cost)
     phases = {str(p["name"]): str(p["verdict"]) for p in c.get("phases") or []}
     intervals = [tuple(p["ci"]) for p in c.get("phases") or [] if p.get("ci")]
@@ -135,21 +152,37 @@ def _level(c: Mapping[str, Any], costs: Mapping[str, ProxyCost],
     verdict = str(c.get("verdict", ""))
     off = {name: v for name, v in phases.items() if v != "faithful"}
     qualifies = verdict == "faithful" and not off
-    why = ("faithful in every phase" if qualifies else f"is {verdict}" + (
-        " (" + ", ".join(f"{n} {v}" for n, v in off.items()) + ")" if off else ""))
-    return Level(proxy, cost.experts_kept, None if fraction is None else round(fraction, 4),
-                 saving, basis, c.get("fidelity"),
-                 None if ci is None else (float(ci[0]), float(ci[1])), verdict, phases,
-                 qualifies, why)
+    why = (
+        "faithful in every phase"
+        if qualifies
+        else f"is {verdict}"
+        + (" (" + ", ".join(f"{n} {v}" for n, v in off.items()) + ")" if off else "")
+    )
+    return Level(
+        proxy,
+        cost.experts_kept,
+        None if fraction is None else round(fraction, 4),
+        saving,
+        basis,
+        c.get("fidelity"),
+        None if ci is None else (float(ci[0]), float(ci[1])),
+        verdict,
+        phases,
+        qualifies,
+        why,
+    )
 
 
-def _saving(cost: ProxyCost, fraction: float | None, full_cost: float | None
-            ) -> tuple[float | None, str]:
+def _saving(
+    cost: ProxyCost, fraction: float | None, full_cost: float | None
+) -> tuple[float | None, str]:
     if cost.cost_per_step is not None:
         base = full_cost if full_cost else 1.0
         return round(1.0 - cost.cost_per_step / base, 4), (
-            "cost_per_step against the full run's" if full_cost else
-            "cost_per_step, relative to the full run's (1.0)")
+            "cost_per_step against the full run's"
+            if full_cost
+            else "cost_per_step, relative to the full run's (1.0)"
+        )
     if fraction is not None:
         return round(1.0 - fraction, 4), "1 - experts kept fraction (cost per step unknown)"
     return None, "unknown (no cost_per_step, no experts_kept/experts_total)"
@@ -165,6 +198,9 @@ def _number(value: Any) -> float | None:
 
 def _size(level: Level) -> tuple[float, float]:
     """Smallest first: by kept fraction (else experts kept), then by saving (largest first)."""
-    size = level.kept_fraction if level.kept_fraction is not None else (
-        level.experts_kept if level.experts_kept is not None else float("inf"))
+    size = (
+        level.kept_fraction
+        if level.kept_fraction is not None
+        else (level.experts_kept if level.experts_kept is not None else float("inf"))
+    )
     return (float(size), -(level.saving if level.saving is not None else 0.0))

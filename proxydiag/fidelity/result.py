@@ -1,10 +1,12 @@
-"""`TestResult`, `MetricFidelity`, `FaultComparison`, `PhaseFidelity`, `Comparison` (JSON contract:
-``proxydiag/schemas/comparison.schema.json``)."""
+"""`TestResult`, `MetricFidelity`, `FaultComparison`, `PhaseFidelity`, `Comparison`
+(docs/architecture.md#json-contracts; ``proxydiag/schemas/comparison.schema.json``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from proxydiag import display
 
 MetricVerdict = Literal["faithful", "drifted", "diverged"]
 Verdict = Literal["faithful", "partial", "unfaithful"]
@@ -183,6 +185,4 @@ class Comparison:
         }
 
     def _repr_html_(self) -> str:
-        from proxydiag.report.notebook import comparison_html
-
-        return comparison_html(self)
+        return display.html(self)

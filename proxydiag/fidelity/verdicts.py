@@ -61,7 +61,9 @@ def level_beyond(test: TestResult, config: FidelityConfig) -> bool:
     seeds = [abs(np.log(b)) for b in test.details.get("seed_levels", []) if b and b > 0]
     if test.details.get("kind") != "ratio" or test.value is None or not test.value > 0:
         return False
-    return bool(abs(np.log(test.value)) > np.log(config.level_diverged_ratio) + max(seeds, default=0.0))
+    return bool(
+        abs(np.log(test.value)) > np.log(config.level_diverged_ratio) + max(seeds, default=0.0)
+    )
 
 
 def sharpen(m: MetricFidelity, config: FidelityConfig) -> MetricFidelity:
@@ -71,25 +73,43 @@ def sharpen(m: MetricFidelity, config: FidelityConfig) -> MetricFidelity:
     shape = m.tests.get("shape")
     # a handful of points: the spread of their changes is too uncertain to call it far off
     enough = shape is None or shape.details.get("points", 0) >= config.diverged_min_points
-    far = [t for k, t in m.tests.items()
-           if enough and k in config.diverged_tests and far_outside(t, config)]
+    far = [
+        t
+        for k, t in m.tests.items()
+        if enough and k in config.diverged_tests and far_outside(t, config)
+    ]
     level = m.tests.get("level")
     if level is not None and level_beyond(level, config):
         far.append(level)
     if not far:
         return m
     why = "; ".join(t.explanation for t in far)
-    return replace(m, verdict="diverged",
-                   explanation=f"{m.explanation}; diverged, far outside the seed range: {why}")
+    return replace(
+        m,
+        verdict="diverged",
+        explanation=f"{m.explanation}; diverged, far outside the seed range: {why}",
+    )
 
 
-def judge(phase: Phase, metrics: Mapping[str, MetricFidelity], learning: Mapping[str, Any],
-          config: FidelityConfig) -> PhaseFidelity:
+def judge(
+    phase: Phase,
+    metrics: Mapping[str, MetricFidelity],
+    learning: Mapping[str, Any],
+    config: FidelityConfig,
+) -> PhaseFidelity:
     """The verdict of one phase by the rules of the module docstring."""
     if phase.undecidable or not metrics:
         why = phase.undecidable or "undecidable: no curve could be compared in this phase"
-        return PhaseFidelity(phase.name, phase.progress, "undecidable", None, None, dict(metrics),
-                             dict(learning), (why,))
+        return PhaseFidelity(
+            phase.name,
+            phase.progress,
+            "undecidable",
+            None,
+            None,
+            dict(metrics),
+            dict(learning),
+            (why,),
+        )
     # the fault's response varies between seeds: judged there by the mean
     metrics = {m: sharpen(f, config) if phase.name != FAULT else f for m, f in metrics.items()}
     score = dynamics(metrics, config)
@@ -104,20 +124,31 @@ def judge(phase: Phase, metrics: Mapping[str, MetricFidelity], learning: Mapping
     key_off = [m for m, f in metrics.items() if f.verdict != "faithful" and m in config.key_metrics]
     diverged = [m for m in key_off if metrics[m].verdict == "diverged"] + list(lagging)
     if key_off:
-        reasons.append("outside the seed-to-seed range: " + "; ".join(
-            f"{m} {metrics[m].verdict} ({metrics[m].score:.2f})" for m in key_off))
+        reasons.append(
+            "outside the seed-to-seed range: "
+            + "; ".join(f"{m} {metrics[m].verdict} ({metrics[m].score:.2f})" for m in key_off)
+        )
     if score < config.partial_below:
         reasons.append(f"dynamics score {score:.2f} < {config.partial_below}")
-    if verdict == "faithful" and (diverged or len(key_off) >= config.partial_min_metrics
-                                  or score < config.partial_below):
+    if verdict == "faithful" and (
+        diverged or len(key_off) >= config.partial_min_metrics or score < config.partial_below
+    ):
         verdict = "partial"
     lo, hi = _ci(metrics, config)
     fidelity = _agreeing(score, verdict, config)
-    return PhaseFidelity(phase.name, phase.progress, verdict, fidelity,
-                         (min(_agreeing(lo, verdict, config), fidelity),
-                          max(_agreeing(hi, verdict, config), fidelity)),
-                         metrics, dict(learning), tuple(reasons) or (
-                             f"dynamics within the seed-to-seed range (score {score:.2f})",))
+    return PhaseFidelity(
+        phase.name,
+        phase.progress,
+        verdict,
+        fidelity,
+        (
+            min(_agreeing(lo, verdict, config), fidelity),
+            max(_agreeing(hi, verdict, config), fidelity),
+        ),
+        metrics,
+        dict(learning),
+        tuple(reasons) or (f"dynamics within the seed-to-seed range (score {score:.2f})",),
+    )
 
 
 def _agreeing(score: float, verdict: PhaseVerdict, config: FidelityConfig) -> float:
@@ -136,8 +167,11 @@ def combine(phases: Sequence[PhaseFidelity]) -> tuple[float | None, PhaseVerdict
         return None, "undecidable", ()
     reasons = tuple(f"{p.name} phase {p.reasons[0]}" for p in phases if p.verdict == "undecidable")
     worst = max(decided, key=lambda p: _RANK[p.verdict])
-    reasons += tuple(f"{p.name} phase {p.verdict}: {'; '.join(p.reasons)}"
-                     for p in decided if p.verdict != "faithful")
+    reasons += tuple(
+        f"{p.name} phase {p.verdict}: {'; '.join(p.reasons)}"
+        for p in decided
+        if p.verdict != "faithful"
+    )
     return min(float(p.fidelity) for p in decided if p.fidelity is not None), worst.verdict, reasons
 
 

@@ -28,8 +28,14 @@ def phase_row(p: PhaseFidelity) -> list[str]:
     score = "n/a" if p.fidelity is None else f"{p.fidelity:.2f}"
     if p.ci is not None and p.fidelity is not None:
         score += f" [{p.ci[0]:.2f}, {p.ci[1]:.2f}]"
-    return [p.name, f"{p.progress[0]:.0%}–{p.progress[1]:.0%}", p.verdict, score,
-            _learning(p.learning), p.reasons[0] if p.reasons else ""]
+    return [
+        p.name,
+        f"{p.progress[0]:.0%}–{p.progress[1]:.0%}",
+        p.verdict,
+        score,
+        _learning(p.learning),
+        p.reasons[0] if p.reasons else "",
+    ]
 
 
 def text_lines(c: Comparison) -> list[str]:
@@ -37,8 +43,15 @@ def text_lines(c: Comparison) -> list[str]:
     if not c.phases:
         return []
     rows = [phase_row(p) for p in c.phases]
-    return ["phases:", *(f"  {r[0]} ({r[1]} of progress): {r[2]}, fidelity {r[3]}"
-                         + (f"; learning {r[4]}" if r[4] else "") + f" — {r[5]}" for r in rows)]
+    return [
+        "phases:",
+        *(
+            f"  {r[0]} ({r[1]} of progress): {r[2]}, fidelity {r[3]}"
+            + (f"; learning {r[4]}" if r[4] else "")
+            + f" — {r[5]}"
+            for r in rows
+        ),
+    ]
 
 
 def markdown_lines(c: Comparison) -> list[str]:
