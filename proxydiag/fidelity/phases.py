@@ -1,9 +1,9 @@
 """Phases of a comparison: the learning before a fault, and the fault's response.
 
 When the full seeds agree on a fault (a majority label that is not ``healthy``), its excursion
-dominates every whole-run statistic. The aligned axis is then split at the earliest onset of
-the fault among the full seeds that carry it and the (registered) proxy, less a margin of
-``phase_margin_progress``:
+dominates every whole-run statistic. The aligned axis is then split at the earlier of the full
+seeds' onset (the median seed's, as the fault comparison reports it) and the (registered)
+proxy's, less a margin of ``phase_margin_progress``:
 
 * ``pre_fault``: from the start of the range compared to the margin before that onset — the
   learning dynamics;
@@ -79,22 +79,18 @@ def _phase(
     return Phase(name, lo, hi, (round(progress[0], 4), round(progress[1], 4)), why)
 
 
-def _earliest_onset(
-    aligned: Alignment, fault: FaultComparison, diagnoses: Sequence[Diagnosis | None]
-) -> float | None:
-    """Earliest onset progress of the agreed fault among the full seeds carrying it and the
-    proxy (None when the full seeds are healthy, split, or their onset is unknown)."""
-    label = fault.full.get("label")
-    if label in (None, "healthy") or fault.full.get("onset_progress") is None:
+def _earliest_onset(aligned: Alignment, fault: FaultComparison,
+                    diagnoses: Sequence[Diagnosis | None]) -> float | None:
+    """The earlier of the full seeds' consensus onset (their median seed's, so that one seed's
+    early misdiagnosis does not empty the phase) and the registered proxy's, in progress (None
+    when the full seeds are healthy, split, or their onset is unknown)."""
+    label, onset = fault.full.get("label"), fault.full.get("onset_progress")
+    if label in (None, "healthy") or onset is None or seeds_split(fault.full.get("seeds") or []):
         return None
-    if seeds_split(fault.full.get("seeds") or []):
-        return None
-    onsets = [
-        aligned.progress(row, float(d.onset_step))
-        for row, d in enumerate(diagnoses)
-        if d is not None and d.label == label and d.onset_step is not None
-    ]
-    return min(onsets) if onsets else None
+    proxy = diagnoses[-1] if diagnoses else None
+    if proxy is not None and proxy.label == label and proxy.onset_step is not None:
+        return min(float(onset), aligned.progress(aligned.n_full, float(proxy.onset_step)))
+    return float(onset)
 
 
 def _progress_of(aligned: Alignment, x: float) -> float:
