@@ -57,17 +57,18 @@ label, onset = ("loss_divergence", int(0.6 * n_steps)) if faulty else ("healthy"
 diags = [Diagnosis(source="", run=r.id, label=label, onset_step=onset, confidence=1.0,
                    root_cause=None, first_step=r.first_step, last_step=r.last_step) for r in runs]
 compare(runs[:-1], runs[-1], full_diagnoses=diags[:-1], proxy_diagnosis=diags[-1])  # warm
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 for _ in range(repeat):
     compare(runs[:-1], runs[-1], full_diagnoses=diags[:-1], proxy_diagnosis=diags[-1])
-print((time.perf_counter() - t0) / repeat)
+print((time.perf_counter() - t0) / repeat, (time.process_time() - c0) / repeat)
 """
 
 
 def time_once(
     code_root: Path, *, n_metrics: int, n_steps: int, n_full: int, faulty: bool, repeat: int
-) -> float:
-    """Seconds per compare call, in a fresh process importing ``proxydiag`` from ``code_root``."""
+) -> tuple[float, float]:
+    """Wall and CPU seconds per compare call, in a fresh process importing ``proxydiag`` from
+    ``code_root`` (CPU time is the steadier measure on a machine other jobs share)."""
     done = subprocess.run(
         [
             sys.executable,
@@ -85,7 +86,8 @@ def time_once(
         cwd=code_root,
         env={"PYTHONPATH": str(code_root), "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1"},
     )
-    return float(done.stdout.strip().splitlines()[-1])
+    wall, cpu = done.stdout.strip().splitlines()[-1].split()
+    return float(wall), float(cpu)
 
 
 def main() -> None:
@@ -104,28 +106,35 @@ def main() -> None:
         }
         for faulty in (False, True):
             for n_full in (1, 3):
-                seconds: dict[str, list[float]] = {"base": [], "head": []}
-                for _ in range(rounds):
-                    for name, root in roots.items():
-                        seconds[name].append(
-                            time_once(
-                                root,
-                                n_metrics=n_metrics,
-                                n_steps=n_steps,
-                                n_full=n_full,
-                                faulty=faulty,
-                                repeat=2,
-                            )
-                        )
-                base, head = (statistics.median(seconds[k]) for k in ("base", "head"))
                 case = "fault at 60% (2 phases)" if faulty else "healthy (1 phase)"
+                label = f"{n_metrics * n_steps:,} + {n_metrics * n_steps:,} points, {n_full} full"
                 print(
-                    f"{n_metrics * n_steps:,} + {n_metrics * n_steps:,} points, {n_full} full "
-                    f"seed(s), {case}: "
-                    f"base {base:.3f} s, head {head:.3f} s, ratio {head / base:.2f}x "
-                    f"(rounds: base {[round(s, 3) for s in seconds['base']]}, "
-                    f"head {[round(s, 3) for s in seconds['head']]})"
+                    f"{label} seed(s), {case}: "
+                    + _side_by_side(
+                        roots,
+                        rounds=rounds,
+                        n_metrics=n_metrics,
+                        n_steps=n_steps,
+                        n_full=n_full,
+                        faulty=faulty,
+                    ),
+                    flush=True,
                 )
+
+
+def _side_by_side(roots: dict[str, Path], *, rounds: int, **case: int | bool) -> str:
+    """Base and head alternated ``rounds`` times; medians of wall and CPU seconds per call."""
+    times: dict[str, list[tuple[float, float]]] = {"base": [], "head": []}
+    for _ in range(rounds):
+        for name, root in roots.items():
+            times[name].append(time_once(root, repeat=2, **case))  # type: ignore[arg-type]
+    wall = {k: statistics.median(t[0] for t in v) for k, v in times.items()}
+    cpu = {k: statistics.median(t[1] for t in v) for k, v in times.items()}
+    return (
+        f"CPU base {cpu['base']:.3f} s, head {cpu['head']:.3f} s, ratio "
+        f"{cpu['head'] / cpu['base']:.2f}x; wall base {wall['base']:.3f} s, head "
+        f"{wall['head']:.3f} s, ratio {wall['head'] / wall['base']:.2f}x"
+    )
 
 
 def _extract(rev: str, into: Path) -> Path:
