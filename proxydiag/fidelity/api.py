@@ -120,12 +120,12 @@ def _resampled(aligned: Alignment, fulls: list[Run], proxy: Run, series: list[Se
                cfg: FidelityConfig, x_range: tuple[float, float] | None = None) -> Grid:
     """The grid of the whole range, or of a phase with its share of the buckets (the phases
     together cost one whole-run analysis)."""
-    buckets = cfg.buckets
+    buckets, min_points = cfg.buckets, cfg.min_points
     if x_range is not None:
         lo, hi = aligned.x_range
         share = (x_range[1] - x_range[0]) / max(hi - lo, 1e-12)
-        buckets = max(cfg.min_points, round(cfg.buckets * share))
-    return resample_grid(aligned, fulls, proxy, buckets=buckets, min_points=cfg.min_points,
+        buckets = max(min_points, round(cfg.buckets * share))
+    return resample_grid(aligned, fulls, proxy, buckets=buckets, min_points=min_points,
                          log_scale_metrics=cfg.log_scale_metrics, x_range=x_range, series=series)
 
 

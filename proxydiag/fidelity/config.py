@@ -112,6 +112,10 @@ class FidelityConfig:
     #: a phase shorter than this fraction of progress, or with fewer than ``min_points``
     #: buckets, is undecidable (its few points cannot tell a proxy from a seed)
     phase_min_progress: float = ranged(0.1, lo=0.0, hi=1.0)
+    #: ... and a metric with fewer finite points than this in every run of a phase is left out
+    #: of that phase (a phase without any is undecidable): on 8 points (28% of a 300-step run
+    #: logged every 10 steps) two seeds differed beyond every test's seed range
+    phase_min_points: int = ranged(20, lo=4, hi=10**6)
     # Learning progress over the pre-fault phase (or the whole healthy run), scored.
     #: a proxy must reach this fraction of the full seeds' change (reward gain, loss descent,
     #: entropy decline) with an interval reaching it: pruning lowers capacity, so less is

@@ -83,11 +83,10 @@ def not_learning(records: Mapping[str, Mapping[str, Any]], config: FidelityConfi
     return None
 
 
-def off(records: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """Metric -> why its progress is off (learns less, or at another pace)."""
-    return {
-        m: str(r["why"]) for m, r in records.items() if r.get("status") in ("less", "more", "pace")
-    }
+def off(records: Mapping[str, Mapping[str, Any]], *, pace: bool = True) -> dict[str, str]:
+    """Metric -> why its progress is off (learns less or more; at another pace, with ``pace``)."""
+    statuses = ("less", "more", "pace") if pace else ("less", "more")
+    return {m: str(r["why"]) for m, r in records.items() if r.get("status") in statuses}
 
 
 def _record(mg: MetricGrid, config: FidelityConfig) -> dict[str, Any] | None:

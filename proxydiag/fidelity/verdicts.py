@@ -18,7 +18,10 @@ verdicts there are the mean's.
    (:func:`.progress.not_learning`; for a healthy run the whole-run rule of
    :func:`.aggregate.learning_gap` applies, as before phases);
 3. ``partial`` when one key metric diverged (incl. learning progress that is off:
-   :mod:`.progress`), two or more are not faithful, or its dynamics score < ``partial_below``;
+   :mod:`.progress`), two or more are not faithful, or its dynamics score < ``partial_below``.
+   A phase whose metrics have fewer than ``phase_min_points`` (20) aligned points is *sparse*:
+   there only the robust rules hold (a level beyond the seeds', learning less or more), not
+   the scores, which a few points make arbitrary;
 4. ``faithful`` otherwise.
 
 A phase's ``fidelity`` is its dynamics score (key metrics weighted 2) made to agree with its
@@ -99,7 +102,9 @@ def judge(
 ) -> PhaseFidelity:
     """The verdict of one phase by the rules of the module docstring."""
     if phase.undecidable or not metrics:
-        why = phase.undecidable or "undecidable: no curve could be compared in this phase"
+        why = phase.undecidable or (
+            "undecidable: no metric has phase_min_points finite points in every run of this phase"
+        )
         return PhaseFidelity(
             phase.name,
             phase.progress,
@@ -119,20 +124,31 @@ def judge(
     if gap:
         verdict = "unfaithful"
         reasons.append(gap)
-    lagging = progress.off(learning) if phase.name != FAULT else {}
+    points = _points(metrics)
+    sparse = points < config.phase_min_points  # only the robust rules: levels and learning
+    lagging = progress.off(learning, pace=not sparse) if phase.name != FAULT else {}
     reasons += [f"learning: {why}" for why in lagging.values()]
-    key_off = [m for m, f in metrics.items() if f.verdict != "faithful" and m in config.key_metrics]
+    key_off = [
+        m
+        for m, f in metrics.items()
+        if m in config.key_metrics
+        and (f.verdict != "faithful" if not sparse else _level_off(f, config))
+    ]
     diverged = [m for m in key_off if metrics[m].verdict == "diverged"] + list(lagging)
     if key_off:
         reasons.append(
             "outside the seed-to-seed range: "
             + "; ".join(f"{m} {metrics[m].verdict} ({metrics[m].score:.2f})" for m in key_off)
         )
-    if score < config.partial_below:
+    if sparse:
+        reasons.append(
+            f"{points} points < phase_min_points ({config.phase_min_points}): only levels and "
+            "learning progress are judged in this phase"
+        )
+    elif score < config.partial_below:
         reasons.append(f"dynamics score {score:.2f} < {config.partial_below}")
-    if verdict == "faithful" and (
-        diverged or len(key_off) >= config.partial_min_metrics or score < config.partial_below
-    ):
+    loose = sparse or (len(key_off) < config.partial_min_metrics and score >= config.partial_below)
+    if verdict == "faithful" and (diverged or not loose):
         verdict = "partial"
     lo, hi = _ci(metrics, config)
     fidelity = _agreeing(score, verdict, config)
@@ -149,6 +165,18 @@ def judge(
         dict(learning),
         tuple(reasons) or (f"dynamics within the seed-to-seed range (score {score:.2f})",),
     )
+
+
+def _level_off(m: MetricFidelity, config: FidelityConfig) -> bool:
+    """The metric's level lies beyond the seeds' (the one test a sparse phase still trusts)."""
+    level = m.tests.get("level")
+    return level is not None and level_beyond(level, config)
+
+
+def _points(metrics: Mapping[str, MetricFidelity]) -> int:
+    """The most aligned points any metric of the phase has (its shape test counts them)."""
+    counts = [int(t.details.get("points", 0)) for f in metrics.values() if (t := f.tests.get("shape"))]
+    return max(counts, default=0)
 
 
 def _agreeing(score: float, verdict: PhaseVerdict, config: FidelityConfig) -> float:
