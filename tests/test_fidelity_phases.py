@@ -15,6 +15,7 @@ from _fidelity_runs import curves, diag, make_run
 from proxydiag.fidelity import aggregate
 from proxydiag.fidelity.api import compare
 from proxydiag.fidelity.config import FidelityConfig
+from proxydiag.fidelity.progress import not_learning
 from proxydiag.fidelity.result import Comparison
 from proxydiag.report.comparison import markdown, text
 from proxydiag.report.fragments import comparison_block
@@ -162,3 +163,21 @@ def test_align_imports_no_analysis() -> None:
         for alias in (node.names if isinstance(node, ast.Import) else [node])
     }
     assert not [m for m in imported if m.startswith("proxydiag.fidelity")]
+
+
+def test_a_noise_free_full_run_that_learns_is_explained_not_a_crash() -> None:
+    """A full run whose reward rises without noise has infinitely many σ of change."""
+    t = np.linspace(0, 1, N)
+    data = {"reward": 0.2 + 0.6 * t, "loss": 1.0 - 0.5 * t}
+    fulls = [make_run(f"clean{s}", data) for s in range(2)]
+    flat = make_run("flat", {"reward": np.full(N, 0.2), "loss": np.full(N, 1.0)})
+    c = compare(
+        fulls,
+        flat,
+        config=CFG,
+        full_diagnoses=[diag(f, "loss_divergence", ONSET) for f in fulls],
+        proxy_diagnosis=diag(flat, "loss_divergence", ONSET),
+    )
+    assert c.verdict == "unfaithful" and any("does not learn" in r for r in c.reasons), c.reasons
+    record = {"status": "less", "fraction": 0.0, "fraction_ci": [0.0, 0.0], "sigma_full": None}
+    assert "(noise-free)" in str(not_learning({"reward": record}, CFG))  # an infinite z

@@ -74,8 +74,10 @@ def not_learning(records: Mapping[str, Mapping[str, Any]], config: FidelityConfi
             r["fraction"] < config.learn_min_fraction
             and r["fraction_ci"][1] < config.learn_gain_fraction
         ):
+            z = r["sigma_full"]  # None: a change over noise-free points (infinitely many σ)
+            moves = f"{z:+.1f}σ" if z is not None else "(noise-free)"
             return (
-                f"does not learn: the full seeds' {metric} changes {r['sigma_full']:+.1f}σ, "
+                f"does not learn: the full seeds' {metric} changes {moves}, "
                 f"the proxy's {r['fraction']:.0%} of that (interval up to "
                 f"{r['fraction_ci'][1]:.0%})"
             )

@@ -8,8 +8,9 @@ with a bootstrap interval that excludes the seed range (the best replicate is st
 it), or a level ratio ``level_diverged_ratio`` (3×) beyond the seeds' own ratios — when the
 metric has at least ``diverged_min_points`` aligned points in the phase. This holds in
 the pre-fault and whole phases; in the fault phase the response (how far grad norms climb, how
-noisy the collapse is) varies between seeds beyond what two or three seeds bound, so the metric
-verdicts there are the mean's.
+noisy the collapse is) varies between seeds beyond what two or three seeds bound, so the fault
+phase is partial only when its mean score is below ``partial_below``; its class and timing are
+the fault test's.
 
 **A phase's verdict** (``whole``, ``pre_fault`` or ``fault``):
 
@@ -147,7 +148,12 @@ def judge(
         )
     elif score < config.partial_below:
         reasons.append(f"dynamics score {score:.2f} < {config.partial_below}")
-    loose = sparse or (len(key_off) < config.partial_min_metrics and score >= config.partial_below)
+    if phase.name == FAULT:  # the response is judged by its mean (and by the fault test)
+        diverged, loose = [], score >= config.partial_below
+    else:
+        loose = sparse or (
+            len(key_off) < config.partial_min_metrics and score >= config.partial_below
+        )
     if verdict == "faithful" and (diverged or not loose):
         verdict = "partial"
     lo, hi = _ci(metrics, config)
@@ -175,7 +181,9 @@ def _level_off(m: MetricFidelity, config: FidelityConfig) -> bool:
 
 def _points(metrics: Mapping[str, MetricFidelity]) -> int:
     """The most aligned points any metric of the phase has (its shape test counts them)."""
-    counts = [int(t.details.get("points", 0)) for f in metrics.values() if (t := f.tests.get("shape"))]
+    counts = [
+        int(t.details.get("points", 0)) for f in metrics.values() if (t := f.tests.get("shape"))
+    ]
     return max(counts, default=0)
 
 
