@@ -8,6 +8,9 @@ from typing import Any, Literal
 from proxydiag import display
 from proxydiag.events import Event
 
+#: version of the JSON contract (proxydiag/schemas/); optional keys added bump the minor
+SCHEMA_VERSION = "1.1"
+
 Label = Literal["healthy", "gradient_overflow", "loss_divergence", "precision_fault"]
 LABELS: tuple[str, ...] = ("healthy", "gradient_overflow", "loss_divergence", "precision_fault")
 
@@ -58,6 +61,7 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "source": self.source,
             "run": self.run,
             "label": self.label,

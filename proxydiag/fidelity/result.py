@@ -8,6 +8,9 @@ from typing import Any, Literal
 
 from proxydiag import display
 
+#: version of the JSON contract (proxydiag/schemas/); optional keys added bump the minor
+SCHEMA_VERSION = "1.1"
+
 MetricVerdict = Literal["faithful", "drifted", "diverged"]
 Verdict = Literal["faithful", "partial", "unfaithful"]
 
@@ -171,6 +174,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "fidelity": _num(self.fidelity),
             "verdict": self.verdict,
             "align": self.align,

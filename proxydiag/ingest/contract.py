@@ -4,7 +4,7 @@ A reader is a module (or any object) with ``NAME``, ``can_read(source) -> bool``
 looks at names and the first bytes, never reads a whole file) and ``read(source, ctx) ->
 list[Run]`` (every run in the source, each built with :func:`proxydiag.run.build.build_run`).
 Readers are listed in :data:`proxydiag.ingest.READERS`; the contract test
-(``tests/test_contracts.py``) runs the common checks on every registered one.
+(``tests/testing/test_contracts.py``) runs the common checks on every registered one.
 """
 
 from __future__ import annotations

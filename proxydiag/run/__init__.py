@@ -55,24 +55,16 @@ class Run:
     events: list[Event] = field(default_factory=list)
 
     @classmethod
-    def from_raw(
-        cls,
-        raw: pl.DataFrame,
-        *,
-        name: str,
-        source: str | Path,
-        fmt: str,
-        aliases: AliasTable | None = None,
-        attrs: Mapping[str, Any] | None = None,
-        events: list[Event] | None = None,
-        sidecar: Path | None = None,
-    ) -> Run:
+    def from_raw(cls, raw: pl.DataFrame, *, name: str, source: str | Path, fmt: str,
+                 aliases: AliasTable | None = None, attrs: Mapping[str, Any] | None = None,
+                 ) -> Run:
         """The run of a raw frame (``step, key, value[, wall_time]``, in the order logged).
 
         Restarts and interleaved records are resolved, keys mapped to canonical metric names
-        (``aliases``, default the built-in table), counters normalised to per-step, and the
-        sidecar ``proxydiag.json`` at ``sidecar`` (if it exists) merged into ``attrs``; see
-        :func:`proxydiag.run.build.build_run`. NaN and ±inf values are kept.
+        (``aliases``, default the built-in table), counters normalised to per-step and
+        ``attrs`` attached; NaN and ±inf values are kept. Readers call
+        :func:`proxydiag.run.build.build_run`, which also takes the events found while reading
+        and the sidecar to merge.
 
         >>> raw = pl.DataFrame({"step": [1, 2, 2], "key": ["train/loss", "train/loss", "lr"],
         ...                     "value": [2.0, float("nan"), 1e-5]})
@@ -82,8 +74,7 @@ class Run:
         """
         from proxydiag.run.build import build_run
 
-        return build_run(raw, name=name, source=source, fmt=fmt, aliases=aliases, attrs=attrs,
-                         events=events, sidecar=sidecar)
+        return build_run(raw, name=name, source=source, fmt=fmt, aliases=aliases, attrs=attrs)
 
     @property
     def id(self) -> str:

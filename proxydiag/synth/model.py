@@ -13,8 +13,8 @@ import numpy as np
 
 from proxydiag.synth.dynamics import Dynamics
 from proxydiag.synth.effects import Effects
+from proxydiag.synth.loss_scaler import run_scaler
 from proxydiag.synth.noise import ar1_t
-from proxydiag.synth.scaler import run_scaler
 
 #: rollout-vs-learner mismatch of a healthy run per precision:
 #: (prob diff mean, prob diff max, k3, |log p| diff mean, |log p| diff max, 1 - Pearson). bf16 ≈ 0.003 prob diff and

@@ -1,6 +1,6 @@
 """The common checks every plug-in passes: one function per extension point.
 
-``tests/test_contracts.py`` runs them on every registered reader, console dialect, detector,
+``tests/testing/test_contracts.py`` runs them on every registered reader, console dialect, detector,
 fidelity test, aligner and synth writer; call them on a plug-in of your own in your tests.
 A failed check raises :class:`ContractError` naming the plug-in and the broken rule.
 
