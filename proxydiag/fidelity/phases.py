@@ -79,8 +79,9 @@ def _phase(
     return Phase(name, lo, hi, (round(progress[0], 4), round(progress[1], 4)), why)
 
 
-def _earliest_onset(aligned: Alignment, fault: FaultComparison,
-                    diagnoses: Sequence[Diagnosis | None]) -> float | None:
+def _earliest_onset(
+    aligned: Alignment, fault: FaultComparison, diagnoses: Sequence[Diagnosis | None]
+) -> float | None:
     """The earlier of the full seeds' consensus onset (their median seed's, so that one seed's
     early misdiagnosis does not empty the phase) and the registered proxy's, in progress (None
     when the full seeds are healthy, split, or their onset is unknown)."""
