@@ -19,6 +19,7 @@ from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import ProxydiagError
 from proxydiag.events import Event
 from proxydiag.fidelity.api import compare
+from proxydiag.fidelity.recommend import ProxyCost, Recommendation, recommend
 from proxydiag.fidelity.result import Comparison
 from proxydiag.ingest import read_run, read_runs
 from proxydiag.metrics import AliasTable
@@ -33,7 +34,9 @@ __all__ = [
     "Comparison",
     "Diagnosis",
     "Event",
+    "ProxyCost",
     "ProxydiagError",
+    "Recommendation",
     "Run",
     "RunStore",
     "__version__",
@@ -41,5 +44,6 @@ __all__ = [
     "diagnose",
     "read_run",
     "read_runs",
+    "recommend",
     "report",
 ]

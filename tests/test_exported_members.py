@@ -7,8 +7,9 @@ import inspect
 import proxydiag
 
 PUBLIC = {
-    "AliasTable", "Comparison", "Diagnosis", "Event", "ProxydiagError", "Run", "RunStore",
-    "__version__", "compare", "diagnose", "read_run", "read_runs", "report",
+    "AliasTable", "Comparison", "Diagnosis", "Event", "ProxyCost", "ProxydiagError",
+    "Recommendation", "Run", "RunStore", "__version__", "compare", "diagnose", "read_run",
+    "read_runs", "recommend", "report",
 }
 
 

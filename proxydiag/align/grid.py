@@ -3,39 +3,42 @@
 A metric is compared when the proxy and at least one full run have it. Rows ``0 .. n_full-1`` of
 its arrays are the full runs that have it, in the order given (row 0, the first of them, is the
 reference; the others are its seeds); row ``n_full`` is the proxy. ``rows`` maps rows back to
-runs. The range compared is the overlap of the reference
-full run and the proxy on the axis (``step``, ``tokens``) or [0, 1] (``progress``); :attr:`Grid.overlap` says which, in words.
-The analysis resolution is ``config.buckets`` buckets per metric (min/max kept, so at most
-``resolution_points`` points per metric and run); never more buckets than the sparsest run has
-finite points in the range.
+runs. The range compared is the :class:`~proxydiag.align.alignment.Alignment`'s. The analysis
+resolution is ``buckets`` buckets per metric (min/max kept, so at most twice that many points per
+metric and run); never more buckets than the sparsest run has finite points in the range. A
+phase of the comparison is resampled on its own range (``x_range``), at its own resolution, from
+the series extracted once (:func:`shared_series`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 import numpy.typing as npt
 
-from proxydiag.align import progress, step, tokens
-from proxydiag.align.axis import Axis
-from proxydiag.align.contract import Aligner
-from proxydiag.align.register import register
+from proxydiag.align.alignment import ALIGNERS, Alignment, align_runs
 from proxydiag.align.resample import resample
 from proxydiag.errors import AnalysisError
-from proxydiag.fidelity.config import FidelityConfig
-from proxydiag.registry import Registry
 from proxydiag.run import Run
 
 Floats = npt.NDArray[np.float64]
 Ints = npt.NDArray[np.int64]
+#: one run's metrics as ``metric -> (steps, values)``, sorted by step
+Series = dict[str, tuple[Floats, Floats]]
 
 #: skip reason of a metric no run has a finite point of: its comparison is undecidable
 NO_FINITE = "undecidable: no finite point in any run"
 #: buckets where the first full run and the proxy must both have a finite value
 _MIN_SHARED = 3
-#: alignment name -> aligner (:class:`~proxydiag.align.contract.Aligner`)
-ALIGNERS: Registry[Aligner] = Registry("aligner", {m.NAME: m for m in (step, tokens, progress)})
+#: default analysis resolution: buckets per metric (2 points each, min and max)
+BUCKETS = 1000
+#: default least number of finite points in every run for a metric to be resampled
+MIN_POINTS = 8
+#: metrics whose changes are taken on log scale when positive
+LOG_SCALE_METRICS: tuple[str, ...] = ("grad_norm", "loss_scale")
+__all__ = ["ALIGNERS", "Alignment", "Grid", "MetricGrid", "build_grid", "resample_grid",
+           "shared_series"]
 
 
 @dataclass(frozen=True)
@@ -76,83 +79,57 @@ class MetricGrid:
 
 
 @dataclass(frozen=True)
-class Grid:
-    """Everything the fidelity tests need, aligned."""
+class Grid(Alignment):
+    """An :class:`Alignment` with every shared metric resampled on it: what the tests need."""
 
-    align: str
-    unit: str
-    x_range: tuple[float, float]
-    overlap: str
-    run_ids: tuple[str, ...]
-    n_full: int
-    axes: tuple[Axis, ...]
-    spans: tuple[tuple[float, float], ...]  # each run's first/last position on the axis
     metrics: dict[str, MetricGrid] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
-    #: each run's shared metrics as ``(steps, values)``, kept so that a registered grid of the
-    #: same runs (:func:`build_grid` ``like=``) does not extract them again
-    series: tuple[dict[str, tuple[Floats, Floats]], ...] = field(default=(), repr=False,
-                                                                compare=False)
 
     @property
     def undecidable(self) -> list[str]:
         """Skipped metrics without a finite point in any run (all NaN/inf: nothing to compare)."""
         return [m for m, why in self.skipped.items() if why.startswith(NO_FINITE)]
 
-    @property
-    def reference_span(self) -> tuple[float, float]:
-        """The span progress is measured on: the reference full run's, or (0, 1) for
-        ``progress`` alignment."""
-        return _reference_span(self.align, self.spans)
 
-    def progress(self, row: int, at_step: float) -> float:
-        """Relative progress of ``at_step`` of run ``row``: on the reference full run's span for
-        ``step``/``tokens`` alignment (so a proxy that stopped early is not stretched), on the
-        run's own span for ``progress``."""
-        x = float(self.axes[row](at_step))
-        first, last = self.reference_span
-        return (x - first) / max(last - first, 1e-12)
-
-
-def build_grid(full: list[Run], proxy: Run, *, align: str = "step",
-               config: FidelityConfig | None = None,
-               register_onsets: tuple[float, float] | None = None,
-               like: Grid | None = None) -> Grid:
+def build_grid(full: list[Run], proxy: Run, *, align: str = "step", buckets: int = BUCKETS,
+               min_points: int = MIN_POINTS, log_scale_metrics: tuple[str, ...] = LOG_SCALE_METRICS,
+               register_onsets: tuple[float, float] | None = None) -> Grid:
     """Align ``full`` runs and ``proxy`` and resample every metric the proxy and a full run have.
 
     ``register_onsets = (proxy_onset_step, full_onset_progress)`` warps the proxy's axis so its
-    fault onset lands on the full run's (:mod:`proxydiag.align.register`). ``like``: a grid
-    already built for the same runs, whose extracted series are reused.
+    fault onset lands on the full run's (:meth:`Alignment.registered`). A shortcut for
+    :func:`~proxydiag.align.alignment.align_runs` then :func:`resample_grid`.
     """
-    config = config or FidelityConfig()
-    if align not in ALIGNERS:
-        raise AnalysisError(f"unknown alignment {align!r}; use one of {', '.join(ALIGNERS.names())}")
-    if not full:
-        raise AnalysisError("compare needs at least one full run; pass --full SOURCE")
-    runs = [*full, proxy]
-    module = ALIGNERS[align]
-    if module is tokens:
-        counter = tokens.counter_for(runs)
-        axes = tuple(tokens.axis(r, counter=counter) for r in runs)
-    else:
-        axes = tuple(module.axis(r) for r in runs)
-    spans = tuple((ax.first, ax.last) for ax in axes)
-    x_range, overlap = _range(module.RANGE, axes, runs)
+    aligned = align_runs(full, proxy, align=align)
     if register_onsets is not None:
-        axes, note = _registered(axes, proxy, register_onsets, align=align, spans=spans)
-        overlap += note
-    common = set(proxy.metrics) & {m for r in full for m in r.metrics}
-    if not common:
-        raise AnalysisError(
-            f"proxy {proxy.id} shares no metric with the full runs; check the alias table (--aliases)"
-        )
-    per_run = list(like.series) if like is not None else [_by_metric(r, common) for r in runs]
-    grid = Grid(align, axes[0].unit, x_range, overlap, tuple(r.id for r in runs), len(full), axes,
-                spans, series=tuple(per_run))
-    for metric in sorted(common):
+        onset_step, full_progress = register_onsets
+        aligned = aligned.registered(proxy, onset_step=onset_step, full_progress=full_progress)
+    return resample_grid(aligned, full, proxy, buckets=buckets, min_points=min_points,
+                         log_scale_metrics=log_scale_metrics)
+
+
+def resample_grid(aligned: Alignment, full: list[Run], proxy: Run, *, buckets: int = BUCKETS,
+                  min_points: int = MIN_POINTS,
+                  log_scale_metrics: tuple[str, ...] = LOG_SCALE_METRICS,
+                  x_range: tuple[float, float] | None = None,
+                  series: list[Series] | None = None) -> Grid:
+    """Resample every metric the proxy and a full run share onto ``aligned``.
+
+    ``buckets`` per metric (each keeps its min and max), never more than the sparsest run has
+    finite points in the range; a metric with fewer than ``min_points`` is skipped. Changes of
+    ``log_scale_metrics`` (when positive) and of any positive metric spanning a decade are
+    taken on log scale. ``x_range``: a part of the alignment's range (a phase), resampled at
+    its own resolution; ``series``: the runs' :func:`shared_series`, when already extracted.
+    """
+    per_run = series if series is not None else shared_series(full, proxy)
+    grid = Grid(**{f.name: getattr(aligned, f.name) for f in fields(Alignment)})
+    if x_range is not None:
+        grid = replace(grid, x_range=x_range)
+    for metric in sorted(per_run[-1]):
         rows = [i for i in range(len(full)) if metric in per_run[i]] + [len(full)]
-        series = [(axes[i](per_run[i][metric][0]), per_run[i][metric][1]) for i in rows]
-        result = _metric_grid(metric, series, x_range, rows=tuple(rows), config=config)
+        points = [(aligned.axes[i](per_run[i][metric][0]), per_run[i][metric][1]) for i in rows]
+        result = _metric_grid(metric, points, grid.x_range, rows=tuple(rows), buckets=buckets,
+                              min_points=min_points, log_scale=metric in log_scale_metrics)
         if isinstance(result, str):
             grid.skipped[metric] = result
         else:
@@ -160,39 +137,15 @@ def build_grid(full: list[Run], proxy: Run, *, align: str = "step",
     return grid
 
 
-def _registered(axes: tuple[Axis, ...], proxy: Run, onsets: tuple[float, float], *, align: str,
-                spans: tuple[tuple[float, float], ...]) -> tuple[tuple[Axis, ...], str]:
-    onset_step, full_progress = onsets
-    first, last = _reference_span(align, spans)
-    target = first + full_progress * (last - first)
-    warped = register(axes[-1], first_step=proxy.first_step, last_step=proxy.last_step,
-                      onset_step=onset_step, to_position=target)
-    if warped is None:
-        return axes, ""
-    return (*axes[:-1], warped), (
-        f"; proxy axis warped to register its fault onset (step {onset_step:g}) on the full "
-        f"run's ({target:.4g} on the {axes[0].unit} axis)")
-
-
-def _reference_span(align: str, spans: tuple[tuple[float, float], ...]) -> tuple[float, float]:
-    return spans[0] if align != "progress" else (0.0, 1.0)
-
-
-def _range(kind: str, axes: tuple[Axis, ...], runs: list[Run]) -> tuple[tuple[float, float], str]:
-    if kind == "progress":
-        spans = ", ".join(f"{r.id} steps {r.first_step}–{r.last_step}" for r in runs)
-        return (0.0, 1.0), f"progress: each run's own span mapped onto [0, 1] ({spans})"
-    # the reference full run and the proxy decide the range; a seed that stopped early (a
-    # crashed run) leaves gaps in the baseline, it does not shorten the comparison
-    lo, hi = max(axes[0].first, axes[-1].first), min(axes[0].last, axes[-1].last)
-    unit = axes[0].unit
-    if hi <= lo:
+def shared_series(full: list[Run], proxy: Run) -> list[Series]:
+    """Each run's ``(steps, values)`` of the metrics the proxy and a full run share (full runs in
+    order, then the proxy), extracted once for every resampling of the same runs."""
+    common = set(proxy.metrics) & {m for r in full for m in r.metrics}
+    if not common:
         raise AnalysisError(
-            f"runs do not overlap on the {unit} axis ({', '.join(r.id for r in runs)}); "
-            "use --align progress"
+            f"proxy {proxy.id} shares no metric with the full runs; check the alias table (--aliases)"
         )
-    spans = ", ".join(f"{r.id} {ax.first:g}–{ax.last:g}" for r, ax in zip(runs, axes, strict=True))
-    return (lo, hi), f"overlap: {unit} {lo:g}–{hi:g} ({spans})"
+    return [_by_metric(r, common) for r in [*full, proxy]]
 
 
 def _by_metric(run: Run, metrics: set[str]) -> dict[str, tuple[Floats, Floats]]:
@@ -211,16 +164,17 @@ def _by_metric(run: Run, metrics: set[str]) -> dict[str, tuple[Floats, Floats]]:
 
 
 def _metric_grid(metric: str, series: list[tuple[Floats, Floats]], x_range: tuple[float, float],
-                 *, rows: tuple[int, ...], config: FidelityConfig) -> MetricGrid | str:
+                 *, rows: tuple[int, ...], buckets: int, min_points: int, log_scale: bool
+                 ) -> MetricGrid | str:
     lo, hi = x_range
     counts = [int(np.count_nonzero(np.isfinite(v) & (x >= lo) & (x <= hi))) for x, v in series]
-    buckets = min(config.buckets, min(counts))
+    buckets = min(buckets, min(counts))
     if max(counts) == 0:
         n_bad = sum(int(np.count_nonzero(~np.isfinite(v) & (x >= lo) & (x <= hi))) for x, v in series)
         return f"{NO_FINITE} in the compared range ({n_bad} non-finite points)"
-    if buckets < config.min_points:
+    if buckets < min_points:
         return (f"too few finite points in the compared range ({min(counts)} < "
-                f"{config.min_points}) in at least one run")
+                f"{min_points}) in at least one run")
     edges = np.linspace(lo, hi, buckets + 1)
     parts = [resample(x, v, edges) for x, v in series]
     # the tests compare the first full run with the metric and the proxy where both have a
@@ -246,7 +200,7 @@ def _metric_grid(metric: str, series: list[tuple[Floats, Floats]], x_range: tupl
         n_nonfinite=np.array([p.nonfinite_x.size for p in parts], dtype=np.int64),
         nonfinite_x=tuple(p.nonfinite_x for p in parts),
         positive=positive,
-        log_scale=positive and (metric in config.log_scale_metrics or decade),
+        log_scale=positive and (log_scale or decade),
         rows=rows,
         n_full=len(rows) - 1,
     )

@@ -11,6 +11,7 @@ from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, TrackingOpt,
 from proxydiag.cli._results import fail_classes, load, load_one
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
+from proxydiag.fidelity.result import Comparison
 from proxydiag.report.content import ReportContent
 from proxydiag.report.jobs import Job, comparison_jobs, group_runs
 from proxydiag.run import Run
@@ -58,6 +59,19 @@ def _log_to_mlflow(content: ReportContent, html: str, *, tracking_uri: str | Non
                        tracking_uri=tracking_uri, experiment=experiment, store=kept)
 
 
+def _print_recommendation(store: Path, group: str, compared: list[Comparison], *,
+                          to_stderr: bool) -> None:
+    """How small may a proxy be: the group's smallest proxy faithful in every phase."""
+    from proxydiag.report.recommend import group_recommendation, lines
+    from proxydiag.store import RunStore
+
+    rows = RunStore(store).runs().to_dicts()
+    rec = group_recommendation(rows, [c.to_dict() for c in compared], group=group)
+    console = err if to_stderr else out  # with -o - stdout carries the document
+    for line in lines(rec):
+        console.print(line, markup=False)
+
+
 @app.command()
 def report(
     sources: Annotated[list[str] | None, typer.Argument(help="runs to diagnose and show")] = None,
@@ -92,6 +106,7 @@ def report(
     matched: list[str] = []
     known: dict[str, Diagnosis] = {}  # a group's full runs are diagnosed once, not per proxy
     logged: set[str] = set()  # ... and logged to MLflow once
+    compared: list[Comparison] = []  # a group's proxies: which is the smallest faithful one
     for job in _jobs(list(sources or []), list(full or []), proxy, group, store=store,
                      output=output, aliases=aliases):
         ids = {r.id for r in job.every}
@@ -113,6 +128,10 @@ def report(
         c = content.comparison
         if c is not None and c.verdict in gate:
             matched.append(f"{content.proxy.name if content.proxy else 'proxy'}: {c.verdict}")
+        if c is not None:
+            compared.append(c)
+    if group is not None and compared:
+        _print_recommendation(store, group, compared, to_stderr=str(output) == "-")
     if matched:
         # with -o - stdout carries the document (a PR comment, say): the gate line stays out of it
         console = err if str(output) == "-" else out

@@ -21,6 +21,11 @@ read and diagnosed once. Scores:
   wrong way; a ``dynamics`` pair is partial by the rules, unfaithful when its volatility also
   breaks the fault's timing.
 * **seed pairs faithful**: the share of full-seed-vs-other-seeds pairs judged faithful.
+* **per-phase accuracy**, for pairs whose label says which phases are faithful (an optional
+  ``"phases": {"pre_fault": true, "fault": false}``; the generator writes it): a phase that
+  should be faithful must be judged ``faithful``, one that should not must be ``partial`` or
+  ``unfaithful``; an ``undecidable`` phase counts as wrong (it was not judged), a phase the
+  comparison does not have (a ``whole`` phase of a faulty pair) is not scored.
 """
 
 from __future__ import annotations
@@ -55,10 +60,19 @@ class PairResult:
     fidelity: float
     verdict: str
     reasons: tuple[str, ...] = ()
+    #: phase -> the comparison's verdict of it; phase -> whether it is faithful (the truth)
+    phases: dict[str, str] = field(default_factory=dict)
+    phase_truth: dict[str, bool] = field(default_factory=dict)
 
     @property
     def correct(self) -> bool:
         return self.verdict in EXPECTED.get(self.why, frozenset({"partial", "unfaithful"}))
+
+    def phase_correct(self) -> dict[str, bool]:
+        """Each labelled phase the comparison has: was its verdict right?"""
+        return {name: (self.phases[name] == "faithful") == faithful
+                and self.phases[name] != "undecidable"
+                for name, faithful in self.phase_truth.items() if name in self.phases}
 
 
 @dataclass(frozen=True)
@@ -70,10 +84,13 @@ class BenchScore:
     n_seed_pairs: int
     per_why: dict[str, dict[str, float]] = field(default_factory=dict)
     pairs: tuple[PairResult, ...] = ()
+    #: phase -> {"n", "correct", "accuracy"} over the pairs labelled per phase
+    per_phase: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k != "pairs"}
-        out["pairs"] = [{**asdict(p), "correct": p.correct} for p in self.pairs]
+        out["pairs"] = [{**asdict(p), "correct": p.correct, "phase_correct": p.phase_correct()}
+                        for p in self.pairs]
         return out
 
 
@@ -106,7 +123,21 @@ def score(results: list[PairResult]) -> BenchScore:
         accuracy=sum(r.correct for r in results) / len(results) if results else float("nan"),
         seed_faithful=(sum(r.verdict == "faithful" for r in seeds) / len(seeds)) if seeds else float("nan"),
         n_seed_pairs=len(seeds), per_why=per_why, pairs=tuple(results),
+        per_phase=_per_phase(results),
     )
+
+
+def _per_phase(results: list[PairResult]) -> dict[str, dict[str, float]]:
+    """Accuracy of each phase's verdict over the pairs labelled per phase."""
+    out: dict[str, dict[str, float]] = {}
+    for r in results:
+        for name, ok in r.phase_correct().items():
+            cell = out.setdefault(name, {"n": 0, "correct": 0})
+            cell["n"] += 1
+            cell["correct"] += ok
+    for cell in out.values():
+        cell["accuracy"] = cell["correct"] / cell["n"]
+    return out
 
 
 def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str = "step",
@@ -149,7 +180,8 @@ def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str
             continue
         results.append(PairResult(
             name, pair.get("why", ""), bool(pair["faithful"]),
-            runs_meta[pair["proxy"]].get("role") == "full", c.fidelity, c.verdict, c.reasons))
+            runs_meta[pair["proxy"]].get("role") == "full", c.fidelity, c.verdict, c.reasons,
+            {p.name: p.verdict for p in c.phases}, dict(pair.get("phases") or {})))
     return results
 
 
@@ -166,6 +198,8 @@ def render(s: BenchScore, *, markdown: bool = False) -> str:
     head = [("pairs", f"{s.n_pairs}"), ("AUC of fidelity (faithful vs unfaithful)", f"{s.auc:.3f}"),
             ("verdict accuracy", f"{s.accuracy:.3f}"),
             ("full-seed pairs faithful", f"{s.seed_faithful:.3f} of {s.n_seed_pairs}")]
+    head += [(f"{name} phase accuracy", f"{c['accuracy']:.3f} ({int(c['correct'])}/{int(c['n'])})")
+             for name, c in sorted(s.per_phase.items())]
     rows = [(why, f"{int(c['correct'])}/{int(c['n'])}", f"{c['mean_fidelity']:.3f}")
             for why, c in sorted(s.per_why.items())]
     wrong = [f"{p.pair} ({p.why or 'faithful'}): {p.verdict} {p.fidelity:.2f} — {'; '.join(p.reasons)[:160]}"

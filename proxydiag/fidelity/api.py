@@ -1,9 +1,11 @@
 """`compare(full, proxy)`: how faithfully a proxy run reproduced the full run(s).
 
-Pipeline: align (:mod:`proxydiag.align`) → per metric, the seed baseline and shared bootstrap
-resamples (:mod:`proxydiag.fidelity.context`) → one test per module (trend, shape, volatility,
-increments, level) → metric score and verdict → events and fault reproduction on full data →
-overall fidelity and verdict (:mod:`proxydiag.fidelity.aggregate`).
+Pipeline, one way: diagnose every run → align (:mod:`proxydiag.align`) → fault reproduction
+(:mod:`.faults`) → register the proxy's onset → resample every metric once → events on full data
+→ per metric, the seed baseline and shared bootstrap resamples (:mod:`.context`) → one test per
+module (trend, shape, volatility, increments, level) → metric score and verdict → overall
+(:mod:`.aggregate`) → the same per phase (:mod:`.phases`, :mod:`.progress`, :mod:`.verdicts`),
+which caps the verdict and the fidelity.
 """
 
 from __future__ import annotations
@@ -14,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from proxydiag.align import tokens
+from proxydiag.align.alignment import Alignment, align_runs
 from proxydiag.align.axis import Axis
-from proxydiag.align.grid import Grid, build_grid
+from proxydiag.align.grid import Grid, MetricGrid, Series, resample_grid, shared_series
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
 from proxydiag.fidelity import (
@@ -24,17 +27,22 @@ from proxydiag.fidelity import (
     faults,
     increments,
     level,
+    progress,
     shape,
     trend,
+    verdicts,
     volatility,
 )
 from proxydiag.fidelity.config import FidelityConfig, load_config
 from proxydiag.fidelity.context import metric_context
 from proxydiag.fidelity.contract import FidelityTest
-from proxydiag.fidelity.result import Comparison, MetricFidelity
+from proxydiag.fidelity.phases import WHOLE, Phase
+from proxydiag.fidelity.phases import split as phases_of
+from proxydiag.fidelity.result import Comparison, MetricFidelity, PhaseFidelity, Verdict
 from proxydiag.registry import Registry
 from proxydiag.run import Run
 
+_RANK = {"faithful": 0, "undecidable": 0, "partial": 1, "unfaithful": 2}
 #: the per-metric tests, in the order they are reported (one module each)
 TESTS: Registry[FidelityTest] = Registry(
     "fidelity test", {t.NAME: t for t in (trend, shape, volatility, increments, level)}
@@ -46,6 +54,10 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
             full_diagnoses: Sequence[Diagnosis | None] | None = None,
             proxy_diagnosis: Diagnosis | None = None, seed: int = 0) -> Comparison:
     """Score how faithfully ``proxy`` reproduced the dynamics and fault of ``full``.
+
+    One way: diagnose every run, align them, compare the faults, register the proxy's onset on
+    the full run's, resample every metric once, split into phases
+    (:mod:`~proxydiag.fidelity.phases`), then test the whole range and each phase.
 
     Parameters
     ----------
@@ -66,34 +78,98 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
     fulls = [full] if isinstance(full, Run) else list(full)
     cfg = config if isinstance(config, FidelityConfig) else (
         load_config(config) if config is not None else FidelityConfig())
-    grid = build_grid(fulls, proxy, align=align, config=cfg)
     diagnoses = _diagnoses(fulls, proxy, full_diagnoses, proxy_diagnosis)
-    fault = faults.score(fulls, proxy, grid, full=diagnoses[:-1], proxy_diagnosis=diagnoses[-1],
+    aligned = align_runs(fulls, proxy, align=align)
+    fault = faults.score(fulls, proxy, aligned, full=diagnoses[:-1], proxy_diagnosis=diagnoses[-1],
                          config=cfg)
-    ev = events.score(grid, diagnoses, config=cfg)
-    curves = grid
     if fault.reproduced and fault.onset_lag_steps and fault.full.get("onset_progress") is not None:
-        curves = build_grid(fulls, proxy, align=align, config=cfg, like=grid, register_onsets=(
-            float(fault.proxy["onset_step"]), float(fault.full["onset_progress"])))
-    per_metric = _score_metrics(curves, fulls, proxy, config=cfg, seed=seed)
+        aligned = aligned.registered(proxy, onset_step=float(fault.proxy["onset_step"]),
+                                     full_progress=float(fault.full["onset_progress"]))
+    series = shared_series(fulls, proxy)
+    grid = _resampled(aligned, fulls, proxy, series, cfg)
+    ev = events.score(grid, diagnoses, config=cfg)
+    rng = np.random.default_rng(seed)
+    per_metric = _score_metrics(grid.metrics, fulls, proxy, config=cfg, rng=rng)
+    phases = _score_phases(phases_of(aligned, fault, diagnoses, config=cfg), aligned, series,
+                           grid, per_metric, fulls, proxy, config=cfg, rng=rng)
+    if len(phases) == 1 and phases[0].verdict != "undecidable":
+        per_metric = phases[0].metrics  # the whole run is the phase: its sharpened verdicts
     fidelity, verdict, reasons = aggregate.overall(per_metric, fault, cfg, ev)
-    undecidable = curves.undecidable
+    fidelity, verdict, reasons = _with_phases(fidelity, verdict, reasons, phases, cfg)
+    undecidable = grid.undecidable
     if undecidable:
         reasons = (*reasons, f"undecidable, left out: {', '.join(undecidable)} (no finite point in "
                              "any run)")
     hint = _consumption_hint(fulls, proxy) if align == "step" else None
     if hint:
         reasons = (*reasons, hint)
-    other = {m: why for m, why in curves.skipped.items() if m not in undecidable}
+    other = {m: why for m, why in grid.skipped.items() if m not in undecidable}
     if not per_metric and (other or not undecidable):
         reasons = (*reasons, f"no curve could be compared ({_skips(other)})")
     return Comparison(
         fidelity=float(np.clip(fidelity, 0.0, 1.0)), verdict=verdict, align=align,
         metrics=per_metric, faults=fault, full_runs=tuple(r.id for r in fulls), proxy_run=proxy.id,
-        overlap=curves.overlap, reasons=reasons,
-        events={**ev.to_dict(), "skipped_metrics": dict(curves.skipped),
+        overlap=grid.overlap, reasons=reasons,
+        events={**ev.to_dict(), "skipped_metrics": dict(grid.skipped),
                 "baseline": _baseline_words(len(fulls), cfg)},
+        phases=phases,
     )
+
+
+def _resampled(aligned: Alignment, fulls: list[Run], proxy: Run, series: list[Series],
+               cfg: FidelityConfig, x_range: tuple[float, float] | None = None) -> Grid:
+    """The grid of the whole range, or of a phase with its share of the buckets (the phases
+    together cost one whole-run analysis)."""
+    buckets, min_points = cfg.buckets, cfg.min_points
+    if x_range is not None:
+        lo, hi = aligned.x_range
+        share = (x_range[1] - x_range[0]) / max(hi - lo, 1e-12)
+        buckets = max(min_points, round(cfg.buckets * share))
+    return resample_grid(aligned, fulls, proxy, buckets=buckets, min_points=min_points,
+                         log_scale_metrics=cfg.log_scale_metrics, x_range=x_range, series=series)
+
+
+def _score_phases(phases: tuple[Phase, ...], aligned: Alignment, series: list[Series], grid: Grid,
+                  whole: dict[str, MetricFidelity], fulls: list[Run], proxy: Run, *,
+                  config: FidelityConfig, rng: np.random.Generator) -> tuple[PhaseFidelity, ...]:
+    """Every phase's tests, learning progress and verdict. A phase is resampled on its own range
+    (a pre-fault phase keeps its resolution when a run goes NaN after the fault); the whole
+    run's grid and tests are reused when the whole range is the only phase."""
+    out = []
+    for phase in phases:
+        metrics: dict[str, MetricFidelity] = {}
+        learned: dict[str, dict[str, object]] = {}
+        if not phase.undecidable:
+            part = grid if phase.name == WHOLE else _resampled(
+                aligned, fulls, proxy, series, config, x_range=(phase.lo, phase.hi))
+            metrics = whole if phase.name == WHOLE else _score_metrics(
+                part.metrics, fulls, proxy, config=config, rng=rng)
+            learned = progress.learning(part.metrics, config)
+        out.append(verdicts.judge(phase, metrics, learned, config))
+    return tuple(out)
+
+
+def _with_phases(fidelity: float, verdict: Verdict, reasons: tuple[str, ...],
+                 phases: tuple[PhaseFidelity, ...], config: FidelityConfig
+                 ) -> tuple[float, Verdict, tuple[str, ...]]:
+    """The whole-run verdict capped by the phases' (see :mod:`.verdicts`): the smaller score,
+    the worse verdict (an undecidable phase is named, never counted); a partial proxy's
+    fidelity is at most ``partial_below``, so that the score and the verdict agree."""
+    by_phase, worst, why = verdicts.combine(phases)
+    if by_phase is not None and len(phases) > 1:
+        factor = config.unfaithful_factor if verdict == "unfaithful" else 1.0
+        fidelity = min(fidelity, by_phase * factor)
+    changed = _RANK[worst] > _RANK[verdict] if len(phases) == 1 else True
+    new = tuple(w for w in why if w not in reasons) if changed else ()
+    if worst == "unfaithful" and verdict != "unfaithful":
+        fidelity, verdict = fidelity * config.unfaithful_factor, "unfaithful"
+    elif worst == "partial" and verdict == "faithful":
+        verdict = "partial"
+    if verdict == "partial":  # the score agrees with the verdict: faithful needs partial_below
+        fidelity = min(fidelity, config.partial_below)
+    if verdict != "faithful" and reasons and reasons[0].startswith("dynamics within"):
+        reasons = ()
+    return fidelity, verdict, (*reasons, *new)
 
 
 def _diagnoses(fulls: list[Run], proxy: Run, full_diagnoses: Sequence[Diagnosis | None] | None,
@@ -104,12 +180,11 @@ def _diagnoses(fulls: list[Run], proxy: Run, full_diagnoses: Sequence[Diagnosis 
     return faults.diagnose_runs([*fulls, proxy], given)
 
 
-def _score_metrics(grid: Grid, fulls: list[Run], proxy: Run, *, config: FidelityConfig,
-                   seed: int) -> dict[str, MetricFidelity]:
+def _score_metrics(metrics: dict[str, MetricGrid], fulls: list[Run], proxy: Run, *,
+                   config: FidelityConfig, rng: np.random.Generator) -> dict[str, MetricFidelity]:
     """Every test on every aligned metric (one bootstrap stream, metrics in sorted order)."""
-    rng = np.random.default_rng(seed)
     out: dict[str, MetricFidelity] = {}
-    for name, mg in grid.metrics.items():
+    for name, mg in metrics.items():
         ctx = metric_context(mg, config=config, rng=rng)
         tests = {t.NAME: t.score(fulls, proxy, mg, ctx=ctx) for t in TESTS}
         out[name] = aggregate.metric_fidelity(name, tests, config)

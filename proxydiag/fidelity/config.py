@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from proxydiag.align.grid import LOG_SCALE_METRICS
 from proxydiag.errors import ConfigError
 from proxydiag.settings import check_ranges, override, ranged, read_toml
 
@@ -69,7 +70,7 @@ class FidelityConfig:
     dtw_points: int = ranged(500, lo=8, hi=10**5)
     #: changes of these metrics (when positive) are taken on log scale, as are those of any
     #: positive metric whose full run spans at least a decade
-    log_scale_metrics: tuple[str, ...] = ("grad_norm", "loss_scale")
+    log_scale_metrics: tuple[str, ...] = LOG_SCALE_METRICS
     # Noise floors: a discrepancy below its floor is never held against a proxy, whatever the
     # seed baseline says (one seed pair cannot estimate the spread of seed-to-seed noise).
     #: trend: 1 - Spearman rho
@@ -105,6 +106,53 @@ class FidelityConfig:
     #: ... but one that gains this fraction of it learns, by half of ``learn_min_sigma`` of its
     #: own noise (a noisier proxy: 96% of a modest full run's change was 2.7σ of its noise)
     learn_noisy_fraction: float = ranged(0.5, lo=0.0, hi=1.0)
+    # Phases (docs/fidelity.md). A fault's excursion dominates every whole-run statistic, so
+    # when the full seeds agree on a fault the run is split at its onset and each phase is
+    # judged against the seeds' noise on that phase.
+    #: the pre-fault phase ends this fraction of progress before the earliest onset (full seeds'
+    #: and proxy's): a diagnosed onset can lag the root cause by a few percent (gradual climbs
+    #: are dated where they steepen, 1-6% late in the blind audit of the tenth pass)
+    phase_margin_progress: float = ranged(0.03, lo=0.0, hi=0.5)
+    #: a phase shorter than this fraction of progress, or with fewer than ``min_points``
+    #: buckets, is undecidable (its few points cannot tell a proxy from a seed)
+    phase_min_progress: float = ranged(0.1, lo=0.0, hi=1.0)
+    #: ... and a metric with fewer finite points than this in every run of a phase is left out
+    #: of that phase (a phase without any is undecidable): on 8 points (28% of a 300-step run
+    #: logged every 10 steps) two seeds differed beyond every test's seed range
+    phase_min_points: int = ranged(20, lo=4, hi=10**6)
+    # Learning progress over the pre-fault phase (or the whole healthy run), scored.
+    #: a proxy must reach this fraction of the full seeds' change (reward gain, loss descent,
+    #: entropy decline) with an interval reaching it: pruning lowers capacity, so less is
+    #: accepted, but not less than half (issue 24's rule; the generator's 12.5% proxies reach
+    #: 75-80% of the gain)
+    learn_gain_fraction: float = ranged(0.5, lo=0.0, hi=1.0)
+    #: ... and its progress at half of its change must lie within the seeds' range stretched by
+    #: this factor either way (pruned proxies learn up to 1.25x slower in the generator; a
+    #: 2.5x slower or 5x faster proxy is another dynamics)
+    learn_pace_factor: float = ranged(2.0, lo=1.0, hi=100.0)
+    #: a proxy whose change exceeds this multiple of the full seeds' (its interval above it)
+    #: has other dynamics: pruning lowers capacity, it does not double the learning (a 5x
+    #: faster entropy collapse moved the loss 2.6x the full seeds' before the fault)
+    learn_excess_factor: float = ranged(2.0, lo=1.0, hi=100.0)
+    # No averaging away: one test far outside the seed range decides its metric.
+    #: a key metric's test whose discrepancy exceeds this many times the seed reference (score
+    #: < 1/factor), with a bootstrap interval that excludes the seed range, makes the metric
+    #: diverged; one diverged key metric in the pre-fault phase caps the verdict at partial.
+    #: 2.0: a volatility ratio beyond x2.25 when seeds agree within x1.5 (the noise floor);
+    #: the generator's 12.5% proxies reach x1.9
+    diverged_factor: float = ranged(2.0, lo=1.0, hi=100.0)
+    #: the tests that rule applies to: the spread and the distribution of step-to-step changes
+    #: (the rank correlation of a metric that is flat noise, e.g. pg_loss, is itself noise)
+    diverged_tests: tuple[str, ...] = ("volatility", "increments")
+    #: ... on at least this many aligned points: the robust spread of n changes has a relative
+    #: standard error of about 1.2/sqrt(n) (MAD efficiency 37%), 0.22 at 30 points, so a x2.25
+    #: ratio is then ~3.7 standard errors; below it one seed pair of a 13-point pre-fault phase
+    #: (a run logged every 10 steps) differed by x2.4 in the generator's corpora
+    diverged_min_points: int = ranged(30, lo=2, hi=10**6)
+    #: a positive key metric whose level (ratio of last-quarter medians, pre-fault phase) lies
+    #: this factor beyond the seeds' own ratios has diverged (grad norms 3-6x the full seeds'
+    #: while the seeds agree within x1.1 in the issue; pruned proxies reach 1.9x)
+    level_diverged_ratio: float = ranged(3.0, lo=1.0, hi=1000.0)
     #: fidelity of an unfaithful proxy is its dynamics score times this
     unfaithful_factor: float = ranged(0.3, lo=0.0, hi=1.0)
     #: weights of the tests in a metric's score (level is reported, never scored)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from proxydiag.align.grid import Grid
+from proxydiag.align.alignment import Alignment
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.diagnose.taxonomy import UNSEEN_BY
 from proxydiag.fidelity.config import FidelityConfig
@@ -45,7 +45,7 @@ def outcome(full: Diagnosis, proxy: Diagnosis, lag_progress: float | None, *, to
     return "extra_fault" if full.label == "healthy" else "wrong_fault"
 
 
-def score(full_runs: Sequence[Run], proxy: Run, grid: Grid, *, full: Sequence[Diagnosis | None],
+def score(full_runs: Sequence[Run], proxy: Run, grid: Alignment, *, full: Sequence[Diagnosis | None],
           proxy_diagnosis: Diagnosis | None, config: FidelityConfig) -> FaultComparison:
     """Compare the full runs' consensus diagnosis with the proxy's.
 
@@ -84,7 +84,7 @@ def score(full_runs: Sequence[Run], proxy: Run, grid: Grid, *, full: Sequence[Di
                            what == "reproduced", words, what)
 
 
-def consensus(known: Sequence[tuple[int, Diagnosis]], grid: Grid, *, prefer: str | None = None
+def consensus(known: Sequence[tuple[int, Diagnosis]], grid: Alignment, *, prefer: str | None = None
               ) -> tuple[str, int | None, float | None, int, tuple[float, float] | None]:
     """Majority label of the full seeds, the onset step and progress of its median seed (the
     lower middle one for an even count: step and progress from one seed), how many seeds
@@ -133,7 +133,7 @@ _SIGNALS = {
 }
 
 
-def _progress(grid: Grid, row: int, d: Diagnosis) -> float | None:
+def _progress(grid: Alignment, row: int, d: Diagnosis) -> float | None:
     return None if d.onset_step is None or d.label == "healthy" else grid.progress(row, d.onset_step)
 
 

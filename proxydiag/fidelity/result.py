@@ -1,4 +1,5 @@
-"""`TestResult`, `MetricFidelity`, `FaultComparison`, `Comparison` (docs/architecture.md#json-contracts)."""
+"""`TestResult`, `MetricFidelity`, `FaultComparison`, `PhaseFidelity`, `Comparison`
+(docs/architecture.md#json-contracts; ``proxydiag/schemas/comparison.schema.json``)."""
 
 from __future__ import annotations
 
@@ -111,6 +112,41 @@ class FaultComparison:
         }
 
 
+PhaseVerdict = Literal["faithful", "partial", "unfaithful", "undecidable"]
+
+
+@dataclass(frozen=True)
+class PhaseFidelity:
+    """One phase of a comparison (``whole``, or ``pre_fault`` and ``fault``), scored against the
+    seeds' noise on the same phase (:mod:`proxydiag.fidelity.phases`).
+
+    ``fidelity`` is the phase's dynamics score (None when undecidable), ``ci`` the key-weighted
+    mean of its metrics' interval bounds, ``learning`` the progress records
+    (:mod:`proxydiag.fidelity.progress`), ``reasons`` what decided ``verdict``.
+    """
+
+    name: str
+    progress: tuple[float, float]
+    verdict: PhaseVerdict
+    fidelity: float | None
+    ci: tuple[float, float] | None
+    metrics: dict[str, MetricFidelity]
+    learning: dict[str, Any] = field(default_factory=dict)
+    reasons: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "progress": [_num(self.progress[0]), _num(self.progress[1])],
+            "verdict": self.verdict,
+            "fidelity": _num(self.fidelity),
+            "ci": [_num(self.ci[0]), _num(self.ci[1])] if self.ci else None,
+            "metrics": {k: m.to_dict() for k, m in self.metrics.items()},
+            "learning": _clean(self.learning),
+            "reasons": list(self.reasons),
+        }
+
+
 @dataclass(frozen=True)
 class Comparison:
     """How faithfully a proxy run preserved the full run's dynamics and fault.
@@ -128,6 +164,13 @@ class Comparison:
     overlap: str = ""  # "overlap" | "progress" and the step range compared
     reasons: tuple[str, ...] = ()
     events: dict[str, Any] = field(default_factory=dict)
+    #: the phases judged apart: ``whole`` for a healthy full run, else ``pre_fault`` and
+    #: ``fault``; ``fidelity`` is the smaller of their scores (docs/fidelity.md)
+    phases: tuple[PhaseFidelity, ...] = ()
+
+    def phase(self, name: str) -> PhaseFidelity | None:
+        """The phase called ``name`` (None when the comparison has no such phase)."""
+        return next((p for p in self.phases if p.name == name), None)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -142,6 +185,7 @@ class Comparison:
             "overlap": self.overlap,
             "reasons": list(self.reasons),
             "events": self.events,
+            **({"phases": [p.to_dict() for p in self.phases]} if self.phases else {}),
         }
 
     def _repr_html_(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.result import Comparison, MetricFidelity
+from proxydiag.report import phases
 from proxydiag.report.escape import md
 
 _SCORED = ("trend", "shape", "volatility", "increments")
@@ -22,6 +23,7 @@ def text(c: Comparison, config: FidelityConfig | None = None) -> str:
         *(f"  - {r}" for r in c.reasons),
         f"fault: {c.faults.explanation}",
         f"{c.events.get('explanation', '')}",
+        *phases.text_lines(c),
         "",
     ]
     for name, m in _ordered(c, config):
@@ -48,6 +50,7 @@ def markdown(c: Comparison, config: FidelityConfig | None = None) -> str:
         *(f"- {md(r)}" for r in c.reasons),
         f"- fault: {md(c.faults.explanation)}",
         f"- alignment: {c.align}; {md(c.overlap)}",
+        *phases.markdown_lines(c),
         "",
         "| metric | verdict | score [CI] | seed pairs | trend | shape | volatility | increments |",
         "|---|---|---|---:|---:|---:|---:|---:|",

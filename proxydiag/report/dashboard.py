@@ -103,6 +103,27 @@ def fidelity_scatter(proxies: pl.DataFrame, *, x: str, title: str) -> go.Figure:
     return fig
 
 
+def recommended_table(fleet: Fleet) -> str:
+    """One row per group: the recommended proxy (the smallest faithful in every phase), its
+    size, saving and fidelity interval, and what the smaller levels lacked."""
+    if not fleet.recommendations:
+        return ""
+    rows = []
+    for rec in fleet.recommendations:
+        best = rec.recommended
+        size = "—" if best is None else (f"{best.kept_fraction:.1%}" if best.kept_fraction is not None
+                                         else num(best.experts_kept))
+        ci = "—" if best is None or best.ci is None else f"[{best.ci[0]:.2f}, {best.ci[1]:.2f}]"
+        saving = "—" if best is None or best.saving is None else f"{best.saving:.0%}"
+        rows.append(f"<tr><td>{esc(rec.group)}</td><td>{esc(best.proxy_run if best else 'none')}"
+                    f"</td><td class=num>{esc(size)}</td><td class=num>{esc(saving)}</td>"
+                    f"<td class=num>{esc(ci)}</td><td>{esc(rec.reason)}</td></tr>")
+    head = "".join(f"<th>{h}</th>" for h in ("group", "recommended proxy", "experts kept",
+                                             "saving", "fidelity CI", "why"))
+    return ("<h3>Recommended proxy per group</h3><table class=grid><thead><tr>"
+            f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+
+
 def _cards(fleet: Fleet) -> str:
     labels = fleet.runs["label"].value_counts(sort=True) if "label" in fleet.runs.columns else None
     cards = [("runs", fleet.runs.height), ("proxies compared", fleet.proxies.height)]
@@ -118,15 +139,20 @@ def _cards(fleet: Fleet) -> str:
 def dashboard_html(fleet: Fleet) -> str:
     """The dashboard page as one HTML document."""
     figures = FigureSet()
+    # the kept fraction puts models of different sizes on one axis, when experts_total is known
+    size = ("kept_fraction", "Fidelity against the fraction of experts kept") if (
+        "kept_fraction" in fleet.proxies.columns
+        and fleet.proxies["kept_fraction"].drop_nulls().len()) else (
+        "experts_kept", "Fidelity against experts kept")
     scatter = "".join(
         figures.div(fidelity_scatter(fleet.proxies, x=x, title=t)) for x, t in (
-            ("experts_kept", "Fidelity against experts kept"),
-            ("cost_per_step", "Fidelity against cost per step"))
+            size, ("cost_per_step", "Fidelity against cost per step"))
     )
     body = (
         '<section id="fidelity"><h2>How small may a proxy be?</h2><p class=muted>Each point is '
         "a proxy's fidelity to its full run (shape: ● faithful, ◆ partial, ✕ unfaithful); "
-        f'one colour per group.</p><div class="panels">{scatter}</div></section>'
+        f'one colour per group.</p><div class="panels">{scatter}</div>'
+        f"{recommended_table(fleet)}</section>"
         '<section id="proxies"><h2>Proxies</h2>'
         f"{table(fleet.proxies, PROXY_COLUMNS)}</section>"
         '<section id="runs"><h2>Runs</h2>'

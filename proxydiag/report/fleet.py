@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 if TYPE_CHECKING:
+    from proxydiag.fidelity.recommend import Recommendation
     from proxydiag.run import Run
     from proxydiag.store import RunStore
 
@@ -31,6 +32,8 @@ class Fleet:
     runs: pl.DataFrame
     proxies: pl.DataFrame
     store: str = ""
+    #: per group with compared proxies: the smallest proxy faithful in every phase
+    recommendations: tuple[Recommendation, ...] = ()
 
 
 def key_metrics(scan: pl.LazyFrame) -> pl.DataFrame:
@@ -64,7 +67,7 @@ def _stored_results(store: RunStore) -> tuple[pl.DataFrame, pl.DataFrame]:
 
 PROXY_SCHEMA = {"proxy_run": pl.Utf8, "fidelity": pl.Float64, "verdict": pl.Utf8,
                 "full_runs": pl.Utf8, "reproduced": pl.Boolean, "full_label": pl.Utf8,
-                "proxy_label": pl.Utf8}
+                "proxy_label": pl.Utf8, "phases": pl.Utf8}
 
 
 def _comparison_row(proxy: str, fidelity: float | None, verdict: str,
@@ -72,7 +75,9 @@ def _comparison_row(proxy: str, fidelity: float | None, verdict: str,
     faults = result.get("faults") or {}
     return (proxy, fidelity, verdict, ", ".join(result.get("full_runs") or []),
             faults.get("reproduced"), (faults.get("full") or {}).get("label"),
-            (faults.get("proxy") or {}).get("label"))
+            (faults.get("proxy") or {}).get("label"),
+            json.dumps([{k: p.get(k) for k in ("name", "verdict", "ci")}
+                        for p in result.get("phases") or []]))
 
 
 class _Diagnoses:
@@ -148,7 +153,8 @@ def load_fleet(store: RunStore, *, analyse: bool = True) -> Fleet:
     diag = diag.unique("run", keep="last")
     table = runs.join(diag, on="run", how="left").join(key_metrics(store.scan()), on="run",
                                                        how="left", suffix="_data")
-    meta = runs.select("run", "name", "group", "experts_kept", "cost_per_step", "seed")
+    meta = runs.select("run", "name", "group", "experts_kept", "cost_per_step", "seed",
+                       (pl.col("experts_kept") / pl.col("experts_total")).alias("kept_fraction"))
     names = dict(zip(runs["run"].to_list(), runs["name"].to_list(), strict=True))
     proxies = comps.unique("proxy_run", keep="last").with_columns(
         pl.col("full_runs").map_elements(
@@ -157,4 +163,16 @@ def load_fleet(store: RunStore, *, analyse: bool = True) -> Fleet:
     ).join(meta, left_on="proxy_run", right_on="run", how="left")
     return Fleet(runs=table.sort("group", "role", "name", nulls_last=True),
                  proxies=proxies.sort("group", "experts_kept", nulls_last=True),
-                 store=str(store.path))
+                 store=str(store.path), recommendations=_recommendations(runs, proxies))
+
+
+def _recommendations(runs: pl.DataFrame, proxies: pl.DataFrame) -> tuple[Recommendation, ...]:
+    """The recommended proxy of every group with compared proxies (phases as stored)."""
+    from proxydiag.report.recommend import group_recommendation
+
+    compared = [{"proxy_run": p, "fidelity": f, "verdict": v, "phases": json.loads(ph or "[]")}
+                for p, f, v, ph in proxies.select("proxy_run", "fidelity", "verdict", "phases")
+                .iter_rows()]
+    rows = runs.to_dicts()
+    groups = proxies["group"].drop_nulls().unique(maintain_order=True).to_list()
+    return tuple(group_recommendation(rows, compared, group=g) for g in groups)

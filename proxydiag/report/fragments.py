@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterable, Sequence
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.events import Event
 from proxydiag.fidelity.result import Comparison, MetricFidelity
+from proxydiag.report import phases
 from proxydiag.report.escape import esc
 from proxydiag.report.text import (
     ci_text,
@@ -122,6 +123,15 @@ def fidelity_table(c: Comparison) -> str:
     return grid_table(FIDELITY_HEAD, rows, numeric=FIDELITY_HEAD[1:4])
 
 
+def phase_table(c: Comparison) -> str:
+    """The phases judged apart (pre-fault learning, fault response): one row each."""
+    if not c.phases:
+        return ""
+    rows = [[badge(cell) if k == 2 else esc(cell) for k, cell in enumerate(phases.phase_row(p))]
+            for p in c.phases]
+    return "<p><b>Phases</b></p>" + grid_table(phases.HEAD, rows, numeric={"fidelity [CI]"})
+
+
 def comparison_block(c: Comparison) -> str:
     """Fault reproduction, reasons and the table."""
     reasons = "".join(f"<li>{esc(r)}</li>" for r in c.reasons)
@@ -130,6 +140,7 @@ def comparison_block(c: Comparison) -> str:
         f"<p><b>Fault:</b> {esc(fault_sentence(c))}</p>"
         f"<p class=muted>Aligned by {esc(c.align)}.{overlap}</p>"
         + (f"<ul class=reasons>{reasons}</ul>" if reasons else "")
+        + phase_table(c)
         + fidelity_table(c)
     )
 

@@ -6,6 +6,7 @@ hints. User strings are escaped for Markdown and HTML (:func:`~proxydiag.report.
 
 from __future__ import annotations
 
+from proxydiag.report import phases
 from proxydiag.report.content import ReportContent
 from proxydiag.report.escape import md
 from proxydiag.report.fragments import top_events
@@ -24,7 +25,7 @@ def _fidelity_lines(content: ReportContent) -> list[str]:
         f"| {md(name)} | {num(m.score)} | {ci_text(m.ci)} | {num(m.seed_baseline)} | {m.verdict} |"
         for name, m in c.metrics.items()
     ]
-    return lines
+    return lines + phases.markdown_lines(c)
 
 
 def report_markdown(content: ReportContent) -> str:

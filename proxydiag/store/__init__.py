@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import polars as pl
 
 from proxydiag.errors import StoreError
@@ -137,7 +138,13 @@ class RunStore:
     def runs(self) -> pl.DataFrame:
         """One row per run: id, name, role, group, seed, experts kept, cost, sizes, steps."""
         cols = ", ".join(f'"{c}"' for c in catalog.RUN_COLUMNS)
-        return self._query(f"SELECT {cols} FROM runs ORDER BY ingested_at, run", catalog.RUNS_SCHEMA)
+        try:
+            return self._query(f"SELECT {cols} FROM runs ORDER BY ingested_at, run",
+                               catalog.RUNS_SCHEMA)
+        except duckdb.BinderException:  # a catalog no writer has opened since experts_total
+            cols = cols.replace('"experts_total"', 'NULL AS "experts_total"')
+            return self._query(f"SELECT {cols} FROM runs ORDER BY ingested_at, run",
+                               catalog.RUNS_SCHEMA)
 
     def get(self, ref: str) -> Run:
         """The run with id ``ref`` (or the one run named ``ref``)."""

@@ -38,7 +38,10 @@ DDL = (
         experts_kept DOUBLE, cost_per_step DOUBLE, precision VARCHAR, format VARCHAR,
         source VARCHAR, n_points BIGINT, n_metrics INTEGER, first_step BIGINT,
         last_step BIGINT, ingested_at TIMESTAMP, content_hash VARCHAR,
-        schema_version INTEGER, file VARCHAR, attrs VARCHAR, mapping VARCHAR, events VARCHAR)""",
+        schema_version INTEGER, file VARCHAR, attrs VARCHAR, mapping VARCHAR, events VARCHAR,
+        experts_total DOUBLE)""",
+    # added after schema 1 was released: a catalog written before gains the column (NULL)
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS experts_total DOUBLE",
     """CREATE TABLE IF NOT EXISTS diagnoses (
         run VARCHAR PRIMARY KEY, label VARCHAR, onset_step BIGINT, confidence DOUBLE,
         json VARCHAR, mlflow_synced BOOLEAN, created_at TIMESTAMP)""",
@@ -51,6 +54,7 @@ DDL = (
 RUN_COLUMNS = (
     "run", "name", "role", "group", "seed", "experts_kept", "cost_per_step", "precision",
     "format", "source", "n_points", "n_metrics", "first_step", "last_step", "ingested_at",
+    "experts_total",
 )
 
 
@@ -132,7 +136,7 @@ def upsert_run(con: duckdb.DuckDBPyConnection, run: Run, *, path: Path, digest: 
     steps = frame["step"]
     con.execute("DELETE FROM runs WHERE run = ?", [run.id])
     con.execute(
-        "INSERT INTO runs VALUES (" + ", ".join(["?"] * 21) + ")",
+        "INSERT INTO runs VALUES (" + ", ".join(["?"] * 22) + ")",
         [run.id, run.name, _text(attrs.get("role")), _text(attrs.get("group")),
          _int(attrs.get("seed")), _float(attrs.get("experts_kept")),
          _float(attrs.get("cost_per_step")), _text(attrs.get("precision")),
@@ -140,7 +144,7 @@ def upsert_run(con: duckdb.DuckDBPyConnection, run: Run, *, path: Path, digest: 
          frame["metric"].n_unique(), steps.min() if frame.height else None,
          steps.max() if frame.height else None, now(), digest, SCHEMA_VERSION,
          path.name, json.dumps(attrs, default=str), json.dumps(run.mapping),
-         json.dumps([e.to_dict() for e in run.events])],
+         json.dumps([e.to_dict() for e in run.events]), _float(attrs.get("experts_total"))],
     )
 
 
@@ -167,7 +171,7 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     "seed": pl.Int64(), "experts_kept": pl.Float64(), "cost_per_step": pl.Float64(),
     "precision": pl.Utf8(), "format": pl.Utf8(), "source": pl.Utf8(), "n_points": pl.Int64(),
     "n_metrics": pl.Int64(), "first_step": pl.Int64(), "last_step": pl.Int64(),
-    "ingested_at": pl.Datetime("us"),
+    "ingested_at": pl.Datetime("us"), "experts_total": pl.Float64(),
 }
 DIAG_SCHEMA: dict[str, pl.DataType] = {
     "run": pl.Utf8(), "label": pl.Utf8(), "onset_step": pl.Int64(), "confidence": pl.Float64(),

@@ -16,6 +16,7 @@ from typing import Any
 from proxydiag.errors import ConfigError
 from proxydiag.synth.naming import FORMATS, NAMINGS
 from proxydiag.synth.plan import GROUP_CYCLE, PlannedRun, Planner, why
+from proxydiag.synth.proxy import RELATION_PHASES
 from proxydiag.synth.scenario import PRECISIONS, VARIANT_CLASS
 from proxydiag.synth.sim import simulate
 from proxydiag.synth.writers import write_run
@@ -113,16 +114,22 @@ def write_planned(out: Path, planned: PlannedRun) -> dict[str, Any]:
 
 
 def group_pairs(group: list[PlannedRun]) -> dict[str, dict[str, Any]]:
-    """Pairs of a group: every proxy against the full seeds, and each seed against the others."""
+    """Pairs of a group: every proxy against the full seeds, and each seed against the others.
+
+    A pair's optional ``phases`` says which phases of its comparison are faithful (the truth of
+    ``bench compare``'s per-phase accuracy; a phase not named is not scored)."""
     fulls = [p.name for p in group if p.scenario.role == "full"]
     pairs: dict[str, dict[str, Any]] = {}
     for p in group:
         if p.scenario.role == "proxy":
             reason = why(p.relation)
             pairs[p.name] = {"full": fulls, "proxy": p.name, "faithful": reason == "", "why": reason}
+            if p.relation in RELATION_PHASES:
+                pairs[p.name]["phases"] = dict(RELATION_PHASES[p.relation])
         else:
             others = [f for f in fulls if f != p.name]
-            pairs[f"{p.name}-vs-seeds"] = {"full": others, "proxy": p.name, "faithful": True, "why": ""}
+            pairs[f"{p.name}-vs-seeds"] = {"full": others, "proxy": p.name, "faithful": True, "why": "",
+                                           "phases": dict(RELATION_PHASES["reproduce"])}
     return pairs
 
 

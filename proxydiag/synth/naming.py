@@ -99,6 +99,28 @@ for _v in ("gradual_climb", "climb_then_divergence"):
     _SHOWS[_v] = _SHOWS["sync_step"]
 
 
+#: proxy relation -> canonical metrics that show how its dynamics differ before the fault (the
+#: token NLL ``loss`` follows entropy and learning; relations not listed show in any naming)
+_RELATION_SHOWS: dict[str, frozenset[str]] = {
+    "stall": frozenset({"reward", "loss"}),
+    "grads": frozenset({"grad_norm"}),
+    "collapse": frozenset({"entropy", "loss"}),
+}
+
+
+def shows_relation(naming: str, relation: str, *, precision: str) -> bool:
+    """Whether a proxy logged in ``naming`` can show its ``relation``'s pre-fault difference.
+
+    >>> shows_relation("deepspeed", "collapse", precision="fp16"), shows_relation("verl", "grads", precision="bf16")
+    (False, True)
+    """
+    needs = _RELATION_SHOWS.get(relation)
+    if needs is None:
+        return True
+    keys = NAMINGS[naming].key_map(precision=precision, fmt=NAMINGS[naming].formats[0])
+    return bool(needs & set(keys))
+
+
 def can_show(naming: str, fmt: str, *, variant: str, precision: str) -> bool:
     """Whether a run in ``naming`` written as ``fmt`` can show ``variant`` ("" = healthy).
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from proxydiag.errors import ConfigError
-from proxydiag.synth.naming import can_show
-from proxydiag.synth.proxy import RELATION_WHY, proxy_fault
+from proxydiag.synth.naming import can_show, shows_relation
+from proxydiag.synth.proxy import RELATION_DYNAMICS, RELATION_WHY, proxy_fault
 from proxydiag.synth.scenario import FaultSpec, Scenario
 
 #: the group cycle: a quarter healthy, a quarter per failure class ("overflow" follows precision)
@@ -30,8 +30,8 @@ GROUP_CYCLE = (
     "healthy", "overflow", "divergence", "climb_then_divergence",
 )
 #: relation cycles of proxies: about 40% faithful
-FAULTY_CYCLE = ("reproduce", "late", "reproduce", "miss", "reproduce", "early", "wrong",
-                "reproduce", "dynamics")
+FAULTY_CYCLE = ("reproduce", "late", "stall", "reproduce", "miss", "grads", "reproduce", "early",
+                "wrong", "collapse", "reproduce", "dynamics")
 HEALTHY_CYCLE = ("reproduce", "extra", "reproduce", "trend", "dynamics")
 KEPT_FRACTIONS = (0.5, 0.25, 0.125)
 EXPERTS_TOTAL = 64
@@ -120,10 +120,11 @@ class Planner:
             relation = cycle[(start + i) % len(cycle)]
             fault = proxy_fault(base.fault, relation, n_steps=base.n_steps,
                                 precision=base.precision, rng=rng)
-            if self._combos(fault.variant if fault else "", base.precision, naming):
+            if (self._combos(fault.variant if fault else "", base.precision, naming)
+                    and shows_relation(naming, relation, precision=base.precision)):
                 break
         self.relation_count[kind] += 1
-        dynamics = {"trend": "no_learning", "dynamics": "volatile"}.get(relation, "normal")
+        dynamics = RELATION_DYNAMICS.get(relation, "normal")
         sc = Scenario(f"{base.group}-proxy-e{kept}", n_steps=base.n_steps,
                       precision=base.precision, group_seed=base.group_seed,
                       experts_total=EXPERTS_TOTAL, experts_kept=kept, fault=fault,

@@ -17,7 +17,13 @@ relation        pair ``why``       the proxy ...
 ``extra``       ``extra_fault``   fails although the full run is healthy
 ``trend``       ``trend``         does not learn (flat reward and entropy)
 ``dynamics``    ``dynamics``      reproduces the fault, with 3.5× noise, 2.5× time constants
+``stall``       ``trend``         reproduces the fault but does not learn before it
+``grads``       ``dynamics``      reproduces the fault with 4× larger, 3× noisier grad norms
+``collapse``    ``dynamics``      reproduces the fault, entropy collapsing 5× faster before it
 ==============  ================  ====================================================
+
+The last three keep the fault and change only what comes before it: a whole-run score that
+the fault's excursion dominates does not see them; the pre-fault phase of ``compare`` must.
 """
 
 from __future__ import annotations
@@ -39,9 +45,31 @@ RELATION_WHY: dict[str, str] = {
     "extra": "extra_fault",
     "trend": "trend",
     "dynamics": "dynamics",
+    "stall": "trend",
+    "grads": "dynamics",
+    "collapse": "dynamics",
 }
+#: relation -> which phases of its comparison (:mod:`proxydiag.fidelity.phases`) are faithful:
+#: the truth ``bench compare`` scores each phase's verdict against (``whole`` for a healthy
+#: full run; a fault's timing or class is judged by the fault test, not by a phase)
+RELATION_PHASES: dict[str, dict[str, bool]] = {
+    "reproduce": {"whole": True, "pre_fault": True, "fault": True},
+    "stall": {"pre_fault": False, "fault": True},
+    "grads": {"pre_fault": False, "fault": True},
+    "collapse": {"pre_fault": False, "fault": True},
+    "dynamics": {"whole": False, "pre_fault": False},
+    "trend": {"whole": False},
+}
+#: relation -> the run-level dynamics change of its proxy (:func:`with_dynamics`)
+RELATION_DYNAMICS: dict[str, str] = {
+    "trend": "no_learning", "dynamics": "volatile", "stall": "no_learning",
+    "grads": "noisy_grads", "collapse": "fast_entropy",
+}
+#: relations whose proxy has the fault on time, as ``reproduce`` does
+_ON_TIME = {"stall": "reproduce", "grads": "reproduce", "collapse": "reproduce"}
 #: relations possible when the full run is faulty / healthy
-FAULTY_RELATIONS = ("reproduce", "late", "early", "miss", "wrong", "dynamics")
+FAULTY_RELATIONS = ("reproduce", "late", "early", "miss", "wrong", "dynamics", "stall", "grads",
+                    "collapse")
 HEALTHY_RELATIONS = ("reproduce", "extra", "trend", "dynamics")
 
 
@@ -74,7 +102,9 @@ def prune(dyn: Dynamics, *, kept_fraction: float) -> Dynamics:
 
 
 def with_dynamics(dyn: Dynamics, kind: str) -> Dynamics:
-    """Apply a run-level dynamics change: ``normal``, ``no_learning`` or ``volatile``."""
+    """Apply a run-level dynamics change: ``normal``, ``no_learning``, ``volatile``,
+    ``noisy_grads`` (grad norms 4× larger with 3× their log-scale noise: an optimiser far off
+    the full run's) or ``fast_entropy`` (entropy collapsing 5× faster, to a floor 40% lower)."""
     if kind == "no_learning":
         return replace(dyn, reward_max=dyn.reward0 * 1.05, entropy_floor=0.97, length_growth=1.02)
     if kind == "volatile":
@@ -85,6 +115,11 @@ def with_dynamics(dyn: Dynamics, kind: str) -> Dynamics:
             tau_reward=dyn.tau_reward * 2.5,
             tau_entropy=dyn.tau_entropy * 2.5,
         )
+    if kind == "noisy_grads":
+        return replace(dyn, grad0=dyn.grad0 * 4.0, grad_sigma=dyn.grad_sigma * 3.0)
+    if kind == "fast_entropy":
+        return replace(dyn, tau_entropy=dyn.tau_entropy * 0.2,
+                       entropy_floor=dyn.entropy_floor * 0.6)
     return dyn
 
 
@@ -119,7 +154,7 @@ def proxy_fault(
         "late": rng.uniform(0.15, 0.25),
         "early": -rng.uniform(0.15, 0.25),
         "wrong": rng.uniform(-0.03, 0.03),
-    }[relation]
+    }[_ON_TIME.get(relation, relation)]  # every draw made, so older corpora stay the same
     onset = int(np.clip(full.onset_step + shift * n_steps, 0.08 * n_steps, 0.85 * n_steps))
     if relation != "wrong":
         return FaultSpec(full.variant, onset, full.nan_after_steps)

@@ -19,7 +19,7 @@ from proxydiag.errors import ConfigError
 from proxydiag.synth.corpus import group_pairs, write_planned
 from proxydiag.synth.naming import can_show
 from proxydiag.synth.plan import EXPERTS_TOTAL, PlannedRun
-from proxydiag.synth.proxy import proxy_fault
+from proxydiag.synth.proxy import RELATION_DYNAMICS, proxy_fault
 from proxydiag.synth.readme import render_readme
 from proxydiag.synth.scenario import FaultSpec, Scenario
 
@@ -127,7 +127,7 @@ def planned_runs(group: SampleGroup) -> list[PlannedRun]:
         rng = np.random.default_rng(np.random.SeedSequence([group.group_seed, kept]))
         fault = proxy_fault(group.fault, relation, n_steps=group.n_steps,
                             precision=group.precision, rng=rng)
-        dynamics = {"trend": "no_learning", "dynamics": "volatile"}.get(relation, "normal")
+        dynamics = RELATION_DYNAMICS.get(relation, "normal")
         sc = replace(base, name=f"{group.name}-proxy-e{kept}", experts_kept=kept, fault=fault,
                      dynamics=dynamics, role="proxy")
         runs.append(PlannedRun(sc, 0, fmt, naming, group.log_interval, relation))

@@ -36,7 +36,7 @@ VARIANT_CLASS: dict[str, str] = {
 }
 PRECISIONS = ("fp16", "bf16")
 #: how a run's curves may differ from its group's shared dynamics
-DYNAMICS = ("normal", "no_learning", "volatile")
+DYNAMICS = ("normal", "no_learning", "volatile", "noisy_grads", "fast_entropy")
 
 
 @dataclass(frozen=True)

@@ -132,7 +132,7 @@ def check_fidelity_test(test: FidelityTest, *, name: str | None = None) -> None:
     doubled = _renamed(full, "doubled", 2.0)
     scores = []
     for proxy in (same, doubled):
-        grid = build_grid([full], proxy, config=FidelityConfig())
+        grid = build_grid([full], proxy, buckets=FidelityConfig().buckets)
         mg = grid.metrics["reward"] if "reward" in grid.metrics else next(iter(grid.metrics.values()))
         ctx = metric_context(mg, config=FidelityConfig(), rng=np.random.default_rng(0))
         result = test.score([full], proxy, mg, ctx=ctx)

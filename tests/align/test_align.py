@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from proxydiag.align import progress, step, tokens
-from proxydiag.align.grid import build_grid
+from proxydiag.align.alignment import align_runs
+from proxydiag.align.grid import build_grid, resample_grid
 from proxydiag.align.noise import baseline, circular_block_indices, pseudo_seeds
 from proxydiag.align.register import register
 from proxydiag.align.resample import minmax_downsample, resample
@@ -62,7 +63,7 @@ def test_grid_resolution_overlap_and_rows() -> None:
     full = make_run("full", curves(3000, seed=0))
     seed = make_run("seed", {"reward": curves(1000, seed=1)["reward"]})  # shorter, one metric
     proxy = make_run("proxy", curves(2500, seed=2), role="proxy")
-    grid = build_grid([full, seed], proxy, config=FidelityConfig())
+    grid = build_grid([full, seed], proxy, buckets=FidelityConfig().buckets)
     assert grid.x_range == (0.0, 2499.0)
     assert grid.overlap.startswith("overlap: step 0–2499")
     reward, kl = grid.metrics["reward"], grid.metrics["kl"]
@@ -140,17 +141,30 @@ def test_tokens_alignment_compares_at_equal_data_consumed() -> None:
     np.testing.assert_allclose(reward.sample[0], reward.sample[1], atol=1000 / 3e5 + 1e-9)
 
 
-def test_a_registered_grid_reusing_the_series_equals_one_built_afresh() -> None:
+def test_registering_the_alignment_then_resampling_once_equals_build_grid() -> None:
     full = make_run("full", curves(2000, seed=0))
     proxy = make_run("proxy", curves(1800, seed=2), role="proxy")
-    onsets = (900.0, 0.5)
-    first = build_grid([full], proxy)
-    fresh = build_grid([full], proxy, register_onsets=onsets)
-    reused = build_grid([full], proxy, register_onsets=onsets, like=first)
-    assert reused.overlap == fresh.overlap and reused.metrics.keys() == fresh.metrics.keys()
-    for name, mg in fresh.metrics.items():
-        np.testing.assert_array_equal(reused.metrics[name].sample, mg.sample)
-        np.testing.assert_array_equal(reused.metrics[name].envelope, mg.envelope)
+    aligned = align_runs([full], proxy)
+    registered = aligned.registered(proxy, onset_step=900.0, full_progress=0.5)
+    once = resample_grid(registered, [full], proxy)
+    shortcut = build_grid([full], proxy, register_onsets=(900.0, 0.5))
+    assert once.overlap == shortcut.overlap and "warped" in once.overlap
+    assert once.x_range == aligned.x_range  # the range is the one found before the warp
+    for name, mg in shortcut.metrics.items():
+        np.testing.assert_array_equal(once.metrics[name].sample, mg.sample)
+        np.testing.assert_array_equal(once.metrics[name].envelope, mg.envelope)
+
+
+def test_a_phase_is_resampled_on_its_own_range_at_its_own_resolution() -> None:
+    data = curves(2000, seed=0)
+    data["loss"] = np.where(np.arange(2000) > 1000, np.nan, data["reward"])  # NaN after a fault
+    full, proxy = make_run("full", data), make_run("proxy", data, role="proxy")
+    aligned = align_runs([full], proxy)
+    whole = resample_grid(aligned, [full], proxy, buckets=1000)
+    early = resample_grid(aligned, [full], proxy, buckets=1000, x_range=(0.0, 999.0))
+    assert whole.metrics["loss"].buckets == 1000 and early.x_range == (0.0, 999.0)
+    assert early.metrics["loss"].buckets == 1000  # not the 500 the whole range leaves it
+    assert bool(np.isfinite(early.metrics["loss"].sample).all())
 
 
 # --- the min/max reduction shared with report.downsample: oracle against the two copies ----

@@ -193,7 +193,7 @@ def test_a_nonfinite_skip_count_is_an_overflow_event() -> None:
     skipped[300], skipped[400] = np.nan, np.inf
     full = make_run("f", {**curves(500, seed=0), "skipped": skipped})
     quiet = make_run("p", {**curves(500, seed=1), "skipped": np.zeros(500)})
-    grid = build_grid([full], quiet, config=CFG)
+    grid = build_grid([full], quiet, buckets=CFG.buckets)
     found = events.run_events(grid, 0, None, window=CFG.event_window_progress)
     assert found["overflow:skipped"] == pytest.approx([300 / 499, 400 / 499], abs=0.005)
     assert "overflow:skipped" not in events.run_events(grid, 1, None, window=CFG.event_window_progress)
@@ -204,7 +204,7 @@ def test_consensus_takes_step_and_progress_from_one_seed() -> None:
     middle) seed, not a step from one seed and the progress averaged over two."""
     loss = np.linspace(2.0, 1.0, 100)
     seeds = [make_run(f"full{i}", {"loss": loss}) for i in range(2)]
-    grid = build_grid(seeds, make_run("proxy", {"loss": loss}, role="proxy"), config=CFG)
+    grid = build_grid(seeds, make_run("proxy", {"loss": loss}, role="proxy"), buckets=CFG.buckets)
     known = [(0, diag(seeds[0], "loss_divergence", 60)), (1, diag(seeds[1], "loss_divergence", 20))]
     label, step, progress, agree, spread = faults.consensus(known, grid)
     assert (label, step, agree) == ("loss_divergence", 20, 2)
@@ -219,7 +219,7 @@ def test_an_onset_among_the_seeds_own_onsets_is_on_time() -> None:
     seeds = [make_run(f"full{i}", curves(500, seed=i)) for i in range(2)]
     labels = [diag(seeds[0], "loss_divergence", 150), diag(seeds[1], "loss_divergence", 350)]
     proxy = make_run("proxy", curves(500, seed=9), role="proxy")
-    grid = build_grid(seeds, proxy, config=CFG)
+    grid = build_grid(seeds, proxy, buckets=CFG.buckets)
     for onset, want in ((330, "reproduced"), (160, "reproduced"), (110, "reproduced"),
                         (420, "fault_late"), (60, "fault_early")):
         got = faults.score(seeds, proxy, grid, full=labels, config=CFG,
@@ -261,7 +261,7 @@ def test_a_missing_fault_says_when_the_proxy_does_not_log_where_it_shows(
                      role="proxy")
     carrier = replace(diag(full, label, 200), root_cause=RootCause("climb", cause, 200))
     healthy = replace(diag(proxy), missing=diagnose(proxy).missing)  # what it cannot show
-    grid = build_grid([full], proxy, config=CFG)
+    grid = build_grid([full], proxy, buckets=CFG.buckets)
     got = faults.score([full], proxy, grid, full=[carrier], proxy_diagnosis=healthy, config=CFG)
     assert got.outcome == "fault_missing" and not got.reproduced
     assert ("the proxy is healthy" in got.explanation) is told
