@@ -9,13 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import duckdb
 import polars as pl
 
 from proxydiag import store_catalog as catalog
 from proxydiag.store import RunStore
-
-#: what ``runs --format json`` prints per run, in this order
-LISTED = ("run", "name", "role", "group", "n_points", "n_metrics", "source")
 
 INDEX_SCHEMA: dict[str, pl.DataType] = {
     "run": pl.Utf8(), "name": pl.Utf8(), "role": pl.Utf8(), "group": pl.Utf8(),
@@ -25,10 +23,15 @@ INDEX_SCHEMA: dict[str, pl.DataType] = {
 
 
 def _rows(store: RunStore, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+    """The rows of ``sql``; none where there is no catalog, or (a schema-1 catalog not written
+    since) where it lacks a digest column the query reads."""
     if not store.db.exists():
         return pl.DataFrame(schema=schema)
     with catalog.session(store.db, read_only=True, timeout_s=store.read_timeout_s) as con:
-        rows = con.execute(sql).fetchall()
+        try:
+            rows = con.execute(sql).fetchall()
+        except duckdb.BinderException:
+            return pl.DataFrame(schema=schema)
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
