@@ -58,11 +58,12 @@ def kill_on(source_part: str, spec: ReadSpec, item: SourceItem) -> Read:
     return read_source(spec, item)
 
 
-def kill_once(marker_dir: str, spec: ReadSpec, item: SourceItem) -> Read:
-    """:func:`read_source`, except that the first attempt at each source kills its worker
-    process (a marker file per source says it was tried): Ray must run it again."""
-    marker = Path(marker_dir) / (Path(item.source).name + ".tried")
-    if not marker.exists():
+def kill_once(source_part: str, marker_dir: str, spec: ReadSpec, item: SourceItem) -> Read:
+    """:func:`read_source`, except that the first attempt at a source whose path contains
+    ``source_part`` kills its worker process (a marker file says it was tried): Ray must run
+    it again."""
+    marker = Path(marker_dir) / "tried"
+    if source_part in item.source and not marker.exists():
         marker.touch()
         os.kill(os.getpid(), signal.SIGKILL)
     return read_source(spec, item)
