@@ -15,8 +15,8 @@ import numpy as np
 
 from benchmarks.common import Context, Row, measure
 from proxydiag.frame import raw
-from proxydiag.ingest.build import build_run
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
 
 
 def make_run(scenario: str, *, n_steps: int, n_metrics: int, seed: int = 0) -> Run:

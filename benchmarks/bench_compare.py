@@ -15,8 +15,8 @@ from scipy.signal import lfilter
 
 from benchmarks.common import Context, Row, measure
 from proxydiag.frame import raw
-from proxydiag.ingest.build import build_run
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
 
 
 def make_run(seed: int, *, n_metrics: int, n_steps: int, scale: float = 1.0) -> Run:

@@ -83,7 +83,7 @@ if mode == "fleet":
             if diagnose is not None:
                 store.put_diagnosis(diagnose(run))
 elif mode == "many":
-    from proxydiag.ingest.build import build_run
+    from proxydiag.run.build import build_run
     count = int(sys.argv[4])
     for i in range(count):
         raw = pl.DataFrame({"step": list(range(100)), "key": ["loss"] * 100,

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import Context, Row, alternate, peak_rss_mb
-from proxydiag.mlflow_server import SERVER_ENV, start
+from proxydiag.testing.mlflow_server import SERVER_ENV, start
 
 QUIET = {**SERVER_ENV, "MLFLOW_ALLOW_FILE_STORE": "true"}  # the clients' side too
 SQL_INF = 1.7976931348623157e308
@@ -132,7 +132,8 @@ def _sqlite_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
     import mlflow
     from mlflow import MlflowClient
 
-    from proxydiag.ingest import ReadContext, mlflow_sql
+    from proxydiag.ingest import ReadContext
+    from proxydiag.ingest.mlflow import sql as mlflow_sql
 
     uri, rid, n = data["uri"], data["ids"]["big"], data["keys"] * data["steps"]
     client = MlflowClient(uri)
@@ -172,7 +173,8 @@ def _file_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
     import polars as pl
     from mlflow import MlflowClient
 
-    from proxydiag.ingest import ReadContext, mlflow_files
+    from proxydiag.ingest import ReadContext
+    from proxydiag.ingest.mlflow import files as mlflow_files
 
     run_dir, n = data["run_dir"], data["keys"] * data["steps"]
     client = MlflowClient(run_dir.parent.parent.as_uri())
@@ -203,7 +205,7 @@ def _file_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
 def _server_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
     from mlflow import MlflowClient
 
-    from proxydiag.ingest import mlflow_uri
+    from proxydiag.ingest.mlflow import uri as mlflow_uri
 
     db = data["base"] / "server.db"  # the server may migrate or write: a copy of the small store
     shutil.copyfile(data["base"] / "server-src.db", db)

@@ -109,7 +109,7 @@ def _floor(fmt: str, path: Path) -> pl.DataFrame:
 
 
 def _raw_only(fmt: str, path: Path) -> object:
-    from proxydiag.ingest import csv, jsonl, parquet
+    from proxydiag.ingest.tabular import csv, jsonl, parquet
 
     if fmt.endswith("csv"):
         return csv.read_table(path)

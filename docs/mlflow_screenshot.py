@@ -20,7 +20,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from proxydiag.errors import MlflowError
-from proxydiag.mlflow_server import start
+from proxydiag.testing.mlflow_server import start
 
 os.environ.update(MLFLOW_DISABLE_TELEMETRY="true", DO_NOT_TRACK="true")
 
@@ -35,8 +35,8 @@ def log_sweep(uri: str) -> tuple[str, list[str]]:
     from mlflow.entities import Metric, Param
 
     import proxydiag
-    from proxydiag.ingest import mlflow_uri
-    from proxydiag.mlflow_sink import log_comparison, log_diagnosis
+    from proxydiag.ingest.mlflow import uri as mlflow_uri
+    from proxydiag.mlflow.sink import log_comparison, log_diagnosis
     from proxydiag.synth import simulate
     from proxydiag.synth.scenario import named
 

@@ -14,8 +14,8 @@ wall_time  Float64 seconds since the epoch, null where the source has none
 A value that was never logged is *no row*; only a logged NaN is NaN.
 Readers produce a *raw* frame (``step, key, value, wall_time`` in file order; ``key`` is
 ``Utf8``, an ``Enum`` when the reader numbers its keys (see
-:func:`proxydiag.ingest.keys.enum_keys`), or a ``Categorical`` when it keeps many rows
-before building the run (the console reader)); :func:`proxydiag.ingest.build.build_run`
+:func:`proxydiag.run.keys.enum_keys`), or a ``Categorical`` when it keeps many rows
+before building the run (the console reader)); :func:`proxydiag.run.build.build_run`
 turns it into the canonical frame.
 """
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from proxydiag.config import read_toml
 from proxydiag.errors import ConfigError
+from proxydiag.settings import read_toml
 
 Counter = Literal["per_step", "per_interval", "cumulative"]
 _COUNTERS = ("per_step", "per_interval", "cumulative")

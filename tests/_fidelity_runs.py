@@ -8,8 +8,8 @@ from _noise import ar1
 
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.frame import raw
-from proxydiag.ingest.build import build_run
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
 
 
 def curves(n: int, *, seed: int, ceiling: float = 0.8, tau: float = 0.25, noise: float = 1.0,

@@ -8,8 +8,8 @@ from proxydiag.diagnose.result import Diagnosis, RootCause
 from proxydiag.events import Event
 from proxydiag.fidelity.result import Comparison, FaultComparison, MetricFidelity, TestResult
 from proxydiag.frame import raw
-from proxydiag.ingest.build import build_run
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
 
 XSS = "<img src=x onerror=alert(1)>"
 

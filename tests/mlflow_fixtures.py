@@ -1,6 +1,6 @@
 """A real ``mlflow server`` for the test session (sqlite backend, local artifacts, 127.0.0.1).
 
-Started once per session with :func:`proxydiag.mlflow_server.start` (a free port, its own
+Started once per session with :func:`proxydiag.testing.mlflow_server.start` (a free port, its own
 process group, waited for until ``/health`` answers), stopped with its whole process group at
 the end. Skips visibly when it cannot start. Telemetry is off, so nothing leaves the machine.
 """
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from proxydiag.errors import MlflowError
-from proxydiag.mlflow_server import MlflowServer, free_port, start
+from proxydiag.testing.mlflow_server import MlflowServer, free_port, start
 
 __all__ = ["QUIET_ENV", "MlflowServer", "free_port", "mlflow_server"]
 

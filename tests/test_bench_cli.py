@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from proxydiag.bench.diagnose import load_labels
 from proxydiag.cli import main
 from proxydiag.errors import ConfigError
+from proxydiag.evaluate.diagnose import load_labels
 
 SAMPLES = Path(__file__).resolve().parents[1] / "sample_runs"
 

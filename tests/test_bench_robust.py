@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from proxydiag.bench.compare import evaluate
-from proxydiag.bench.diagnose import UNREADABLE, score
 from proxydiag.errors import IngestWarning
+from proxydiag.evaluate.compare import evaluate
+from proxydiag.evaluate.diagnose import UNREADABLE, score
 from proxydiag.synth import write_corpus
 
 

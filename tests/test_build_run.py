@@ -19,9 +19,11 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from proxydiag.frame import SCHEMA, coerce_raw
-from proxydiag.ingest import build, keys, segments, tabular
-from proxydiag.ingest.build import build_run
+from proxydiag.ingest.tabular import _table as tabular
 from proxydiag.metrics import AliasTable
+from proxydiag.run import _segments as segments
+from proxydiag.run import build, keys
+from proxydiag.run.build import build_run
 
 # canonical names, aliases competing for one metric, a cumulative counter, unmapped keys
 POOL = ["loss", "actor/grad_norm", "grad_norm", "ds_skipped", "zz/raw", "aa/raw", "actor/entropy"]

@@ -1,4 +1,4 @@
-"""The shared config machinery (``proxydiag.config``) and one ``--config`` file for diagnose
+"""The shared config machinery (``proxydiag.settings``) and one ``--config`` file for diagnose
 and compare."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from proxydiag.config import check_ranges, override, ranged, read_toml
 from proxydiag.diagnose.config import load_config as load_diagnose
 from proxydiag.errors import ConfigError
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.config import load_config as load_compare
 from proxydiag.metrics import AliasTable
+from proxydiag.settings import check_ranges, override, ranged, read_toml
 
 SHARED = """\
 [scaler]

@@ -374,7 +374,7 @@ def test_hf_log_index_runs_across_blocks_read_in_parallel(tmp_path: Path) -> Non
 
 
 def test_a_giant_line_is_cut_and_memory_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from proxydiag.ingest import console_lines
+    from proxydiag.ingest.console import _lines as console_lines
 
     monkeypatch.setattr(console_lines, "MAX_LINE_BYTES", 1000)
     path = _write(tmp_path, b"x" * 50_000 + b"\n" + MEG_2021.encode())

@@ -130,8 +130,8 @@ def test_fields_read_as_numbers_are_the_fields_read_as_text(
     """``split_fields(numbers=True)`` (cast column by column, keys from codes) gives the rows
     the text path and its checks give, on blocks of several layouts and values that are no
     plain numbers (those take the text path)."""
-    from proxydiag.ingest.console_fields import split_fields
-    from proxydiag.ingest.console_records import checked
+    from proxydiag.ingest.console._fields import split_fields
+    from proxydiag.ingest.console._records import checked
 
     text = [f" iteration {i}/ 9 | " + " | ".join(f"{k}: {v}" for k, v in zip(keys, vals, strict=False)) + " |"
             for i, (keys, vals) in enumerate(lines, start=1)]
@@ -193,7 +193,7 @@ def test_fuzz_mutated_real_lines(data: bytes, chunk: int) -> None:
 def test_lines_are_split_as_python_does(lines: list[str], endings: list[str], chunk: int) -> None:
     """Blocks are cut into lines without their newline and trailing carriage returns (the fast
     path for blocks without one, the general path for the others), at any block size."""
-    from proxydiag.ingest.console_lines import iter_lines
+    from proxydiag.ingest.console._lines import iter_lines
 
     text = "".join(line + end for line, end in zip(lines, endings, strict=False))
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from proxydiag.bench.diagnose import BenchScore, main, score
+from proxydiag.evaluate.diagnose import BenchScore, main, score
 
 #: used by this test only (tuning used seeds 1-6)
 CORPUS_SEED = 2026

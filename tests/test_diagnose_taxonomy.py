@@ -13,8 +13,8 @@ from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
 from proxydiag.errors import ConfigError
 from proxydiag.frame import raw
-from proxydiag.ingest.build import build_run
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
 
 N = 500
 

@@ -94,7 +94,7 @@ def test_markdown_escapes_user_strings() -> None:
     from _fidelity_runs import diag, make_run
 
     from proxydiag.fidelity.api import compare
-    from proxydiag.fidelity.render import markdown
+    from proxydiag.report.comparison import markdown
 
     key = "<img src=x onerror=alert(1)>|x"
     full = make_run("f", {key: curves(200, seed=0)["reward"]})

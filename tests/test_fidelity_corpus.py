@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from proxydiag.bench.compare import BenchScore, evaluate, score
+from proxydiag.evaluate.compare import BenchScore, evaluate, score
 
 synth = pytest.importorskip("proxydiag.synth", reason="proxydiag.synth (the generator) is not written yet")
 

@@ -6,7 +6,7 @@ import polars as pl
 
 import proxydiag
 from proxydiag.frame import SCHEMA, raw
-from proxydiag.ingest.build import build_run
+from proxydiag.run.build import build_run
 
 
 def test_public_api_is_curated() -> None:

@@ -15,8 +15,10 @@ from hypothesis import strategies as st
 from mlflow_fixtures import QUIET_ENV
 
 from proxydiag.errors import IngestError, IngestWarning
-from proxydiag.ingest import ReadContext, mlflow_files, mlflow_uri
-from proxydiag.ingest.mlflow_metricfiles import _parse_slow, metric_files, read_metrics
+from proxydiag.ingest import ReadContext
+from proxydiag.ingest.mlflow import files as mlflow_files
+from proxydiag.ingest.mlflow import uri as mlflow_uri
+from proxydiag.ingest.mlflow._metricfiles import _parse_slow, metric_files, read_metrics
 
 VALUES = [0.5, float("nan"), float("inf"), float("-inf"), 1e-300, -2.25]
 

@@ -1,4 +1,4 @@
-"""``proxydiag.mlflow_server.start``: the one way tests, benchmarks and docs run a server.
+"""``proxydiag.testing.mlflow_server.start``: the one way tests, benchmarks and docs run a server.
 
 It answers on 127.0.0.1, runs in its own process group, and stopping it ends every process of
 that group (the workers it forked included); a server that cannot start is an MlflowError
@@ -15,7 +15,7 @@ import pytest
 from mlflow_fixtures import QUIET_ENV
 
 from proxydiag.errors import MlflowError
-from proxydiag.mlflow_server import start, wait_healthy
+from proxydiag.testing.mlflow_server import start, wait_healthy
 
 pytestmark = [pytest.mark.server,
               pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs Linux /proc")]

@@ -17,11 +17,12 @@ from proxydiag.diagnose.result import Diagnosis, RootCause
 from proxydiag.errors import MlflowError
 from proxydiag.fidelity.result import Comparison, FaultComparison, MetricFidelity
 from proxydiag.frame import raw
-from proxydiag.ingest import ReadContext, mlflow_uri
-from proxydiag.ingest.build import build_run
-from proxydiag.mlflow_sink import log_comparison, log_diagnosis
-from proxydiag.mlflow_sync import sync
+from proxydiag.ingest import ReadContext
+from proxydiag.ingest.mlflow import uri as mlflow_uri
+from proxydiag.mlflow.sink import log_comparison, log_diagnosis
+from proxydiag.mlflow.sync import sync
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
 
 pytestmark = pytest.mark.server
 N_STEPS = 120
@@ -52,7 +53,7 @@ def logged(mlflow_server: MlflowServer) -> dict[str, str]:
 def test_runs_uri_reads_complete_paginated_history(mlflow_server: MlflowServer,
                                                    logged: dict[str, str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from proxydiag.ingest import mlflow_rest
+    from proxydiag.ingest.mlflow import rest as mlflow_rest
 
     monkeypatch.setattr(mlflow_rest, "BULK_MAX", 20)  # the bulk reply may be cut: page instead
     ctx = ReadContext(options={"tracking_uri": mlflow_server.uri, "page_size": 25})
@@ -73,7 +74,7 @@ def test_bulk_and_paged_histories_agree(mlflow_server: MlflowServer, logged: dic
     """One bulk reply per key, or get-history page by page: the same frame, NaN/±inf kept."""
     from polars.testing import assert_frame_equal
 
-    from proxydiag.ingest import mlflow_rest
+    from proxydiag.ingest.mlflow import rest as mlflow_rest
 
     calls: list[str] = []
     real = mlflow_rest.get_json
@@ -332,7 +333,7 @@ def test_a_server_answering_html_is_one_error_line(tmp_path: Any) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        from proxydiag.ingest import mlflow_rest
+        from proxydiag.ingest.mlflow import rest as mlflow_rest
 
         uri = f"http://127.0.0.1:{server.server_address[1]}"
         with pytest.raises(MlflowError, match="did not answer with a JSON object"):

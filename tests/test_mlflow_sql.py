@@ -12,7 +12,9 @@ import pytest
 from mlflow_fixtures import QUIET_ENV
 
 from proxydiag.errors import IngestError, MlflowError
-from proxydiag.ingest import ReadContext, mlflow_sql, mlflow_uri
+from proxydiag.ingest import ReadContext
+from proxydiag.ingest.mlflow import sql as mlflow_sql
+from proxydiag.ingest.mlflow import uri as mlflow_uri
 
 VALUES = [0.5, float("nan"), float("inf"), float("-inf"), 1.7976931348623157e307, -2.25]
 

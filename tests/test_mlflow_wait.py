@@ -1,4 +1,4 @@
-"""``proxydiag.mlflow_server.wait_healthy``: the one wait for a starting MLflow server."""
+"""``proxydiag.testing.mlflow_server.wait_healthy``: the one wait for a starting MLflow server."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 from mlflow_fixtures import MlflowServer, free_port
 
-from proxydiag.mlflow_server import wait_healthy
+from proxydiag.testing.mlflow_server import wait_healthy
 
 
 def test_a_running_server_is_healthy(mlflow_server: MlflowServer) -> None:

@@ -168,7 +168,7 @@ def test_fail_on_line_goes_to_stderr_when_the_document_is_on_stdout(
 def test_proxy_folder_of_several_runs_fails_before_reading_them(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from proxydiag.ingest import csv
+    from proxydiag.ingest.tabular import csv
 
     group = tmp_path / "group"
     for name in ("f0", "p1", "p2"):

@@ -178,7 +178,7 @@ def test_panel_metrics_put_the_root_cause_first() -> None:
 
 def test_degenerate_series_still_draw() -> None:
     from proxydiag.frame import raw
-    from proxydiag.ingest.build import build_run
+    from proxydiag.run.build import build_run
 
     nan, inf = float("nan"), float("inf")
     frame = raw([1, 2, 3, 7], ["grad_norm", "grad_norm", "grad_norm", "loss"],

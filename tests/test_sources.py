@@ -1,4 +1,4 @@
-"""``proxydiag.sources`` and ``read_run``: what a SOURCE names, and fast refusals."""
+"""``proxydiag.cli.sources`` and ``read_run``: what a SOURCE names, and fast refusals."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
+from proxydiag.cli.sources import load, load_one
 from proxydiag.errors import IngestError
-from proxydiag.ingest import csv, read_run
-from proxydiag.sources import load, load_one
+from proxydiag.ingest import read_run
+from proxydiag.ingest.tabular import csv
 
 
 @pytest.fixture

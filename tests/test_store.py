@@ -14,10 +14,10 @@ from proxydiag.diagnose.result import Diagnosis, RootCause
 from proxydiag.errors import StoreError
 from proxydiag.events import Event
 from proxydiag.fidelity.result import Comparison, FaultComparison
-from proxydiag.ingest.build import build_run
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
 from proxydiag.store import JOURNAL, RunStore
-from proxydiag.store_catalog import SCHEMA_VERSION
+from proxydiag.store._catalog import SCHEMA_VERSION
 
 NAN, INF = float("nan"), float("inf")
 
@@ -145,7 +145,7 @@ def test_a_change_killed_after_the_rename_is_rolled_forward(tmp_path: Path) -> N
     store = RunStore(tmp_path / "s")
     rid = store.put(make_run(values=[1.0, 2.0]))
     new = make_run(values=[3.0, 4.0, 5.0])
-    from proxydiag import store_files
+    from proxydiag.store import _files as store_files
 
     store_files.write(store._file(rid), new, digest=store_files.content_hash(new))
     (tmp_path / "s" / JOURNAL).write_text(json.dumps({"op": "put", "run": rid}))

@@ -16,8 +16,8 @@ import pytest
 
 from proxydiag.cli import main
 from proxydiag.errors import StoreLockedError
-from proxydiag.ingest.build import build_run
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
 from proxydiag.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,8 +20,8 @@ from proxydiag.synth.writers import write_run
 from proxydiag.synth.writers.tensorboard import frame_record
 
 READER = {
-    "tensorboard": "proxydiag.ingest.tensorboard", "mlflow": "proxydiag.ingest.mlflow_files",
-    "csv": "proxydiag.ingest.csv", "jsonl": "proxydiag.ingest.jsonl",
+    "tensorboard": "proxydiag.ingest.tensorboard", "mlflow": "proxydiag.ingest.mlflow.files",
+    "csv": "proxydiag.ingest.tabular.csv", "jsonl": "proxydiag.ingest.tabular.jsonl",
     "megatron": "proxydiag.ingest.console", "deepspeed": "proxydiag.ingest.console",
 }
 COMBOS = [(f, n) for n, spec in NAMINGS.items() for f in spec.formats]

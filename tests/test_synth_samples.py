@@ -96,7 +96,7 @@ def test_synth_cli_writes_one_scenario(tmp_path: Path, capsys: pytest.CaptureFix
 
 
 def test_demo_runs_the_pipeline_on_a_small_corpus(tmp_path: Path) -> None:
-    from proxydiag.demo import run_demo
+    from proxydiag.cli.demo_pipeline import run_demo
 
     write_corpus(tmp_path / "samples", n_groups=1, seed=2, steps=150)
     result = run_demo(samples=tmp_path / "samples", store_path=tmp_path / "store",

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proxydiag.errors import IngestError, IngestWarning
-from proxydiag.ingest import csv as csv_reader
 from proxydiag.ingest import read_run
+from proxydiag.ingest.tabular import csv as csv_reader
 
 
 def write(tmp_path: Path, name: str, data: bytes) -> Path:

@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from proxydiag.errors import IngestError
-from proxydiag.ingest import csv as csv_reader
-from proxydiag.ingest import jsonl
-from proxydiag.ingest.tabular import map_file
+from proxydiag.ingest.tabular import csv as csv_reader
+from proxydiag.ingest.tabular import jsonl
+from proxydiag.ingest.tabular._table import map_file
 
 NAN, INF = float("nan"), float("inf")
 Point = tuple[int, str, float]
@@ -343,7 +343,8 @@ def test_parquet_read_and_unpivoted_in_parts_equals_one_read(
     columns, each part on its own thread with the step column: the same Run as one whole
     read. A file the straight route cannot take (steps that go back, a key without values, a
     column of text) is read whole, as before."""
-    from proxydiag.ingest import parquet, read_run
+    from proxydiag.ingest import read_run
+    from proxydiag.ingest.tabular import parquet
 
     rng = random.Random(11)
     n = 4_000
@@ -397,7 +398,8 @@ def test_parquet_read_in_parts_of_columns_equals_one_read(
     """A single-row-group file of 1 MB or more is read as parts of its columns, side by side;
     a file of several row groups in one read (polars reads those side by side itself). The
     run is the same either way: NaN, ±inf, empty cells, a label and a pandas index kept."""
-    from proxydiag.ingest import parquet, read_run
+    from proxydiag.ingest import read_run
+    from proxydiag.ingest.tabular import parquet
 
     rng = random.Random(7)
     n = 4_000

@@ -14,7 +14,7 @@ import pytest
 
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import read_run
-from proxydiag.ingest.trainer_state import NAN_FILTER_NOTE
+from proxydiag.ingest.tabular.trainer_state import NAN_FILTER_NOTE
 
 NAN, INF = float("nan"), float("inf")
 
@@ -128,7 +128,7 @@ def test_a_missing_step_column_reads_the_same_in_csv_jsonl_and_parquet(tmp_path:
 
 
 def test_sniffing_csv_and_jsonl_by_suffix_or_content(tmp_path: Path) -> None:
-    from proxydiag.ingest import csv, jsonl
+    from proxydiag.ingest.tabular import csv, jsonl
 
     files = {
         "a.log": b"step,loss\n1,0.5\n", "b.log": b"\xef\xbb\xbfglobal_step\tloss\n1\t0.5\n",

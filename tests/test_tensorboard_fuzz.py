@@ -21,12 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
-from proxydiag.ingest import tb_crc
-from proxydiag.ingest.tb_crc import masked
-from proxydiag.ingest.tb_jit import jit
-from proxydiag.ingest.tb_proto import decode_slow
-from proxydiag.ingest.tb_records import frame
-from proxydiag.ingest.tb_scalars import Scalars, read_buffer
+from proxydiag.ingest.tensorboard import _crc as tb_crc
+from proxydiag.ingest.tensorboard._crc import masked
+from proxydiag.ingest.tensorboard._jit import jit
+from proxydiag.ingest.tensorboard._proto import decode_slow
+from proxydiag.ingest.tensorboard._records import frame
+from proxydiag.ingest.tensorboard._scalars import Scalars, read_buffer
 from tests._tb_files import tensor_value
 
 REGRESSIONS = Path(__file__).parent / "regressions" / "tensorboard"

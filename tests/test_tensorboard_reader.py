@@ -15,7 +15,7 @@ from tensorboardX import SummaryWriter
 from proxydiag import read_run, read_runs
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import tensorboard
-from proxydiag.ingest.tb_scalars import read_buffer
+from proxydiag.ingest.tensorboard._scalars import read_buffer
 from tests._tb_files import assert_same_rows, event_file, loader_rows, write_tensor_events
 
 SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e-45, 3.4e38, 1e300]
@@ -192,7 +192,7 @@ def test_detection_by_content(tmp_path: Path) -> None:
 def test_jit_without_writable_cache_compiles_uncached(monkeypatch: pytest.MonkeyPatch) -> None:
     import numba
 
-    from proxydiag.ingest import tb_jit
+    from proxydiag.ingest.tensorboard import _jit as tb_jit
 
     real = numba.njit
 

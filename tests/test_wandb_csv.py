@@ -11,8 +11,9 @@ import pytest
 from proxydiag import read_runs
 from proxydiag.cli import main
 from proxydiag.errors import IngestError, IngestWarning
-from proxydiag.ingest import csv as csv_reader
-from proxydiag.ingest import detect, wandb_csv
+from proxydiag.ingest import detect
+from proxydiag.ingest.tabular import csv as csv_reader
+from proxydiag.ingest.wandb import export_csv as wandb_csv
 
 EXPORT = (
     '"Step","full - seed 1 - actor/grad_norm","full - seed 1 - actor/grad_norm__MIN",'

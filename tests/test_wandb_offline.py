@@ -14,7 +14,8 @@ import pytest
 
 from proxydiag import read_run, read_runs
 from proxydiag.errors import IngestWarning, MissingExtraError
-from proxydiag.ingest import ReadContext, detect, wandb_offline
+from proxydiag.ingest import ReadContext, detect
+from proxydiag.ingest.wandb import offline as wandb_offline
 
 pytest.importorskip("wandb.sdk.internal.datastore", reason="wandb<0.30 (proxydiag[wandb]) not installed")
 

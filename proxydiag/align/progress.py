@@ -17,7 +17,7 @@ def axis(run: Run) -> Axis:
     """Map ``run``'s steps onto [0, 1].
 
     >>> from proxydiag.frame import raw
-    >>> from proxydiag.ingest.build import build_run
+    >>> from proxydiag.run.build import build_run
     >>> run = build_run(raw([100, 300], ["loss"] * 2, [1.0, 0.5]), name="r", source="mem", fmt="test")
     >>> axis(run)(200).item()
     0.5

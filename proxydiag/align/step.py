@@ -14,7 +14,7 @@ def axis(run: Run) -> Axis:
     """The identity map of ``run``'s steps.
 
     >>> from proxydiag.frame import raw
-    >>> from proxydiag.ingest.build import build_run
+    >>> from proxydiag.run.build import build_run
     >>> run = build_run(raw([0, 10], ["loss"] * 2, [1.0, 0.5]), name="r", source="mem", fmt="test")
     >>> axis(run)(15).item()
     15.0

@@ -56,7 +56,7 @@ def existing(store: Path) -> RunStore:
 
 def print_diagnosis(d: Diagnosis, fmt: str) -> None:
     """A diagnosis as ``proxydiag diagnose`` prints it."""
-    from proxydiag.diagnose.render import markdown, text
+    from proxydiag.report.diagnosis import markdown, text
 
     if fmt == "json":
         out.print(json.dumps(d.to_dict()), markup=False, soft_wrap=True, highlight=False)

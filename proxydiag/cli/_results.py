@@ -81,14 +81,14 @@ def check_format(fmt: str) -> None:
 
 def load(source: str, store: Path | None, aliases: Path | None = None) -> list[Run]:
     """The runs of a CLI SOURCE (path, URI, or run id in ``store``)."""
-    from proxydiag.sources import load as load_source
+    from proxydiag.cli.sources import load as load_source
 
     return load_source(source, store=store, aliases=aliases)
 
 
 def load_one(source: str, store: Path | None, aliases: Path | None = None) -> Run:
     """The one run of a CLI SOURCE; a folder of several fails before any is read."""
-    from proxydiag.sources import load_one as load_source
+    from proxydiag.cli.sources import load_one as load_source
 
     return load_source(source, store=store, aliases=aliases)
 
@@ -96,7 +96,7 @@ def load_one(source: str, store: Path | None, aliases: Path | None = None) -> Ru
 def keep_diagnosis(d: Diagnosis, run: Run, *, to: Destination) -> None:
     """Store ``d`` and/or log it to ``run``'s MLflow run."""
     def log(run_store: RunStore | None) -> str:
-        from proxydiag.mlflow_sink import log_diagnosis
+        from proxydiag.mlflow.sink import log_diagnosis
 
         html = _report_html(lambda report: report(runs=[run], diagnoses=[d], fmt="html"))
         return log_diagnosis(d, run, report_html=html, tracking_uri=to.tracking_uri,
@@ -110,7 +110,7 @@ def keep_comparison(c: Comparison, fulls: list[Run], proxy: Run, *, to: Destinat
     """Store ``c`` and/or log it to the proxy's MLflow run (with its report, which shows
     ``diagnoses`` when given instead of diagnosing the runs again)."""
     def log(run_store: RunStore | None) -> str:
-        from proxydiag.mlflow_sink import log_comparison
+        from proxydiag.mlflow.sink import log_comparison
 
         html = _report_html(lambda report: report(
             full=fulls, proxy=proxy, comparison=c, diagnoses=diagnoses, fmt="html"))

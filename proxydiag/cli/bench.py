@@ -21,7 +21,7 @@ def bench_diagnose(
     fmt: FormatOpt = "text",
 ) -> None:
     """Per-class precision/recall, macro-F1 and onset error of `diagnose` on a corpus."""
-    from proxydiag.bench.diagnose import main
+    from proxydiag.evaluate.diagnose import main
 
     main(corpus, config=config, fmt=fmt)
 
@@ -33,6 +33,6 @@ def bench_compare(
     fmt: FormatOpt = "text",
 ) -> None:
     """AUC of fidelity, verdict accuracy and seed-pair faithfulness of `compare` on a corpus."""
-    from proxydiag.bench.compare import main
+    from proxydiag.evaluate.compare import main
 
     main(corpus, config=config, fmt=fmt)

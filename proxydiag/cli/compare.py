@@ -52,7 +52,7 @@ def compare(
     from proxydiag.diagnose.api import diagnose
     from proxydiag.fidelity.api import compare as run_compare
     from proxydiag.fidelity.config import FidelityConfig, load_config
-    from proxydiag.fidelity.render import markdown, text
+    from proxydiag.report.comparison import markdown, text
 
     check_format(fmt)
     failing = fail_classes(fail_on, labels=False, verdicts=True)

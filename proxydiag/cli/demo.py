@@ -21,7 +21,7 @@ def demo(
         "demo-out"),
 ) -> None:
     """The whole pipeline on the sample runs, with a summary table and the report's path."""
-    from proxydiag.demo import run_demo
+    from proxydiag.cli.demo_pipeline import run_demo
 
     result = run_demo(samples=samples, store_path=store, out_dir=output)
     names = {r.id: r.name for r in result.runs}

@@ -80,7 +80,7 @@ def ingest(
     from proxydiag.fleet.digest import config_digest, file_digest
     from proxydiag.fleet.ingest import ingest_sources
     from proxydiag.fleet.tasks import ReadSpec
-    from proxydiag.ingest import mlflow_uri
+    from proxydiag.ingest.mlflow import uri as mlflow_uri
     from proxydiag.store import RunStore
 
     ctx = ReadContext(AliasTable.load(aliases) if aliases else AliasTable.default(),

@@ -24,7 +24,7 @@ def sync_command(store: StoreOpt = DEFAULT_STORE, tracking_uri: TrackingOpt = No
                  experiment: ExperimentOpt = None) -> None:
     """Log every pending result in the store to MLflow (exit 2 if any failed)."""
     from proxydiag.errors import MlflowError
-    from proxydiag.mlflow_sync import sync
+    from proxydiag.mlflow.sync import sync
     from proxydiag.store import RunStore
 
     result = sync(RunStore(store), tracking_uri=tracking_uri, experiment=experiment)
@@ -48,8 +48,8 @@ def runs_command(experiment: Annotated[str, typer.Option("--mlflow-experiment",
                                                          help="MLflow experiment name")],
                  filter_string: FilterOpt = "", tracking_uri: TrackingOpt = None) -> None:
     """List the MLflow runs of an experiment (with proxydiag's tags and fidelity if logged)."""
-    from proxydiag.ingest.mlflow_uri import resolve_tracking_uri, search_ids
-    from proxydiag.mlflow_sink import fast_fail
+    from proxydiag.ingest.mlflow.uri import resolve_tracking_uri, search_ids
+    from proxydiag.mlflow.sink import fast_fail
 
     uri = resolve_tracking_uri(tracking_uri)
     with fast_fail():

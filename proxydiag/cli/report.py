@@ -43,7 +43,7 @@ def _log_to_mlflow(content: ReportContent, html: str, *, tracking_uri: str | Non
     """Log the report's results; a diagnosis already logged by an earlier report of the
     group (its full runs) is not logged again (``logged`` holds those run ids). With a store
     at ``store`` the results are kept there first (a server that is down loses nothing)."""
-    from proxydiag.mlflow_sink import log_comparison, log_diagnosis
+    from proxydiag.mlflow.sink import log_comparison, log_diagnosis
     from proxydiag.store import RunStore
 
     kept = RunStore(store) if store.is_dir() else None

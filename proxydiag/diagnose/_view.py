@@ -88,7 +88,7 @@ def view(run: Run | RunView) -> RunView:
     """Extract the used metrics of ``run`` once (a :class:`RunView` passes through).
 
     >>> from proxydiag.frame import raw
-    >>> from proxydiag.ingest.build import build_run
+    >>> from proxydiag.run.build import build_run
     >>> r = build_run(raw([1, 2, 2], ["loss", "loss", "grad_norm"], [1.0, float("nan"), 3.0]),
     ...               name="t", source="t", fmt="test")
     >>> v = view(r)

@@ -42,7 +42,7 @@ def diagnose(
     --------
     >>> import numpy as np
     >>> from proxydiag.frame import raw
-    >>> from proxydiag.ingest.build import build_run
+    >>> from proxydiag.run.build import build_run
     >>> steps = np.arange(200)
     >>> grad = np.where(steps < 150, 1.0, np.inf)
     >>> loss = np.full(200, 2.0)

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from proxydiag.config import check_ranges, override, ranged, read_toml
 from proxydiag.errors import ConfigError
+from proxydiag.settings import check_ranges, override, ranged, read_toml
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proxydiag.config import check_ranges, override, ranged, read_toml
 from proxydiag.errors import ConfigError
+from proxydiag.settings import check_ranges, override, ranged, read_toml
 
 #: the table of a ``--config`` file read here; the others (``[scaler]``, ``[spikes]`` ... of
 #: ``proxydiag diagnose``) are ignored, so one file can serve both commands

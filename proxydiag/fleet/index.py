@@ -12,7 +12,6 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from proxydiag import store_catalog as catalog
 from proxydiag.store import RunStore
 
 INDEX_SCHEMA: dict[str, pl.DataType] = {
@@ -25,14 +24,10 @@ INDEX_SCHEMA: dict[str, pl.DataType] = {
 def _rows(store: RunStore, sql: str, schema: dict[str, pl.DataType]) -> pl.DataFrame:
     """The rows of ``sql``; none where there is no catalog, or (a schema-1 catalog not written
     since) where it lacks a digest column the query reads."""
-    if not store.db.exists():
+    try:
+        return store.query(sql, schema)
+    except duckdb.BinderException:
         return pl.DataFrame(schema=schema)
-    with catalog.session(store.db, read_only=True, timeout_s=store.read_timeout_s) as con:
-        try:
-            rows = con.execute(sql).fetchall()
-        except duckdb.BinderException:
-            return pl.DataFrame(schema=schema)
-    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 def run_index(store: RunStore) -> pl.DataFrame:

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 class RunBlob:
     """A run on its way from a worker to the driver: Arrow IPC bytes plus JSON metadata.
 
-    >>> from proxydiag.ingest.build import build_run
+    >>> from proxydiag.run.build import build_run
     >>> run = build_run(pl.DataFrame({"step": [1], "key": ["loss"], "value": [0.5]}),
     ...                 name="r", source="s", fmt="csv")
     >>> back = RunBlob.of(run).run()
@@ -127,7 +127,7 @@ def diagnose_source(config: DiagnoseConfig, read_options: dict[str, Any], source
                     ) -> list[Diagnosis]:
     """Diagnose every run of a CLI source (path, MLflow URI, or run id in a store)."""
     from proxydiag.diagnose.api import diagnose
-    from proxydiag.sources import load
+    from proxydiag.cli.sources import load
 
     return [diagnose(run, config=config, source=source) for run in load(source, **read_options)]
 

@@ -19,16 +19,16 @@ from proxydiag.run import Run
 
 #: reader modules, most specific first
 READER_MODULES: tuple[str, ...] = (
-    "proxydiag.ingest.mlflow_uri",
-    "proxydiag.ingest.mlflow_sql",
-    "proxydiag.ingest.mlflow_files",
+    "proxydiag.ingest.mlflow.uri",
+    "proxydiag.ingest.mlflow.sql",
+    "proxydiag.ingest.mlflow.files",
     "proxydiag.ingest.tensorboard",
-    "proxydiag.ingest.wandb_offline",
-    "proxydiag.ingest.trainer_state",
-    "proxydiag.ingest.parquet",
-    "proxydiag.ingest.jsonl",
-    "proxydiag.ingest.wandb_csv",
-    "proxydiag.ingest.csv",
+    "proxydiag.ingest.wandb.offline",
+    "proxydiag.ingest.tabular.trainer_state",
+    "proxydiag.ingest.tabular.parquet",
+    "proxydiag.ingest.tabular.jsonl",
+    "proxydiag.ingest.wandb.export_csv",
+    "proxydiag.ingest.tabular.csv",
     "proxydiag.ingest.console",
 )
 

@@ -2,6 +2,6 @@
 
 The top-level function :func:`proxydiag.report` shares this package's name; the package is
 imported by ``proxydiag/__init__.py`` before that function is defined, so later imports of
-its modules (``proxydiag.report.api``, :mod:`proxydiag.plot`) leave the function in place —
+its modules (``proxydiag.report.api``, :mod:`proxydiag.report.plot`) leave the function in place —
 the same way ``proxydiag.diagnose`` and ``proxydiag.compare`` work.
 """

@@ -1,7 +1,7 @@
 """Rich HTML for Jupyter: ``Diagnosis._repr_html_`` and ``Comparison._repr_html_``.
 
 Fragments only (no plotly.js, no page shell); styles are scoped to ``.proxydiag``.
-For figures, see :mod:`proxydiag.plot`.
+For figures, see :mod:`proxydiag.report.plot`.
 """
 
 from __future__ import annotations

@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 
 from proxydiag.frame import raw
-from proxydiag.ingest.build import build_run
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
 from proxydiag.synth import benign, faults
 from proxydiag.synth.dynamics import Dynamics, draw_dynamics
 from proxydiag.synth.effects import Effects

@@ -36,10 +36,10 @@ class Case:
     by_metric: bool = False  # expect is keyed by canonical metric instead of the logged key
 
 
-CSV, JSONL = "proxydiag.ingest.csv", "proxydiag.ingest.jsonl"
+CSV, JSONL = "proxydiag.ingest.tabular.csv", "proxydiag.ingest.tabular.jsonl"
 TB, CONSOLE = "proxydiag.ingest.tensorboard", "proxydiag.ingest.console"
-MLFLOW, PARQUET = "proxydiag.ingest.mlflow_files", "proxydiag.ingest.parquet"
-STATE = "proxydiag.ingest.trainer_state"
+MLFLOW, PARQUET = "proxydiag.ingest.mlflow.files", "proxydiag.ingest.tabular.parquet"
+STATE = "proxydiag.ingest.tabular.trainer_state"
 
 HOSTILE = ["actor/grad norm", "rollout_corr/k3_kl", "ünïcødé/λ", "<img src=x onerror=alert(1)>",
            "$(rm -rf ~); `id` | & > x", "a'b\"c", "[/b] [red]rich markup"]

@@ -1,0 +1,196 @@
+"""``proxydiag bench compare DIR``: score :func:`proxydiag.compare` against a labelled corpus.
+
+Reads ``labels.json`` (ARCHITECTURE.md) with :func:`proxydiag.evaluate.diagnose.load_labels`: every
+pair names its full runs, its proxy, whether it is faithful and, if not, ``why``. Each run is
+read and diagnosed once. Scores:
+
+* **AUC** of ``fidelity`` between faithful and unfaithful pairs (Mann-Whitney; ties count ½);
+* **verdict accuracy**, with the verdicts each ``why`` implies (the issue's verdict rules):
+
+  ======================================================  ==========================
+  ``why``                                                 accepted verdicts
+  ======================================================  ==========================
+  "" (faithful, incl. a full seed against the others)     faithful
+  fault_missing, fault_late, fault_early, wrong_fault,    unfaithful
+  extra_fault
+  trend (the proxy does not learn)                        unfaithful or partial
+  dynamics (fault reproduced, dynamics not)               partial or unfaithful
+  ======================================================  ==========================
+
+  A ``trend`` pair is unfaithful when its proxy does not learn and partial when it learns the
+  wrong way; a ``dynamics`` pair is partial by the rules, unfaithful when its volatility also
+  breaks the fault's timing.
+* **seed pairs faithful**: the share of full-seed-vs-other-seeds pairs judged faithful.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from proxydiag.errors import IngestWarning, ProxydiagError
+from proxydiag.evaluate.diagnose import check_format, load_labels
+
+#: verdicts accepted for each ``why`` (see the module docstring)
+EXPECTED: dict[str, frozenset[str]] = {
+    "": frozenset({"faithful"}),
+    "fault_missing": frozenset({"unfaithful"}),
+    "fault_late": frozenset({"unfaithful"}),
+    "fault_early": frozenset({"unfaithful"}),
+    "wrong_fault": frozenset({"unfaithful"}),
+    "extra_fault": frozenset({"unfaithful"}),
+    "trend": frozenset({"unfaithful", "partial"}),
+    "dynamics": frozenset({"partial", "unfaithful"}),
+}
+
+
+@dataclass(frozen=True)
+class PairResult:
+    pair: str
+    why: str
+    faithful: bool
+    seed_pair: bool
+    fidelity: float
+    verdict: str
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def correct(self) -> bool:
+        return self.verdict in EXPECTED.get(self.why, frozenset({"partial", "unfaithful"}))
+
+
+@dataclass(frozen=True)
+class BenchScore:
+    n_pairs: int
+    auc: float
+    accuracy: float
+    seed_faithful: float
+    n_seed_pairs: int
+    per_why: dict[str, dict[str, float]] = field(default_factory=dict)
+    pairs: tuple[PairResult, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in asdict(self).items() if k != "pairs"}
+        out["pairs"] = [{**asdict(p), "correct": p.correct} for p in self.pairs]
+        return out
+
+
+def auc(positive: list[float], negative: list[float]) -> float:
+    """P(a faithful pair scores above an unfaithful one), ties counting ½ (Mann-Whitney U / n²).
+
+    >>> auc([0.9, 0.8], [0.2, 0.8])
+    0.875
+    """
+    if not positive or not negative:
+        return float("nan")
+    wins = sum((p > n) + 0.5 * (p == n) for p in positive for n in negative)
+    return wins / (len(positive) * len(negative))
+
+
+def score(results: list[PairResult]) -> BenchScore:
+    """AUC, verdict accuracy, seed-pair faithfulness and per-``why`` accuracy."""
+    pos = [r.fidelity for r in results if r.faithful]
+    neg = [r.fidelity for r in results if not r.faithful]
+    seeds = [r for r in results if r.seed_pair]
+    per_why: dict[str, dict[str, float]] = {}
+    for r in results:
+        key = r.why or ("seed" if r.seed_pair else "faithful")
+        cell = per_why.setdefault(key, {"n": 0, "correct": 0, "mean_fidelity": 0.0})
+        cell["n"] += 1
+        cell["correct"] += r.correct
+        cell["mean_fidelity"] += (r.fidelity - cell["mean_fidelity"]) / cell["n"]
+    return BenchScore(
+        n_pairs=len(results), auc=auc(pos, neg),
+        accuracy=sum(r.correct for r in results) / len(results) if results else float("nan"),
+        seed_faithful=(sum(r.verdict == "faithful" for r in seeds) / len(seeds)) if seeds else float("nan"),
+        n_seed_pairs=len(seeds), per_why=per_why, pairs=tuple(results),
+    )
+
+
+def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str = "step",
+             truth: bool = False) -> list[PairResult]:
+    """Compare every pair of a corpus (runs read and diagnosed once each).
+
+    ``truth=True`` uses the corpus's true labels and onsets instead of :func:`diagnose`, which
+    scores the comparison alone (a misdiagnosis otherwise counts against it).
+    """
+    from proxydiag.fidelity.api import compare
+    from proxydiag.fidelity.config import load_config
+    from proxydiag.fidelity.faults import diagnose_runs
+    from proxydiag.ingest import read_run
+
+    cfg = load_config(config) if config is not None else None  # once, not per pair
+    labels = load_labels(corpus)
+    runs_meta = labels.runs
+    cache: dict[str, Any] = {}
+
+    def load(run_id: str) -> tuple[Any, Any]:
+        if run_id not in cache:
+            run = read_run(labels.run_path(run_id))
+            given = [_true_diagnosis(run, runs_meta[run_id])] if truth else [None]
+            cache[run_id] = (run, diagnose_runs([run], given)[0])
+        return cache[run_id]  # type: ignore[no-any-return]
+
+    results = []
+    for name, pair in labels.pairs.items():
+        if pair.get("faithful") is None:
+            continue  # no ground truth (the lab's proxies: reproduction is what it measures)
+        try:
+            fulls = [load(r) for r in pair["full"]]
+            proxy, proxy_diag = load(pair["proxy"])
+            # a pair the comparison refuses (step axes that do not overlap: "use --align
+            # progress") is named, not the end of the corpus
+            c = compare([f for f, _ in fulls], proxy, align=align, config=cfg,
+                        full_diagnoses=[d for _, d in fulls], proxy_diagnosis=proxy_diag)
+        except ProxydiagError as exc:
+            warnings.warn(IngestWarning(f"pair {name}: not scored ({exc})"), stacklevel=2)
+            continue
+        results.append(PairResult(
+            name, pair.get("why", ""), bool(pair["faithful"]),
+            runs_meta[pair["proxy"]].get("role") == "full", c.fidelity, c.verdict, c.reasons))
+    return results
+
+
+def _true_diagnosis(run: Any, meta: dict[str, Any]) -> Any:
+    from proxydiag.diagnose.result import Diagnosis
+
+    return Diagnosis(source=str(meta.get("path", "")), run=run.id, label=meta["label"],
+                     onset_step=meta.get("onset_step"), confidence=1.0, root_cause=None,
+                     first_step=run.first_step, last_step=run.last_step)
+
+
+def main(corpus: str | Path, *, config: str | Path | None = None, fmt: str = "text",
+         truth: bool = False) -> BenchScore:
+    """Evaluate a corpus and print the scores (``text``, ``markdown`` or ``json``)."""
+    from proxydiag.cli._app import out
+
+    check_format(fmt)
+    result = score(evaluate(corpus, config=config, truth=truth))
+    if fmt == "json":
+        out.print_json(json.dumps(result.to_dict()))
+    else:
+        out.print(render(result, markdown=fmt == "markdown"), markup=False)
+    return result
+
+
+def render(s: BenchScore, *, markdown: bool = False) -> str:
+    """The scores as text or a Markdown table."""
+    head = [("pairs", f"{s.n_pairs}"), ("AUC of fidelity (faithful vs unfaithful)", f"{s.auc:.3f}"),
+            ("verdict accuracy", f"{s.accuracy:.3f}"),
+            ("full-seed pairs faithful", f"{s.seed_faithful:.3f} of {s.n_seed_pairs}")]
+    rows = [(why, f"{int(c['correct'])}/{int(c['n'])}", f"{c['mean_fidelity']:.3f}")
+            for why, c in sorted(s.per_why.items())]
+    wrong = [f"{p.pair} ({p.why or 'faithful'}): {p.verdict} {p.fidelity:.2f} — {'; '.join(p.reasons)[:160]}"
+             for p in s.pairs if not p.correct]
+    if markdown:
+        lines = ["| score | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in head), "",
+                 "| why | correct | mean fidelity |", "|---|---:|---:|", *(f"| {a} | {b} | {c} |" for a, b, c in rows)]
+    else:
+        lines = [f"{k}: {v}" for k, v in head] + ["", "why: correct, mean fidelity"]
+        lines += [f"  {a}: {b}, {c}" for a, b, c in rows]
+    if wrong:
+        lines += ["", "misjudged pairs:", *(f"  {w}" for w in wrong)]
+    return "\n".join(lines)

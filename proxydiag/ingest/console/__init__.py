@@ -1,0 +1,186 @@
+"""Console logs: one reader for the text that training frameworks print.
+
+``can_read`` sniffs the first MB for any dialect's lines. ``read`` streams the file in
+blocks (:mod:`console_lines`), lets every dialect extract its records from each block with
+polars string expressions (:data:`DIALECTS`, one module each; two blocks at a time,
+:mod:`console_stream`), then, over the records only:
+gives step-less lines their steps (:mod:`console_steps`), turns overflow lines into
+``skipped``/``loss_scale`` points (:mod:`console_overflow`), and hands the raw frame to
+:func:`~proxydiag.run.build.build_run` (restarts, aliases, counters).
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import polars as pl
+
+from proxydiag.errors import IngestError
+from proxydiag.events import Event
+from proxydiag.ingest import ReadContext
+from proxydiag.ingest.console._lines import CHUNK_BYTES, head_text
+from proxydiag.ingest.console._overflow import resolve
+from proxydiag.ingest.console._records import empty_overflows, empty_records
+from proxydiag.ingest.console._steps import attach, split_engines
+from proxydiag.ingest.console._stream import WORKERS, stream
+from proxydiag.run import Run
+from proxydiag.run.build import build_run, sidecar_for
+
+NAME = "console"
+
+#: dialect modules (each: NAME, SNIFF, extract(chunk) -> Extract)
+DIALECTS: tuple[str, ...] = (
+    "proxydiag.ingest.console.dialects.megatron",
+    "proxydiag.ingest.console.dialects.deepspeed",
+    "proxydiag.ingest.console.dialects.dschat",
+    "proxydiag.ingest.console.dialects.fairseq",
+    "proxydiag.ingest.console.dialects.verl",
+    "proxydiag.ingest.console.dialects.pydict",
+    "proxydiag.ingest.console.dialects.mindspeed",
+)
+
+
+@dataclass
+class ConsoleParse:
+    """A parsed console log before :func:`build_run`: the raw frame and what was found."""
+
+    raw: pl.DataFrame  # step, key, value, wall_time (file order within each key)
+    overflows: pl.DataFrame  # one row per counted overflow: line, step, family, attempted, scale
+    dialects: list[str]
+    events: list[Event] = field(default_factory=list)
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+    def take_raw(self) -> pl.DataFrame:
+        """The raw frame, handed over: passed straight to :func:`build_run`, it is its only
+        reference, so columns build_run is done with are freed before the canonical frame is
+        built (the peak of a long log)."""
+        raw, self.raw = self.raw, self.raw.clear()
+        return raw
+
+
+def dialects() -> list[ModuleType]:
+    """The dialect modules, in :data:`DIALECTS` order."""
+    return [importlib.import_module(name) for name in DIALECTS]
+
+
+def can_read(source: str | Path) -> bool:
+    """True for a text file whose first MB holds a line of a known dialect."""
+    path = Path(source)
+    if not path.is_file():
+        return False
+    head = head_text(path)
+    return bool(head) and any(d.SNIFF.search(head) for d in dialects())
+
+
+def read(source: str | Path, ctx: ReadContext) -> list[Run]:
+    path = Path(source)
+    chunk_bytes = int(ctx.options.get("chunk_bytes", CHUNK_BYTES))
+    workers = int(ctx.options.get("workers", WORKERS))
+    parsed = parse(path, chunk_bytes=chunk_bytes, workers=workers)
+    if parsed.raw.is_empty():
+        raise IngestError(
+            f"{path}: no metric lines found in this console log (dialects tried: "
+            f"{', '.join(d.NAME for d in dialects())}); check the file or convert it to CSV"
+        )
+    run = build_run(
+        parsed.take_raw(), name=path.stem, source=path, fmt=NAME, aliases=ctx.aliases,
+        attrs=parsed.attrs, events=parsed.events, sidecar=sidecar_for(path),
+    )
+    return [run]
+
+
+def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS) -> ConsoleParse:
+    r"""Stream ``path`` through every dialect and resolve steps, engines and overflows.
+
+    Parameters
+    ----------
+    path
+        A text log (any mix of the dialects in :data:`DIALECTS`).
+    chunk_bytes
+        Bytes read per block; memory stays bounded by a few blocks plus the records.
+    workers
+        Threads extracting blocks at once (1: one block at a time).
+
+    Returns
+    -------
+    ConsoleParse
+        The raw frame (what :func:`build_run` takes), one row per counted overflow, the
+        events and attrs found (overflow family and step uncertainty, engines, loss base).
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> text = ("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, "
+    ...         "reducing to 32768\n[Rank 0] step=10, skipped=1, lr=[1e-05]\n")
+    >>> with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as fh:
+    ...     _ = fh.write(text)
+    >>> parsed = parse(Path(fh.name))
+    >>> parsed.raw.filter(pl.col("key") == "ds_overflow").rows()
+    [(10, 'ds_overflow', 1.0, None)]
+    >>> parsed.overflows.select("step", "attempted", "scale").rows()
+    [(10, 65536.0, 32768.0)]
+    >>> os.remove(fh.name)
+    """
+    got = stream(path, dialects(), chunk_bytes=chunk_bytes, workers=workers)
+    recs = pl.concat([empty_records(), *got.records])
+    ovf = pl.concat([empty_overflows(), *got.overflows])
+    anchor_lines = _dominant(got.anchors)
+    return _assemble(recs, ovf, anchor_lines, list(got.found), got.state, got.n_lines)
+
+
+
+def _dominant(parts: dict[str, list[pl.DataFrame]]) -> pl.DataFrame:
+    """The progress lines of the dialect with the most of them.
+
+    Lines without a step take their steps from these only: DeepSpeed-Chat PPO prints its own
+    0-based step lines and DeepSpeed's 1-based ``step=`` lines, and mixing the two axes
+    would send a step backwards.
+    """
+    frames = {name: pl.concat(fs) for name, fs in parts.items() if fs}
+    if not frames:
+        return pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64})
+    return max(frames.values(), key=lambda f: f.height)
+
+
+def _assemble(
+    recs: pl.DataFrame,
+    ovf: pl.DataFrame,
+    anchor_lines: pl.DataFrame,
+    found: list[str],
+    state: dict[str, Any],
+    n_lines: int,
+) -> ConsoleParse:
+    # whole-frame passes only where they can find something (a Megatron log has 10^7 rows)
+    stepless = (recs["attach"] != 0).any()
+    own = recs.filter(pl.col("attach") == 0) if stepless else recs
+    loose = attach(recs.filter(pl.col("attach") != 0), anchor_lines)
+    engines = 1
+    counters = own.clear()
+    if "deepspeed" in found:
+        own, engines = split_engines(own)
+        counters = own.filter(pl.col("key").cat.starts_with("ds_skipped"))
+    resolved = resolve(ovf, anchor_lines, counters.with_columns(pl.col("key").cast(pl.Utf8)))
+    # the small parts as one chunk each and empty ones left out: the columns of ``raw`` stay
+    # chunked alike, so selecting from it copies nothing (misaligned chunks force a rechunk)
+    small = [loose.sort("line", maintain_order=True), resolved.records]
+    raw = pl.concat([own, *(part.rechunk() for part in small if part.height)])
+    attrs: dict[str, Any] = {"console_dialects": found, "console_lines": n_lines}
+    attrs.update({k: v for k, v in resolved.attrs.items() if v is not None})
+    attrs.update(state.get("attrs", {}))
+    if engines > 1:
+        attrs["engines"] = engines
+        attrs["engines_note"] = (
+            "step= lines of several engines without names: engine 0 (first to log each step; "
+            "the actor in DeepSpeed-Chat PPO) keeps plain keys, engine k gets '@engine<k>'"
+        )
+    return ConsoleParse(
+        raw.select("step", "key", "value", "wall_time"),
+        resolved.overflows,
+        found,
+        resolved.events,
+        attrs,
+    )

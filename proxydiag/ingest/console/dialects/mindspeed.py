@@ -1,0 +1,44 @@
+"""MindSpeed-RL console lines (REFERENCE-formats.md §2).
+
+``mindspeed_rl/utils/loggers.py`` prints ``'%(asctime)s - %(levelname)s - %(message)s'``
+with the message ``[{utc}] iteration: {it} / {steps} | key : {v:.4f} | ...`` (keys holding
+``lr`` with ``{:e}``). MindSpeed-RL logs ``actor/pg_loss`` as ``abs(pg_loss)``:
+``attrs["pg_loss_abs"] = True`` says so, the value is kept as logged.
+"""
+
+from __future__ import annotations
+
+import re
+
+import polars as pl
+
+from proxydiag.ingest.console._records import (
+    Chunk,
+    Extract,
+    checked,
+    empty_records,
+    finish,
+    pairs,
+    step_lines,
+    with_wall_time,
+)
+
+NAME = "mindspeed"
+SNIFF = re.compile(r"iteration:\s*\d+\s*/\s*\d+\s*\|\s*\S+\s*:")
+
+_LINE = r"iteration:\s*(\d+)\s*/\s*\d+\s*\|(.*)$"
+
+
+def extract(chunk: Chunk) -> Extract:
+    """The records (and overflow rows) of this dialect's lines in one block."""
+    lines = chunk.lines.filter(pl.col("text").str.contains("iteration:", literal=True))
+    if lines.is_empty():
+        return Extract(empty_records())
+    hits = step_lines(with_wall_time(lines), _LINE).with_columns(pl.col("rest").str.strip_chars_end(" |"))
+    if hits.is_empty():
+        return Extract(empty_records())
+    fields = pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))
+    records = finish(checked(fields, path=chunk.path, raw="raw", what="MindSpeed-RL"), anchor=True)
+    if records.filter(pl.col("key").cat.ends_with("pg_loss")).height:
+        chunk.state.setdefault("attrs", {})["pg_loss_abs"] = True
+    return Extract(records)

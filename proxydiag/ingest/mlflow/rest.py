@@ -1,0 +1,207 @@
+"""MLflow tracking servers over REST: complete metric histories, fetched concurrently.
+
+Every (run, key) history is read in a thread pool and parsed straight into columns (no
+``Metric`` object per point), first with ``GET /ajax-api/2.0/mlflow/metrics/get-history-bulk``
+(the UI's endpoint for whole histories: compact JSON, about 25% less server time than
+``get-history``; at most :data:`BULK_MAX` points and no pagination), and when that may have
+been cut short, is refused or is missing (an older server, a proxy that forwards only
+``/api``) with ``GET /api/2.0/mlflow/metrics/get-history`` page by page (``max_results`` +
+``next_page_token``) until the server has no next page (a key already logged at 25,000 steps
+or more is paged at once). Points that tie on timestamp and step come from the bulk endpoint
+in value order, from ``get-history`` in the store's order (the same for SQL stores). Nothing is
+sampled: ``get-history-bulk-interval`` returns at most a few hundred points per key, so it is
+never used. Each history is checked against the run's latest value of that key (``runs/get``):
+a bulk reply that stops short of it is read again page by page, and a paged one that does
+raises :class:`~proxydiag.errors.MlflowError`.
+
+Credentials come only from MLflow's environment variables (``MLFLOW_TRACKING_USERNAME`` /
+``_PASSWORD`` / ``_TOKEN``, TLS settings) through ``mlflow.utils.credentials``; they are never
+put in a message: URIs are shown without their user-info (:func:`redact`). Our own calls fail
+fast: no retries and a 10 s timeout unless ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` /
+``MLFLOW_HTTP_REQUEST_TIMEOUT`` say otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from proxydiag.errors import MlflowError
+from proxydiag.frame import empty_raw
+from proxydiag.ingest.mlflow._meta import OWN_PREFIX, decode_values
+
+#: points per page: MLflow's own GET_METRIC_HISTORY_MAX_RESULTS
+PAGE_SIZE = 25_000
+#: concurrent requests (the server does the work; threads overlap its latency with parsing)
+WORKERS = 8
+_API = "/api/2.0/mlflow"
+_AJAX = "/ajax-api/2.0/mlflow"
+#: the bulk endpoint's cap per run and key (MLflow's MAX_HISTORY_RESULTS): a reply this long
+#: may be cut short, so that history is read again page by page
+BULK_MAX = 25_000
+
+
+def redact(uri: str) -> str:
+    """A URI without user-info, safe to print.
+
+    >>> redact("https://alice:s3cret@mlflow.example.com/")
+    'https://***@mlflow.example.com/'
+    """
+    return re.sub(r"(?<=://)[^/@\s]+@", "***@", uri)
+
+
+def _timeouts() -> dict[str, Any]:
+    return {
+        "max_retries": int(os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")),
+        "timeout": int(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")),
+    }
+
+
+def get_json(tracking_uri: str, endpoint: str, params: dict[str, Any], *, api: str = _API,
+             ) -> dict[str, Any]:
+    """``GET`` an MLflow REST endpoint; any failure is one :class:`MlflowError` line."""
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
+    where = f"MLflow server {redact(tracking_uri)}"
+    try:
+        creds = get_default_host_creds(tracking_uri)  # type: ignore[no-untyped-call]
+        resp = http_request(  # type: ignore[no-untyped-call]
+            creds, f"{api}/{endpoint}", "GET", params=params, raise_on_status=False, **_timeouts()
+        )
+    except Exception as exc:  # requests/urllib3 raise many types; all mean "not reachable"
+        text = str(exc).lower()
+        reason = ("connection refused" if "refused" in text else
+                  "timed out" if "timed out" in text or "timeout" in text else "connection failed")
+        raise MlflowError(
+            f"{where} is not answering ({reason}); start it, or check MLFLOW_TRACKING_URI"
+        ) from None
+    if resp.status_code in (401, 403):
+        raise MlflowError(
+            f"{where} refused the request (HTTP {resp.status_code}); set MLFLOW_TRACKING_USERNAME"
+            "/MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN"
+        )
+    if resp.status_code != 200:
+        detail = _error_message(resp.text)
+        raise MlflowError(f"{where}: {endpoint} failed (HTTP {resp.status_code}: {detail})")
+    try:
+        data = json.loads(resp.content)
+    except ValueError:  # a proxy's HTML page, a cut reply
+        data = None
+    if not isinstance(data, dict):
+        raise MlflowError(f"{where}: {endpoint} did not answer with a JSON object "
+                          f"(HTTP 200, {len(resp.content)} bytes); is this an MLflow server?")
+    return data
+
+
+def _error_message(text: str) -> str:
+    try:
+        return str(json.loads(text).get("message", ""))[:200].replace("\n", " ")
+    except (ValueError, AttributeError):
+        return text[:100].replace("\n", " ")
+
+
+def probe(tracking_uri: str) -> None:
+    """Raise :class:`MlflowError` at once when the server is down or refuses us."""
+    get_json(tracking_uri, "experiments/search", {"max_results": 1})
+
+
+def get_run(tracking_uri: str, run_id: str) -> dict[str, Any]:
+    """``runs/get``: ``{"info": ..., "data": {"metrics", "params", "tags"}}``."""
+    run: dict[str, Any] = get_json(tracking_uri, "runs/get", {"run_id": run_id})["run"]
+    return run
+
+
+def histories(tracking_uri: str, runs: Sequence[dict[str, Any]], *,
+              page_size: int = PAGE_SIZE, workers: int = WORKERS) -> list[pl.DataFrame]:
+    """The raw frame (file order = logging order) of each run in ``runs`` (``runs/get`` bodies)."""
+    tasks = [(run["info"]["run_id"], m) for run in runs for m in run["data"].get("metrics", [])
+             if not m["key"].startswith(OWN_PREFIX)]
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
+        parts = list(pool.map(lambda t: _history(tracking_uri, *t, page_size=page_size), tasks))
+    frames: dict[str, list[pl.DataFrame]] = {run["info"]["run_id"]: [] for run in runs}
+    for (run_id, _), part in zip(tasks, parts, strict=True):
+        frames[run_id].append(part)
+    empty = empty_raw()
+    return [pl.concat(frames[r["info"]["run_id"]]) if frames[r["info"]["run_id"]] else empty
+            for r in runs]
+
+
+def _history(tracking_uri: str, run_id: str, latest: dict[str, Any], *,
+             page_size: int) -> pl.DataFrame:
+    key, want = latest["key"], int(latest.get("step", 0))
+    # a key logged at BULK_MAX steps or more cannot fit one bulk reply: page it at once
+    if want + 1 < BULK_MAX:
+        metrics = _bulk(tracking_uri, run_id, key)
+        if metrics is not None:
+            frame = _columns(metrics, key)
+            if _reached(frame) >= want:
+                return frame
+    frame = _columns(_pages(tracking_uri, run_id, key, page_size=page_size), key)
+    if _reached(frame) < want:
+        got = _reached(frame) if frame.height else None
+        raise MlflowError(
+            f"{redact(tracking_uri)} run {run_id} key {key!r}: history stops at step {got} but "
+            f"the latest value is at step {want}; the server returned an incomplete history, retry"
+        )
+    return frame
+
+
+def _bulk(tracking_uri: str, run_id: str, key: str) -> list[dict[str, Any]] | None:
+    """The whole history in one reply, or None when the bulk endpoint cannot vouch for it
+    (refused, missing, not JSON, or :data:`BULK_MAX` points long: maybe cut short)."""
+    try:
+        body = get_json(tracking_uri, "metrics/get-history-bulk",
+                        {"run_id": run_id, "metric_key": key, "max_results": BULK_MAX}, api=_AJAX)
+    except MlflowError:
+        return None  # get-history says what is wrong, if anything is
+    metrics = body.get("metrics")
+    if not isinstance(metrics, list) or len(metrics) >= BULK_MAX:
+        return None
+    return metrics
+
+
+def _pages(tracking_uri: str, run_id: str, key: str, *, page_size: int) -> list[dict[str, Any]]:
+    """The history page by page from ``get-history``."""
+    pages: list[list[dict[str, Any]]] = []
+    token: str | None = None
+    seen: set[str] = set()
+    while True:
+        params: dict[str, Any] = {"run_id": run_id, "metric_key": key, "max_results": page_size}
+        if token:
+            params["page_token"] = token
+        body = get_json(tracking_uri, "metrics/get-history", params)
+        pages.append(body.get("metrics", []))
+        token = body.get("next_page_token") or None
+        if token is None:
+            break
+        if token in seen:
+            raise MlflowError(f"{redact(tracking_uri)} run {run_id} key {key!r}: pagination loops")
+        seen.add(token)
+    return [m for page in pages for m in page]
+
+
+def _columns(metrics: list[dict[str, Any]], key: str) -> pl.DataFrame:
+    # proto JSON writes non-finite doubles as "NaN"/"Infinity"/"-Infinity"; numpy parses them
+    values = np.array([m.get("value", 0.0) for m in metrics], dtype=np.float64)
+    frame = pl.DataFrame({
+        "step": np.array([int(m.get("step", 0)) for m in metrics], dtype=np.int64),
+        "value": values,
+        "timestamp": np.array([int(m.get("timestamp", 0)) for m in metrics], dtype=np.int64),
+    })
+    return frame.sort("timestamp", "step", maintain_order=True).select(
+        "step", pl.lit(key).alias("key"), decode_values(pl.col("value")),
+        (pl.col("timestamp").cast(pl.Float64) / 1000.0).alias("wall_time"),
+    )
+
+
+def _reached(frame: pl.DataFrame) -> int:
+    """The last step a history reaches (-1 when it is empty)."""
+    return int(frame["step"].max()) if frame.height else -1  # type: ignore[arg-type]

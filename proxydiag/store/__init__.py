@@ -1,0 +1,346 @@
+"""The run store: a directory of Parquet files (one per run) plus a DuckDB catalog.
+
+::
+
+    <store>/runs/<run>.parquet   the canonical frame; metadata in the Parquet footer
+    <store>/catalog.duckdb       tables runs, diagnoses, comparisons, meta(schema_version)
+    <store>/.writer.lock         held by the one writing process (filelock)
+    <store>/.journal.json        the run a writer is changing, until the catalog has it
+
+Writers take the lock for one change (a run's ingest, a result); readers never do. A put writes
+the Parquet file atomically, then updates the catalog in one transaction; the journal lets the
+next writer finish a change that was killed between the two (the file is complete, so the
+catalog is rolled forward from its footer). A reader therefore sees each run complete or not
+at all, also while another process ingests.
+
+>>> import tempfile, polars as pl
+>>> from proxydiag.run.build import build_run
+>>> store = RunStore(tempfile.mkdtemp())
+>>> run = build_run(pl.DataFrame({"step": [1, 2], "key": ["loss"] * 2,
+...                               "value": [0.5, float("nan")]}), name="r", source="s", fmt="csv")
+>>> rid = store.put(run)
+>>> store.runs()["n_points"].to_list(), store.get("r").frame["value"].to_list()
+([2], [0.5, nan])
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import hashlib
+import json
+import os
+import warnings
+import zlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from proxydiag.errors import IngestWarning, StoreError
+from proxydiag.frame import SCHEMA
+from proxydiag.run import Run, slug
+from proxydiag.store import _catalog as catalog
+from proxydiag.store import _files as files
+from proxydiag.store._lock import WriterLock
+
+if TYPE_CHECKING:
+    from proxydiag.diagnose.result import Diagnosis
+    from proxydiag.fidelity.result import Comparison
+
+DEFAULT = Path(os.environ.get("PROXYDIAG_STORE", "proxydiag-store"))
+JOURNAL = ".journal.json"
+#: HTML reports of results MLflow has not accepted yet (``mlflow sync`` attaches them)
+PENDING_REPORTS = "pending_reports"
+KINDS = ("diagnosis", "comparison")
+
+
+class RunStore:
+    """A run store at ``path`` (created on the first write)."""
+
+    def __init__(self, path: str | Path = DEFAULT, *, lock_timeout_s: float = 10.0,
+                 read_timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        self.lock_timeout_s = lock_timeout_s
+        self.read_timeout_s = read_timeout_s
+        self._lock = WriterLock(self.path, timeout_s=lock_timeout_s)
+        self._ready = False  # catalog created/checked by this instance
+
+    def __repr__(self) -> str:
+        return f"RunStore({str(self.path)!r})"
+
+    @property
+    def db(self) -> Path:
+        return self.path / catalog.CATALOG_NAME
+
+    # -- writing -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[RunStore]:
+        """Hold the writer lock (re-entrant); raises StoreLockedError after lock_timeout_s."""
+        self._check_dir()
+        with self._lock:
+            if self._lock.depth == 1:
+                self._prepare()
+            yield self
+
+    def put(self, run: Run, *, source_key: str | None = None, source_hash: str | None = None,
+            ) -> str:
+        """Store ``run`` (replacing the run with the same id); returns the run id.
+
+        ``source_key`` and ``source_hash`` name what the run was read from and the digest of
+        that source and its reading configuration (a fleet ingest skips it while unchanged).
+        """
+        if run.frame.schema != pl.Schema(SCHEMA):
+            raise StoreError(f"run {run.id}: frame does not follow the canonical schema")
+        rid = run.id
+        digest = files.content_hash(run)
+        with self.writing():
+            path = self._file(rid)
+            if path.exists() and files.metadata(path).get("content_hash") == digest:
+                if source_hash is not None:  # unchanged, now also known by its source
+                    with self._session() as con:
+                        con.execute("UPDATE runs SET source_key = ?, source_hash = ? WHERE run = ?",
+                                    [source_key, source_hash, rid])
+                return rid  # unchanged: nothing else to do
+            self._journal({"op": "put", "run": rid})
+            files.write(path, run, digest=digest)
+            with self._session() as con:
+                catalog.upsert_run(con, run, path=path, digest=digest, source_key=source_key,
+                                   source_hash=source_hash)
+            (self.path / JOURNAL).unlink()
+        return rid
+
+    def remove(self, ref: str) -> str:
+        """Remove a run (by id or unique name) and its diagnosis; returns the run id."""
+        with self.writing():
+            rid = self.resolve(ref)
+            self._journal({"op": "remove", "run": rid})
+            with self._session() as con:
+                con.execute("DELETE FROM runs WHERE run = ?", [rid])
+                con.execute("DELETE FROM diagnoses WHERE run = ?", [rid])
+            self._file(rid).unlink(missing_ok=True)
+            self._pending_report("diagnosis", rid).unlink(missing_ok=True)
+            (self.path / JOURNAL).unlink()
+        return rid
+
+    def put_diagnosis(self, diagnosis: Diagnosis, *, input_hash: str | None = None) -> None:
+        """Keep a diagnosis (the latest per run); it is pending for MLflow until marked synced.
+        ``input_hash``: the digest of its inputs (a fleet diagnose reuses it while unchanged)."""
+        d = diagnosis.to_dict()
+        with self.writing(), self._session() as con:
+            con.execute(
+                "INSERT OR REPLACE INTO diagnoses (run, label, onset_step, confidence, json, "
+                "mlflow_synced, created_at, input_hash) VALUES (?, ?, ?, ?, ?, false, ?, ?)",
+                [diagnosis.run, diagnosis.label, diagnosis.onset_step, diagnosis.confidence,
+                 json.dumps(d, default=str), catalog.now(), input_hash],
+            )
+            self._pending_report("diagnosis", diagnosis.run).unlink(missing_ok=True)  # stale
+
+    def put_comparison(self, comparison: Comparison, *, input_hash: str | None = None) -> str:
+        """Keep a comparison (the latest per proxy and set of full runs); returns its key.
+        ``input_hash``: the digest of its inputs (a fleet compare reuses it while unchanged)."""
+        key = comparison_key(comparison.proxy_run, comparison.full_runs)
+        with self.writing(), self._session() as con:
+            con.execute(
+                "INSERT OR REPLACE INTO comparisons (key, proxy_run, full_runs, fidelity, verdict, "
+                "json, mlflow_synced, created_at, input_hash) VALUES (?, ?, ?, ?, ?, ?, false, ?, ?)",
+                [key, comparison.proxy_run, list(comparison.full_runs), comparison.fidelity,
+                 comparison.verdict, json.dumps(comparison.to_dict(), default=str), catalog.now(),
+                 input_hash],
+            )
+            self._pending_report("comparison", key).unlink(missing_ok=True)  # stale
+        return key
+
+    def put_pending_report(self, kind: str, key: str, html: str) -> None:
+        """Keep the HTML report of a stored result until MLflow has accepted it (gzip, written
+        atomically): ``proxydiag mlflow sync`` attaches it, :meth:`mark_synced` removes it."""
+        path = self._pending_report(kind, key)
+        with self.writing():
+            path.parent.mkdir(exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(gzip.compress(html.encode("utf-8"), compresslevel=6))
+            os.replace(tmp, path)
+
+    def pending_report(self, kind: str, key: str) -> str | None:
+        """The report kept for a pending result (None if there is none, or it is damaged: a
+        warning names the file, and the result syncs without its report)."""
+        path = self._pending_report(kind, key)
+        try:
+            return gzip.decompress(path.read_bytes()).decode("utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
+            warnings.warn(IngestWarning(f"{path}: damaged pending report ({exc}); syncing the "
+                                        "result without it"), stacklevel=2)
+            return None
+
+    def mark_synced(self, kind: str, key: str, *, result: Mapping[str, Any] | None = None,
+                    ) -> bool:
+        """Mark a stored diagnosis (key: run id) or comparison (key) as logged to MLflow, and
+        drop its kept report; returns whether it was marked.
+
+        With ``result`` (what was logged), only while the store still holds that result: a
+        newer one another writer stored meanwhile stays pending, with its report.
+        """
+        table, column = _table(kind)
+        where, params = f"{column} = ?", [key]
+        if result is not None:
+            where, params = f"{where} AND json = ?", [key, json.dumps(result, default=str)]
+        with self.writing(), self._session() as con:
+            marked = con.execute(f"UPDATE {table} SET mlflow_synced = true WHERE {where}",
+                                 params).fetchall()
+            done = bool(marked and marked[0][0])
+            if done:
+                self._pending_report(kind, key).unlink(missing_ok=True)
+        return done
+
+    # -- reading -------------------------------------------------------------------------
+    def runs(self) -> pl.DataFrame:
+        """One row per run: id, name, role, group, seed, experts kept, cost, sizes, steps."""
+        cols = ", ".join(f'"{c}"' for c in catalog.RUN_COLUMNS)
+        return self._query(f"SELECT {cols} FROM runs ORDER BY ingested_at, run", catalog.RUNS_SCHEMA)
+
+    def get(self, ref: str) -> Run:
+        """The run with id ``ref`` (or the one run named ``ref``)."""
+        direct = self._file(ref)
+        if direct.name == f"{ref}.parquet" and direct.exists():
+            try:
+                return files.read(direct)  # a run id: the file alone is the whole run
+            except FileNotFoundError:
+                pass  # removed meanwhile: let the catalog say so
+        return files.read(self._file(self.resolve(ref)))
+
+    def resolve(self, ref: str) -> str:
+        """The run id for an id or a unique name; StoreError if none or several."""
+        found = self._query(
+            "SELECT run, name FROM runs WHERE run = ? OR name = ? ORDER BY run = ? DESC, run",
+            {"run": pl.Utf8(), "name": pl.Utf8()}, [ref, ref, ref],
+        )
+        if found.height == 0:
+            raise StoreError(f"{ref}: no such run in store {self.path}; see `proxydiag runs`")
+        if found.height > 1 and found["run"][0] != ref:
+            ids = ", ".join(found["run"].to_list()[:10])
+            raise StoreError(f"{ref}: {found.height} runs have this name ({ids}); use a run id")
+        return str(found["run"][0])
+
+    def diagnoses(self) -> pl.DataFrame:
+        return self._query(
+            "SELECT run, label, onset_step, confidence, json, mlflow_synced FROM diagnoses "
+            "ORDER BY run", catalog.DIAG_SCHEMA,
+        )
+
+    def comparisons(self) -> pl.DataFrame:
+        return self._query(
+            "SELECT proxy_run, full_runs, fidelity, verdict, json, mlflow_synced FROM comparisons "
+            "ORDER BY key", catalog.COMP_SCHEMA,
+        )
+
+    def pending_mlflow(self) -> list[dict[str, Any]]:
+        """Results not yet logged to MLflow: ``{"kind", "key", "run", "result"}`` each."""
+        out: list[dict[str, Any]] = []
+        for row in self.diagnoses().filter(~pl.col("mlflow_synced")).iter_rows(named=True):
+            out.append({"kind": "diagnosis", "key": row["run"], "run": row["run"],
+                        "result": json.loads(row["json"])})
+        for row in self.comparisons().filter(~pl.col("mlflow_synced")).iter_rows(named=True):
+            key = comparison_key(row["proxy_run"], row["full_runs"])
+            out.append({"kind": "comparison", "key": key, "run": row["proxy_run"],
+                        "full_runs": row["full_runs"], "result": json.loads(row["json"])})
+        return out
+
+    def query(self, sql: str, schema: dict[str, pl.DataType], params: list[Any] | None = None,
+              ) -> pl.DataFrame:
+        """The rows of a read-only SQL query on the catalog, typed by ``schema`` (no rows
+        where there is no catalog yet)."""
+        return self._query(sql, schema, params)
+
+    def scan(self) -> pl.LazyFrame:
+        """A LazyFrame over every stored run's Parquet (only runs the catalog lists)."""
+        ids = self.runs()["run"].to_list()
+        if not ids:
+            return pl.LazyFrame(schema=SCHEMA)
+        return pl.scan_parquet([self._file(rid) for rid in ids], glob=False)
+
+    def size_bytes(self) -> int:
+        """Bytes on disk of the whole store directory."""
+        if not self.path.exists():
+            return 0
+        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+
+    # -- internals -----------------------------------------------------------------------
+    def _file(self, rid: str) -> Path:
+        return self.path / "runs" / f"{slug(rid, max_len=200)}.parquet"
+
+    def _pending_report(self, kind: str, key: str) -> Path:
+        digest = hashlib.blake2b(f"{kind}\0{key}".encode(), digest_size=12).hexdigest()
+        return self.path / PENDING_REPORTS / f"{kind}-{digest}.html.gz"
+
+    def _check_dir(self) -> None:
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"{self.path}: is a file, not a store directory; use another --store")
+
+    def _session(self) -> contextlib.AbstractContextManager[Any]:
+        return catalog.session(self.db, read_only=False, timeout_s=self.lock_timeout_s)
+
+    def _query(self, sql: str, schema: dict[str, pl.DataType], params: list[Any] | None = None,
+               ) -> pl.DataFrame:
+        self._check_dir()
+        if not self.db.exists():
+            return pl.DataFrame(schema=schema)
+        with catalog.session(self.db, read_only=True, timeout_s=self.read_timeout_s) as con:
+            rel = con.execute(sql, params or [])
+            names = [d[0] for d in rel.description or []]
+            rows = rel.fetchall()
+        return pl.DataFrame(rows, schema=list(zip(names, schema.values(), strict=True)), orient="row")
+
+    def _journal(self, entry: dict[str, str]) -> None:
+        path = self.path / JOURNAL
+        with path.open("w", encoding="utf-8") as fh:
+            json.dump(entry, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def _prepare(self) -> None:
+        """Under the lock: create the layout and finish a change a killed writer left."""
+        if not self._ready or not self.db.exists():
+            (self.path / "runs").mkdir(parents=True, exist_ok=True)
+            with self._session() as con:
+                catalog.create(con, self.db)
+            self._ready = True
+        for tmp in [*(self.path / "runs").glob(".*.tmp"),
+                    *(self.path / PENDING_REPORTS).glob(".*.tmp")]:  # a killed writer's
+            tmp.unlink(missing_ok=True)
+        journal = self.path / JOURNAL
+        if not journal.exists():
+            return
+        try:
+            entry = json.loads(journal.read_text(encoding="utf-8"))
+        except ValueError:
+            entry = {}
+        rid = entry.get("run")
+        if rid:
+            self._recover(str(rid), str(entry.get("op")))
+        journal.unlink()
+
+    def _recover(self, rid: str, op: str) -> None:
+        path = self._file(rid)
+        with self._session() as con:
+            if op == "put" and path.exists():
+                run = files.read(path)
+                catalog.upsert_run(con, run, path=path, digest=files.metadata(path).get("content_hash", ""))
+            else:
+                con.execute("DELETE FROM runs WHERE run = ?", [rid])
+                path.unlink(missing_ok=True)
+
+
+def comparison_key(proxy_run: str, full_runs: Any) -> str:
+    """``proxy<-full1,full2`` (full runs sorted)."""
+    return f"{proxy_run}<-{','.join(sorted(full_runs))}"
+
+
+def _table(kind: str) -> tuple[str, str]:
+    if kind == "diagnosis":
+        return "diagnoses", "run"
+    if kind == "comparison":
+        return "comparisons", "key"
+    raise StoreError(f"unknown result kind {kind!r}; use one of {KINDS}")
