@@ -8,7 +8,7 @@ and the command then exits 2 (``--fail-on`` matches exit 1 when nothing failed).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -26,8 +26,10 @@ if TYPE_CHECKING:
     from proxydiag.diagnose.config import DiagnoseConfig
     from proxydiag.diagnose.result import Diagnosis
     from proxydiag.fidelity.config import FidelityConfig
+    from proxydiag.fidelity.result import Comparison
     from proxydiag.fleet.analyse import Result
     from proxydiag.fleet.executor import Executor
+    from proxydiag.report.jobs import Job
 
 
 @dataclass
@@ -77,12 +79,21 @@ def stored_diagnoses(results: Iterable[Result], *, fmt: str, failing: frozenset[
     return tally
 
 
+def diagnose_source(config: DiagnoseConfig, read_options: dict[str, Any], source: str,
+                    ) -> list[Diagnosis]:
+    """The work item of ``diagnose SOURCE...`` (run on a worker): diagnose every run of a CLI
+    source (a path, an MLflow URI, or a run id in a store)."""
+    from proxydiag.cli.sources import load as load_source
+    from proxydiag.diagnose.api import diagnose
+
+    return [diagnose(run, config=config, source=source)
+            for run in load_source(source, **read_options)]
+
+
 def source_diagnoses(sources: list[str], *, pool: Executor, config: DiagnoseConfig,
                      store: Path | None, aliases: Path | None, to: Destination, fmt: str,
                      failing: frozenset[str]) -> Tally:
     """Diagnose every run of ``sources`` on ``pool``; print and keep each in order."""
-    from proxydiag.fleet.tasks import diagnose_source
-
     task: Callable[[Any], list[Diagnosis]] = partial(
         diagnose_source, config, {"store": store, "aliases": aliases})
     tally = Tally()
@@ -118,3 +129,21 @@ def stored_comparisons(store: Path, *, pool: Executor, group: str | None, align:
         out.print(json.dumps(result.value), markup=False, soft_wrap=True, highlight=False)
         tally.matched = tally.matched or result.value.get("verdict") in failing
     return tally
+
+
+def group_results(jobs: Sequence[Job], *, store: Path, pool: Executor, align: str,
+                  ) -> tuple[dict[str, Diagnosis], dict[str, Comparison]]:
+    """``report --group``'s analyses as work items on ``pool``: each run's diagnosis and each
+    proxy's comparison (default configuration, as the report makes them). An item that fails
+    is left out: the report then makes it itself, and says its error as it always did."""
+    from proxydiag.diagnose.config import DiagnoseConfig
+    from proxydiag.fleet.tasks import ProxyItem, compare_stored, diagnose_stored
+
+    ids = list(dict.fromkeys(run.id for job in jobs for run in job.every))
+    diagnoses = {o.item: o.value for o in
+                 pool.map(partial(diagnose_stored, str(store), DiagnoseConfig()), ids) if o.ok}
+    items = [ProxyItem(job.proxy.id, tuple(run.id for run in job.full))
+             for job in jobs if job.proxy is not None]
+    comparisons = {o.item.proxy: o.value for o in
+                   pool.map(partial(compare_stored, str(store), None, align), items) if o.ok}
+    return diagnoses, comparisons

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import ConfigOpt, FormatOpt, app
+from proxydiag.cli._fleet import RayAddressOpt, RayOpt, WorkersOpt, executor
 
 bench_app = typer.Typer(help="Score diagnose/compare against a labelled corpus (labels.json).",
                         no_args_is_help=True)
@@ -19,11 +20,14 @@ def bench_diagnose(
     corpus: Annotated[Path, typer.Argument(help="folder with labels.json")],
     config: ConfigOpt = None,
     fmt: FormatOpt = "text",
+    workers: WorkersOpt = 1,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Per-class precision/recall, macro-F1 and onset error of `diagnose` on a corpus."""
     from proxydiag.evaluate.diagnose import main
 
-    main(corpus, config=config, fmt=fmt)
+    main(corpus, config=config, fmt=fmt, executor=executor(workers, ray, ray_address))
 
 
 @bench_app.command("compare")
@@ -31,8 +35,11 @@ def bench_compare(
     corpus: Annotated[Path, typer.Argument(help="folder with labels.json (with pairs)")],
     config: ConfigOpt = None,
     fmt: FormatOpt = "text",
+    workers: WorkersOpt = 1,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """AUC of fidelity, verdict accuracy and seed-pair faithfulness of `compare` on a corpus."""
     from proxydiag.evaluate.compare import main
 
-    main(corpus, config=config, fmt=fmt)
+    main(corpus, config=config, fmt=fmt, executor=executor(workers, ray, ray_address))

@@ -87,10 +87,11 @@ def proxy_items(store: RunStore, *, group: str | None = None) -> list[ProxyItem]
 
 def compare_all(store: RunStore, *, executor: Executor, config: FidelityConfig | None,
                 align: str = "step", group: str | None = None, force: bool = False,
-                keep: bool = True) -> Iterator[Result]:
-    """Every proxy's Comparison dict (or failure) against its group's full runs."""
+                keep: bool = True, only: set[str] | None = None) -> Iterator[Result]:
+    """Every proxy's Comparison dict (or failure) against its group's full runs; ``only``
+    limits the proxies."""
     _grow(store, keep=keep)
-    items = proxy_items(store, group=group)
+    items = [i for i in proxy_items(store, group=group) if only is None or i.proxy in only]
     content = dict(zip(*run_index(store).select("run", "content_hash"), strict=True))
     kept = {} if force else kept_results(store, "comparison")
     digests = {i.proxy: config_digest("compare", content[i.proxy], [content[f] for f in i.full],

@@ -38,7 +38,7 @@ def run_index(store: RunStore) -> pl.DataFrame:
 
 def source_digests(store: RunStore) -> dict[str, str]:
     """``source_key -> source_hash`` for sources whose every stored run has the same digest."""
-    found = _rows(store, "SELECT source_key, min(source_hash) FROM runs WHERE source_key IS NOT "
+    found = _rows(store, "SELECT source_key, min(source_hash) AS source_hash FROM runs WHERE source_key IS NOT "
                   "NULL GROUP BY source_key HAVING count(*) = count(source_hash) AND "
                   "count(DISTINCT source_hash) = 1",
                   {"source_key": pl.Utf8(), "source_hash": pl.Utf8()})
@@ -51,7 +51,7 @@ def kept_results(store: RunStore, kind: str) -> dict[str, tuple[str, dict[str, A
     import json
 
     if kind == "diagnosis":
-        sql = "SELECT run, input_hash, json FROM diagnoses WHERE input_hash IS NOT NULL"
+        sql = "SELECT run AS key, input_hash, json FROM diagnoses WHERE input_hash IS NOT NULL"
     else:
         sql = "SELECT key, input_hash, json FROM comparisons WHERE input_hash IS NOT NULL"
     found = _rows(store, sql, {"key": pl.Utf8(), "input_hash": pl.Utf8(), "json": pl.Utf8()})

@@ -14,7 +14,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -121,15 +121,6 @@ def diagnose_stored(store: str, config: DiagnoseConfig, run_id: str) -> Diagnosi
     from proxydiag.store import RunStore
 
     return diagnose(RunStore(store).get(run_id), config=config)
-
-
-def diagnose_source(config: DiagnoseConfig, read_options: dict[str, Any], source: str,
-                    ) -> list[Diagnosis]:
-    """Diagnose every run of a CLI source (path, MLflow URI, or run id in a store)."""
-    from proxydiag.diagnose.api import diagnose
-    from proxydiag.cli.sources import load
-
-    return [diagnose(run, config=config, source=source) for run in load(source, **read_options)]
 
 
 @dataclass(frozen=True)

@@ -67,3 +67,15 @@ def kill_once(source_part: str, marker_dir: str, spec: ReadSpec, item: SourceIte
         marker.touch()
         os.kill(os.getpid(), signal.SIGKILL)
     return read_source(spec, item)
+
+
+def ingest_quietly(group: Path, store: Path) -> None:
+    """Ingest ``group`` into ``store`` in this process (for module-scoped fixtures)."""
+    from proxydiag.fleet.executor import Serial
+    from proxydiag.fleet.ingest import ingest_sources
+    from proxydiag.ingest import ReadContext, discover
+
+    work = [(reader.__name__, str(src)) for reader, src in discover(group)]
+    result = ingest_sources(work, store=RunStore(store), executor=Serial(),
+                            spec=ReadSpec(ReadContext()), skip_unchanged=False)
+    assert not result.failures, result.failures

@@ -1,0 +1,54 @@
+"""``report --group``, ``dashboard`` and ``bench diagnose|compare`` with ``--workers 2`` give
+what they give in one process (their analyses become per-run and per-proxy work items)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fleet_helpers import FAST, GROUP, SAMPLE_RUNS, ingest_quietly, run_cli, sample_group
+
+from proxydiag.fleet.local_pool import LocalPool
+from proxydiag.report.fleet import load_fleet
+from proxydiag.store import RunStore
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fast sample runs ingested (no results stored: the views analyse in memory)."""
+    tmp = tmp_path_factory.mktemp("views")
+    store = tmp / "store"
+    ingest_quietly(sample_group(tmp), store)
+    return store
+
+
+def test_report_group_with_workers_is_the_one_process_report(
+        stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["report", "--store", str(stored), "--group", GROUP, "-f", "json", "-o", "-"]
+    one = run_cli(args, capsys)
+    two = run_cli([*args, "--workers", "2"], capsys)
+    assert one[0] == 0 and one[:2] == two[:2]
+    assert len([line for line in one[1].splitlines() if line.startswith("{")]) >= 1
+
+
+def test_the_dashboards_fleet_with_workers_is_the_one_process_fleet(stored: Path) -> None:
+    one = load_fleet(RunStore(stored))
+    two = load_fleet(RunStore(stored), executor=LocalPool(workers=2))
+    assert one.runs.equals(two.runs) and one.proxies.equals(two.proxies)
+    assert one.proxies.height == 2 and one.runs["label"].null_count() == 0
+
+
+def test_bench_with_workers_scores_as_one_process(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    labels = json.loads((SAMPLE_RUNS / "labels.json").read_text())
+    runs = {name: dict(entry, path=str(SAMPLE_RUNS / entry["path"]))
+            for name, entry in labels["runs"].items() if name in FAST}
+    pairs = {name: pair for name, pair in labels["pairs"].items()
+             if {pair["proxy"], *pair["full"]} <= set(FAST)}
+    (tmp_path / "labels.json").write_text(json.dumps({"runs": runs, "pairs": pairs}))
+    assert pairs, "the fast runs make at least one labelled pair"
+    for verb in ("diagnose", "compare"):
+        args = ["bench", verb, str(tmp_path), "-f", "json"]
+        one = run_cli(args, capsys)
+        assert one[0] == 0 and one[:2] == run_cli([*args, "--workers", "2"], capsys)[:2], verb
