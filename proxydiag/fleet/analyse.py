@@ -32,12 +32,14 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Result:
-    """One item's answer: ``value`` (a Diagnosis, or a Comparison's dict) or ``reason``."""
+    """One item's answer: ``value`` (a Diagnosis, or a Comparison's dict) or ``reason``;
+    ``made``: the Comparison itself when it was made now (its numbers unrounded)."""
 
     key: str
     value: Any = None
     reason: str = ""
     reused: bool = False
+    made: Any = None
 
 
 def diagnose_all(store: RunStore, *, executor: Executor, config: DiagnoseConfig,
@@ -116,7 +118,7 @@ def _kept_comparison(outcome: Any, store: RunStore, digest: str, *, keep: bool) 
         return Result(item.proxy, reason=outcome.reason)
     if keep:
         store.put_comparison(outcome.value, input_hash=digest)
-    return Result(item.proxy, outcome.value.to_dict())
+    return Result(item.proxy, outcome.value.to_dict(), made=outcome.value)
 
 
 def _grow(store: RunStore, *, keep: bool) -> None:

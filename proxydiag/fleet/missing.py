@@ -18,9 +18,9 @@ from proxydiag.store import RunStore
 
 
 def missing_results(store: RunStore, *, executor: Executor, runs_without: set[str],
-                    proxies_without: set[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """Diagnoses of ``runs_without`` (by run id) and comparison dicts of ``proxies_without``
-    (by proxy run id) that could be made."""
+                    proxies_without: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Diagnoses of ``runs_without`` (by run id) and Comparisons of ``proxies_without`` (by
+    proxy run id) that could be made."""
     from proxydiag.diagnose.config import DiagnoseConfig
 
     diagnoses: dict[str, Any] = {}
@@ -30,9 +30,9 @@ def missing_results(store: RunStore, *, executor: Executor, runs_without: set[st
             warnings.warn(f"dashboard: {result.key} not diagnosed ({result.reason})", stacklevel=2)
         else:
             diagnoses[result.key] = result.value
-    comparisons: dict[str, dict[str, Any]] = {}
+    comparisons: dict[str, Any] = {}
     for result in compare_all(store, executor=executor, config=None, keep=False, force=True,
                               only=proxies_without):
-        if result.value is not None:
-            comparisons[result.key] = result.value
+        if result.made is not None:
+            comparisons[result.key] = result.made
     return diagnoses, comparisons

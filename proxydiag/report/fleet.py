@@ -118,7 +118,7 @@ def _analyse_on(executor: Executor, store: RunStore, runs: pl.DataFrame, diag: p
     made_diag, made_comp = missing_results(store, executor=executor, proxies_without=todo,
                                            runs_without=set(ids) - set(diag["run"].to_list()))
     new_diag = [(r, d.label, d.onset_step, d.confidence) for r in ids if (d := made_diag.get(r))]
-    new_comp = [_comparison_row(p, c.get("fidelity"), str(c.get("verdict")), c)
+    new_comp = [_comparison_row(p, c.fidelity, c.verdict, c.to_dict())
                 for p in proxies["run"].to_list() if (c := made_comp.get(p)) is not None]
     return (pl.concat([diag, pl.DataFrame(new_diag, schema=diag.schema, orient="row")]),
             pl.concat([comps, pl.DataFrame(new_comp, schema=PROXY_SCHEMA, orient="row")]))

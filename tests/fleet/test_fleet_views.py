@@ -24,12 +24,15 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_report_group_with_workers_is_the_one_process_report(
-        stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["report", "--store", str(stored), "--group", GROUP, "-f", "json", "-o", "-"]
-    one = run_cli(args, capsys)
-    two = run_cli([*args, "--workers", "2"], capsys)
-    assert one[0] == 0 and one[:2] == two[:2]
-    assert len([line for line in one[1].splitlines() if line.startswith("{")]) >= 1
+        stored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    written = {}
+    for workers in ("1", "2"):
+        out = tmp_path / workers / "report.json"
+        code, said, _ = run_cli(["report", "--store", str(stored), "--group", GROUP, "-f", "json",
+                                 "-o", str(out), "--workers", workers], capsys)
+        assert code == 0 and len(said.splitlines()) == 2  # one report per proxy
+        written[workers] = {p.name: json.loads(p.read_text()) for p in out.parent.iterdir()}
+    assert written["1"] == written["2"] and len(written["1"]) == 2
 
 
 def test_the_dashboards_fleet_with_workers_is_the_one_process_fleet(stored: Path) -> None:
@@ -44,10 +47,12 @@ def test_bench_with_workers_scores_as_one_process(tmp_path: Path,
     labels = json.loads((SAMPLE_RUNS / "labels.json").read_text())
     runs = {name: dict(entry, path=str(SAMPLE_RUNS / entry["path"]))
             for name, entry in labels["runs"].items() if name in FAST}
-    pairs = {name: pair for name, pair in labels["pairs"].items()
-             if {pair["proxy"], *pair["full"]} <= set(FAST)}
+    fulls = [name for name in FAST if runs[name]["role"] == "full"]
+    # each fast proxy against the fast full runs, with the truth of its labelled pair
+    pairs = {name: dict(pair, full=fulls) for name, pair in labels["pairs"].items()
+             if pair["proxy"] in FAST and runs[pair["proxy"]]["role"] == "proxy"}
     (tmp_path / "labels.json").write_text(json.dumps({"runs": runs, "pairs": pairs}))
-    assert pairs, "the fast runs make at least one labelled pair"
+    assert len(pairs) == 2
     for verb in ("diagnose", "compare"):
         args = ["bench", verb, str(tmp_path), "-f", "json"]
         one = run_cli(args, capsys)
