@@ -16,6 +16,7 @@ import multiprocessing as mp
 import os
 import sys
 import warnings
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
@@ -63,7 +64,9 @@ class _Worker:
 
 
 class LocalPool:
-    """``workers`` spawned processes, one item each at a time."""
+    """``workers`` spawned processes, one item each at a time; they are started by the first
+    :meth:`map` and serve the later ones (a worker's imports and compiled code are paid once
+    per command) until :meth:`close` or the pool's end."""
 
     name = "local"
 
@@ -72,9 +75,15 @@ class LocalPool:
             raise ConfigError(f"workers={workers}: give 1 or more worker processes")
         self.workers = workers
         self._ctx = mp.get_context("spawn")
+        self._pool: list[_Worker] = []
+        weakref.finalize(self, _shut_down, self._pool)
+
+    def close(self) -> None:
+        """End the worker processes (the next :meth:`map` starts new ones)."""
+        _shut_down(self._pool)
 
     def map(self, fn: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Outcome]:
-        pool: list[_Worker] = []
+        pool = self._pool
         queue: list[tuple[int, Any]] = []
 
         def submit(index: int, item: Any) -> None:
@@ -91,8 +100,9 @@ class LocalPool:
                                     window=self.workers * WINDOW_PER_WORKER):
                 replay_warnings(outcome)
                 yield outcome
-        finally:
-            _shut_down(pool)
+        finally:  # a map left early: its items still running must not answer the next map
+            _shut_down([w for w in pool if w.task is not None])
+            pool[:] = [w for w in pool if w.task is None]
 
     def _dispatch(self, pool: list[_Worker], queue: list[tuple[int, Any]],
                   fn: Callable[[Any], Any]) -> None:
@@ -104,7 +114,12 @@ class LocalPool:
             if idle is None:
                 return
             idle.task = queue.pop(0)
-            idle.conn.send((idle.task[0], fn, idle.task[1]))
+            try:
+                idle.conn.send((idle.task[0], fn, idle.task[1]))
+            except OSError:  # it died while idle: the item goes to another worker
+                queue.insert(0, idle.task)
+                pool.remove(idle)
+                idle.process.join()
 
     def _start(self) -> _Worker:
         ours, theirs = self._ctx.Pipe()
@@ -146,12 +161,14 @@ def _death(exitcode: int | None) -> str:
 
 
 def _shut_down(pool: list[_Worker]) -> None:
+    """Ask every worker to end, and end those that do not (a busy one is terminated)."""
     for worker in pool:
         with contextlib.suppress(OSError):
             worker.conn.send(None)
     for worker in pool:
-        worker.process.join(timeout=5)
+        worker.process.join(timeout=0 if worker.task is not None else 5)
         if worker.process.is_alive():
             worker.process.terminate()
             worker.process.join()
         worker.conn.close()
+    pool.clear()
