@@ -54,6 +54,7 @@ def ingest_sources(
     ``on_run`` sees each stored run, ``on_item`` each finished source; ``task`` is what a
     worker runs per source (:func:`read_source`).
     """
+    store.check_writable_place()  # a store that is a file ends the ingest before any read
     known: dict[str, str] = {}
     if skip_unchanged and not spec.force:
         with store.writing():  # grows a schema-1 catalog by the digest columns

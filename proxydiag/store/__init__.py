@@ -275,6 +275,10 @@ class RunStore:
         digest = hashlib.blake2b(f"{kind}\0{key}".encode(), digest_size=12).hexdigest()
         return self.path / PENDING_REPORTS / f"{kind}-{digest}.html.gz"
 
+    def check_writable_place(self) -> None:
+        """StoreError when ``path`` is a file (before any work is done for this store)."""
+        self._check_dir()
+
     def _check_dir(self) -> None:
         if self.path.exists() and not self.path.is_dir():
             raise StoreError(f"{self.path}: is a file, not a store directory; use another --store")
