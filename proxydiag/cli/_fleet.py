@@ -14,8 +14,7 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import err
-from proxydiag.fleet.executor import Executor, make_executor
-from proxydiag.fleet.ingest import failure_line
+from proxydiag.fleet.executor import Executor, failure_line, make_executor
 
 WorkersOpt = Annotated[int, typer.Option(
     "--workers", min=1, help="local worker processes for the fleet's work items (1: in-process)")]

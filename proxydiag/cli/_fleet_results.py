@@ -20,7 +20,6 @@ from proxydiag.cli._app import out
 from proxydiag.cli._fleet import report_failures
 from proxydiag.cli._results import Destination, keep_diagnosis, load
 from proxydiag.errors import StoreError
-from proxydiag.store import RunStore
 
 if TYPE_CHECKING:
     from proxydiag.diagnose.config import DiagnoseConfig
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from proxydiag.fleet.analyse import Result
     from proxydiag.fleet.executor import Executor
     from proxydiag.report.jobs import Job
+    from proxydiag.store import RunStore
 
 
 @dataclass
@@ -50,6 +50,8 @@ class Tally:
 def existing(store: Path) -> RunStore:
     """The store at ``store``; a one-line error where there is none (a fleet command over a
     store never creates one)."""
+    from proxydiag.store import RunStore
+
     if not (store / "catalog.duckdb").exists():
         raise StoreError(f"{store}: no store here; ingest runs first (proxydiag ingest ... "
                          "--store DIR)")
@@ -108,6 +110,8 @@ def source_diagnoses(sources: list[str], *, pool: Executor, config: DiagnoseConf
             if to.mlflow:
                 keep_diagnosis(d, runs[index], to=to)
             elif to.store is not None:
+                from proxydiag.store import RunStore
+
                 RunStore(to.store).put_diagnosis(d)
             tally.matched = tally.matched or d.label in failing
     return tally
@@ -119,9 +123,8 @@ def stored_comparisons(store: Path, *, pool: Executor, group: str | None, align:
     """``compare --store DIR [--group G]``: one JSON line per proxy (kept in the store)."""
     from proxydiag.fleet.analyse import compare_all
 
-    existing(store)
     tally = Tally()
-    for result in compare_all(RunStore(store), executor=pool, config=config, align=align,
+    for result in compare_all(existing(store), executor=pool, config=config, align=align,
                               group=group, force=force):
         if result.reason:
             tally.failures.append((result.key, result.reason))

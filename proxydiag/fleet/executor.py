@@ -69,6 +69,18 @@ def one_line(text: str) -> str:
     return " ".join(text.split()) or "failed (no message)"
 
 
+def failure_line(source: str, reason: str) -> str:
+    """``source: reason`` in one line (the source said once when the reason already names it).
+
+    >>> failure_line("/d/a.csv", "/d/a.csv:3: 'x' is not a number")
+    "/d/a.csv:3: 'x' is not a number"
+    >>> failure_line("/d/b", "the worker process died (killed by signal 9)")
+    '/d/b: the worker process died (killed by signal 9)'
+    """
+    text = " ".join(reason.split())
+    return text if source in text else f"{source}: {text}"
+
+
 class Serial:
     """Every item in this process, one after the other (``--workers 1``: today's behaviour)."""
 

@@ -31,18 +31,6 @@ class IngestResult:
     failures: list[tuple[int, str, str]] = field(default_factory=list)
 
 
-def failure_line(source: str, reason: str) -> str:
-    """``source: reason`` in one line (the source said once when the reason already names it).
-
-    >>> failure_line("/d/a.csv", "/d/a.csv:3: 'x' is not a number")
-    "/d/a.csv:3: 'x' is not a number"
-    >>> failure_line("/d/b", "the worker process died (killed by signal 9)")
-    '/d/b: the worker process died (killed by signal 9)'
-    """
-    text = " ".join(reason.split())
-    return text if source in text else f"{source}: {text}"
-
-
 def ingest_sources(
     work: Sequence[tuple[str, str]], *, store: RunStore, executor: Executor, spec: ReadSpec,
     skip_unchanged: bool, on_run: Callable[[Run], None] | None = None,
