@@ -27,7 +27,9 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check proxydiag tests benchmarks
+	$(BIN)/ruff format --check proxydiag tests benchmarks
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run

@@ -5,7 +5,7 @@ Two inputs, written by :mod:`benchmarks.tb_bulk_writer` (cached): legacy ``simpl
 ``new_style=True``, plugin metadata on every event). proxydiag is timed end to end at full
 size (``read_run``: framing, every CRC, decode, restart rules, aliases, canonical frame).
 
-Baselines, alternated with proxydiag in the same session: tbparse (``SummaryReader.scalars``
+Baselines, alternated with proxydiag in the same run: tbparse (``SummaryReader.scalars``
 / ``.tensors``), TensorBoard's ``EventAccumulator`` with no size limit (the plugin
 accumulator for tensor scalars) and ``EventFileLoader`` iterating every event. They run at
 ~25-60 s per million points, so they read a smaller file with the same layout and their

@@ -64,7 +64,7 @@ def alternate(
     fns: dict[str, Callable[[], Any]], *, repeat: int,
     check: Callable[[str, Any], None] | None = None, cpu: dict[str, float] | None = None,
 ) -> dict[str, list[float]]:
-    """Time several tools alternately in the same session (fairer than one after the other).
+    """Time several tools alternately in the same run (fairer than one after the other).
 
     Each tool runs once first to warm up; ``check(name, result)`` may verify that result (no
     extra run). ``cpu``, when given, receives each tool's median CPU seconds per timed call

@@ -1,7 +1,8 @@
 """``make bench``: run every benchmarks/bench_*.py, print medians, points/s, memory and ratios.
 
 ``--smoke`` runs tiny inputs once (CI keeps the benchmarks from rotting); ``--only NAME``
-runs one module; ``--write`` rewrites benchmarks/RESULTS.md with the table.
+runs one module; ``--write`` rewrites benchmarks/RESULTS.md: the table with its date, commit
+and machine (what the rows mean is docs/benchmarks.md).
 
 Each module runs in a process of its own (the tools it compares alternate within it): a
 module's reads allocate on the pages earlier modules left behind, and a 10^6-point Parquet
@@ -87,11 +88,28 @@ def main(argv: list[str] | None = None) -> int:
     text = table(rows)
     print(text)
     if args.write and not args.smoke:
-        stamp = dt.date.today().isoformat()
-        (HERE / "RESULTS.md").write_text(
-            f"# Benchmark results\n\n{stamp} — {machine_line()}\n\n{text}\n", encoding="utf-8"
-        )
+        (HERE / "RESULTS.md").write_text(results_page(text), encoding="utf-8")
     return 0
+
+
+def results_page(table_text: str) -> str:
+    """benchmarks/RESULTS.md: the current table, its date, commit and machine, and a pointer."""
+    stamp = dt.date.today().isoformat()
+    return (
+        f"# Benchmark results\n\n{stamp}, commit {commit()} — {machine_line()}\n\n{table_text}\n\n"
+        "`python -m benchmarks.run --write` rewrites this file. What each row measures and how to "
+        "read it: [docs/benchmarks.md](../docs/benchmarks.md).\n"
+    )
+
+
+def commit() -> str:
+    """The measured tree's commit (``-dirty`` when it has uncommitted changes), or ``unknown``."""
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], cwd=HERE,
+                             capture_output=True, text=True, check=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() or "unknown"
 
 
 def _in_own_process(module: str, *, smoke: bool, repeat: int) -> list[Row]:

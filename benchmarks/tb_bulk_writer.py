@@ -8,7 +8,7 @@ The layouts are the ones the real writers produce (protobuf serialises fields in
 order): ``simple_value`` (tensorboardX / torch ``add_scalar``), or a scalar tensor with
 ``float_val`` (torch ``new_style=True``) or ``double_val`` (``double_precision=True``) and
 ``scalars`` plugin metadata on every event (torch) or only the first of a tag (TF2).
-``tests/test_tensorboard_writer.py`` checks the output against TensorBoard's own loader.
+``tests/ingest/tensorboard/test_tensorboard_writer.py`` checks the output against TensorBoard's own loader.
 """
 
 from __future__ import annotations

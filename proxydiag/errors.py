@@ -15,6 +15,7 @@ exits 2; it never shows a traceback for these.
      ├── ConfigError          a TOML config / alias file is invalid
      ├── AnalysisError        an analysis cannot run on these runs (e.g. no common metric)
      ├── MlflowError          a tracking server is down, refuses, or a run is missing
+     ├── PluginError          an unknown plug-in name, or a registered plug-in that does not import
      └── MissingExtraError    an optional dependency is not installed (says which extra)
 
 Warnings about partial data (truncated files, CRC mismatches) are
@@ -58,6 +59,10 @@ class AnalysisError(ProxydiagError):
 
 class MlflowError(ProxydiagError):
     """An MLflow tracking server or store could not be used."""
+
+
+class PluginError(ProxydiagError):
+    """A registry was asked for a plug-in it does not have, or one that does not import."""
 
 
 class MissingExtraError(ProxydiagError):

@@ -1,7 +1,7 @@
 """AR(1) noise for synthetic test series, the one implementation the tests share.
 
 ``x[t] = phi * x[t-1] + e[t]`` is a first-order recursive filter: ``scipy.signal.lfilter``
-runs it in C, bit for bit what the Python loop it replaced gave (``tests/test_noise.py``).
+runs it in C, bit for bit what the Python loop it replaced gave (``tests/align/test_noise.py``).
 """
 
 from __future__ import annotations

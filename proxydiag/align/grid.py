@@ -13,17 +13,18 @@ finite points in the range.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
 
 from proxydiag.align import progress, step, tokens
 from proxydiag.align.axis import Axis
+from proxydiag.align.contract import Aligner
 from proxydiag.align.register import register
 from proxydiag.align.resample import resample
 from proxydiag.errors import AnalysisError
 from proxydiag.fidelity.config import FidelityConfig
+from proxydiag.registry import Registry
 from proxydiag.run import Run
 
 Floats = npt.NDArray[np.float64]
@@ -33,8 +34,8 @@ Ints = npt.NDArray[np.int64]
 NO_FINITE = "undecidable: no finite point in any run"
 #: buckets where the first full run and the proxy must both have a finite value
 _MIN_SHARED = 3
-#: alignment name -> module with ``axis(run)`` and ``RANGE`` ("overlap" | "progress")
-ALIGNERS: dict[str, ModuleType] = {"step": step, "tokens": tokens, "progress": progress}
+#: alignment name -> aligner (:class:`~proxydiag.align.contract.Aligner`)
+ALIGNERS: Registry[Aligner] = Registry("aligner", {m.NAME: m for m in (step, tokens, progress)})
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,7 @@ def build_grid(full: list[Run], proxy: Run, *, align: str = "step",
     """
     config = config or FidelityConfig()
     if align not in ALIGNERS:
-        raise AnalysisError(f"unknown alignment {align!r}; use one of {', '.join(ALIGNERS)}")
+        raise AnalysisError(f"unknown alignment {align!r}; use one of {', '.join(ALIGNERS.names())}")
     if not full:
         raise AnalysisError("compare needs at least one full run; pass --full SOURCE")
     runs = [*full, proxy]

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import ConfigOpt, FormatOpt, app
+from proxydiag.cli._app import ConfigOpt, FormatOpt, app, out
 from proxydiag.cli._fleet import RayAddressOpt, RayOpt, WorkersOpt, executor
 
 bench_app = typer.Typer(help="Score diagnose/compare against a labelled corpus (labels.json).",
@@ -25,9 +26,14 @@ def bench_diagnose(
     ray_address: RayAddressOpt = None,
 ) -> None:
     """Per-class precision/recall, macro-F1 and onset error of `diagnose` on a corpus."""
-    from proxydiag.evaluate.diagnose import main
+    from proxydiag.evaluate.diagnose import check_format, render, score
 
-    main(corpus, config=config, fmt=fmt, executor=executor(workers, ray, ray_address))
+    check_format(fmt)
+    result = score(corpus, config=config, executor=executor(workers, ray, ray_address))
+    if fmt == "json":
+        out.print(json.dumps(result.to_dict()), markup=False)
+    else:
+        out.print(render(result, markdown=fmt == "markdown"), markup=False)
 
 
 @bench_app.command("compare")
@@ -40,6 +46,12 @@ def bench_compare(
     ray_address: RayAddressOpt = None,
 ) -> None:
     """AUC of fidelity, verdict accuracy and seed-pair faithfulness of `compare` on a corpus."""
-    from proxydiag.evaluate.compare import main
+    from proxydiag.evaluate.compare import evaluate, render, score
+    from proxydiag.evaluate.diagnose import check_format
 
-    main(corpus, config=config, fmt=fmt, executor=executor(workers, ray, ray_address))
+    check_format(fmt)
+    result = score(evaluate(corpus, config=config, executor=executor(workers, ray, ray_address)))
+    if fmt == "json":
+        out.print_json(json.dumps(result.to_dict()))
+    else:
+        out.print(render(result, markdown=fmt == "markdown"), markup=False)

@@ -79,7 +79,7 @@ def ingest(
     """Read runs (any supported format) into the store; re-ingesting a source replaces it."""
     from proxydiag.fleet.digest import config_digest, file_digest
     from proxydiag.fleet.ingest import ingest_sources
-    from proxydiag.fleet.tasks import ReadSpec
+    from proxydiag.fleet.tasks import ReadSpec, reader_name
     from proxydiag.ingest.mlflow import uri as mlflow_uri
     from proxydiag.store import RunStore
 
@@ -89,16 +89,17 @@ def ingest(
     pool = executor(workers, ray, ray_address)
     stored: list[Run] = []
     failures: list[tuple[int, str, str]] = []  # (place in the work, source, reason)
-    work: list[tuple[str, str]] = []
+    work: list[tuple[str, str]] = []  # (reader name, source)
     if not sources and not mlflow_experiment:
         raise typer.BadParameter("give SOURCE... and/or --mlflow-experiment NAME")
     if mlflow_experiment:  # MLflow selects the runs; each is then read by the fastest route
         uri = mlflow_uri.resolve_tracking_uri(tracking_uri)
         ids = mlflow_uri.search_ids(mlflow_experiment, mlflow_filter, uri)
-        work.extend((mlflow_uri.__name__, f"runs:/{rid}") for rid in ids)
+        work.extend((reader_name(mlflow_uri), f"runs:/{rid}") for rid in ids)
     for source in sources or []:
         try:
-            work.extend((reader.__name__, str(item)) for reader, item in discover(_absolute(source)))
+            work.extend((reader_name(reader), str(item))
+                        for reader, item in discover(_absolute(source)))
         except ProxydiagError as exc:
             failures.append((len(work), _absolute(source), str(exc)))
     spec = ReadSpec(ctx, role=role.value if role else None, group=group, force=force,

@@ -33,7 +33,7 @@ def lab_run(
     from proxydiag.lab import require_torch
 
     require_torch()
-    from proxydiag.lab.faults import FAULTS
+    from proxydiag.lab.injection import FAULTS
     from proxydiag.lab.runner import LabRun, run_lab
 
     if fault not in FAULTS:
@@ -59,7 +59,7 @@ def lab_suite(
     from proxydiag.lab import require_torch
 
     require_torch()
-    from proxydiag.lab.faults import FAULTS
+    from proxydiag.lab.injection import FAULTS
     from proxydiag.lab.suite import DEFAULT_FAULTS, matrix, run_suite
 
     chosen = tuple(f.strip() for f in faults.split(",")) if faults else DEFAULT_FAULTS

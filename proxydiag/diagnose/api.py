@@ -1,23 +1,30 @@
 """``diagnose(run) -> Diagnosis``: run every detector, then the taxonomy.
 
-A detector is a module with ``detect(run, cfg) -> list[Event]``; adding one is a new module
-plus one line in :data:`DETECTORS`.
+A detector satisfies :class:`~proxydiag.diagnose.contract.Detector` (``detect(run, cfg) ->
+list[Event]``); adding one is a new module plus one line in :data:`DETECTORS`.
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 from proxydiag.diagnose._view import view
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
+from proxydiag.diagnose.contract import Detector
 from proxydiag.diagnose.result import Diagnosis, RootCause
 from proxydiag.diagnose.taxonomy import classify
 from proxydiag.events import Event
+from proxydiag.registry import Registry
 from proxydiag.run import Run
 
-#: detector modules under ``proxydiag.diagnose``, run in this order
-DETECTORS: tuple[str, ...] = ("nonfinite", "scaler", "spikes", "divergence", "mismatch", "drift")
+#: detector name -> module, run in this order (imported on first use)
+DETECTORS: Registry[Detector] = Registry(
+    "detector",
+    {
+        name: f"proxydiag.diagnose.{name}"
+        for name in ("nonfinite", "scaler", "spikes", "divergence", "mismatch", "drift")
+    },
+)
 
 
 def diagnose(
@@ -57,9 +64,8 @@ def diagnose(
     )
     rv = view(run)
     events: list[Event] = [*_reader_events(run)]
-    for name in DETECTORS:
-        module = importlib.import_module(f"proxydiag.diagnose.{name}")
-        events.extend(module.detect(rv, cfg))
+    for detector in DETECTORS:
+        events.extend(detector.detect(rv, cfg))
     verdict = classify(events, rv, cfg)
     root = verdict.root
     return Diagnosis(

@@ -99,7 +99,7 @@ class DivergenceConfig:
     #: grad norm must end this many times above its level before the change
     min_fold: float = ranged(3.0, lo=1.01, hi=1e6)
     #: ... and the loss this many: a loss in nats rarely triples (BLOOM tr8-104B diverged from
-    #: 6.44 to 11.4, 1.77x; REFERENCE-failures.md)
+    #: 6.44 to 11.4, 1.77x; docs/failures.md#loss-divergence)
     loss_fold: float = ranged(1.5, lo=1.01, hi=1e6)
     #: ... and this many robust σ (of the level before it, autocorrelated wander included)
     z_min: float = ranged(4.0, lo=0.5, hi=1e3)
@@ -120,7 +120,7 @@ class DivergenceConfig:
 
 @dataclass(frozen=True)
 class MismatchConfig:
-    """Rollout-vs-learner mismatch (REFERENCE-failures.md, 'Precision fault')."""
+    """Rollout-vs-learner mismatch (docs/failures.md#signatures-and-published-bounds)."""
 
     #: veRL Ascend guide: keep training/rollout_probs_diff_mean within 0.01
     prob_diff_bound: float = ranged(0.01, lo=0.0, hi=1.0)

@@ -1,6 +1,6 @@
 """Divergence: sustained growth or a level shift of grad norm / loss that does not revert, and
 the RL symptoms that follow it (reward collapse, entropy collapse or explosion, KL and
-clip-fraction blow-up; REFERENCE-failures.md, 'Loss divergence').
+clip-fraction blow-up; docs/failures.md#loss-divergence).
 
 Each metric gets one change-point fit (:mod:`._sustained`): the onset is where the growth
 starts (a hinge for a climb, the step for a jump), and the size is the level at the end of the

@@ -4,7 +4,7 @@
 Every metric of the ``mismatch*`` family is turned into a "badness" that grows with the
 disagreement (|p diff|, |k1|, k3, |log p diff|, 1 − Pearson, |log IS mean|, 1 − ESS) on log
 scale; the change is measured against the run's own early baseline (relative) and against the
-published bounds (absolute; REFERENCE-failures.md): veRL Ascend guide ``probs_diff_mean`` ≤ 0.01;
+published bounds (absolute; docs/failures.md#signatures-and-published-bounds): veRL Ascend guide ``probs_diff_mean`` ≤ 0.01;
 veRL ``rollout_corr`` warnings |kl| > 0.1, ``chi2_token`` > 1, IS mean ∉ [0.5, 2], ESS < 0.3;
 healthy Pearson ≈ 0.999. The onset of a climb is where the climb starts, not where it crosses a
 bound.

@@ -1,10 +1,14 @@
-"""`Diagnosis`: the run-level verdict of the failure taxonomy (JSON contract in ARCHITECTURE.md)."""
+"""`Diagnosis`: the run-level verdict of the failure taxonomy (docs/architecture.md#json-contracts)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from proxydiag import display
+
+#: version of the JSON contract (proxydiag/schemas/); optional keys added bump the minor
+SCHEMA_VERSION = "1.1"
 from proxydiag.events import Event
 
 Label = Literal["healthy", "gradient_overflow", "loss_divergence", "precision_fault"]
@@ -57,6 +61,7 @@ class Diagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "source": self.source,
             "run": self.run,
             "label": self.label,
@@ -73,6 +78,4 @@ class Diagnosis:
         }
 
     def _repr_html_(self) -> str:
-        from proxydiag.report.notebook import diagnosis_html
-
-        return diagnosis_html(self)
+        return display.html(self)

@@ -1,6 +1,6 @@
 """fp16 dynamic loss scaling: persistent skipping, scale collapse, scale at its minimum.
 
-Benign patterns are not failures (REFERENCE-failures.md, realruns/deepspeed_chat): the leading
+Benign patterns are not failures (docs/failures.md#benign-look-alikes): the leading
 burst of overflows while the scaler calibrates (65536 -> ~1024 in the first steps), and the
 periodic growth probes — every ``scale_window`` clean steps the scale doubles, overflows once or
 twice and halves back (139 skipped of 7,360 steps in a healthy SFT run). A failure is skipping
@@ -68,6 +68,8 @@ def _skip_counts(rv: RunView) -> Series | None:
     if scale is None or len(scale) < 2:
         return None
     ok = np.isfinite(scale.values) & (scale.values > 0)
+    if ok.sum() < 2:  # a scale logged only as NaN/inf shows no halvings to count
+        return None
     steps, vals = scale.steps[ok], np.log2(scale.values[ok])
     drops = np.maximum(-np.diff(vals, prepend=vals[:1]), 0.0)
     return Series("loss_scale", steps, np.round(drops))
@@ -200,6 +202,8 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
     steps at an interval of 10); drops further apart are separate descents."""
     ok = np.isfinite(scale.values) & (scale.values > 0)
     steps, lg = scale.steps[ok], np.log2(np.where(ok, scale.values, 1.0)[ok])
+    if steps.size < 2:  # a scale logged only as NaN/inf: nothing to date a collapse on
+        return []
     after = steps > (calib_end if calib_end is not None else steps[0] - 1)
     if after.sum() < 2:
         return []

@@ -1,6 +1,6 @@
 """From events to one label, the root cause and its onset, by the order of the symptoms.
 
-Causal reading (REFERENCE-failures.md):
+Causal reading (docs/failures.md#how-a-label-is-decided):
 
 - a rollout-vs-learner mismatch change that starts before any divergence or overflow is the
   root cause: ``precision_fault``, onset where the mismatch change starts (one that follows a

@@ -1,6 +1,6 @@
 """``proxydiag bench compare DIR``: score :func:`proxydiag.compare` against a labelled corpus.
 
-Reads ``labels.json`` (ARCHITECTURE.md) with :func:`proxydiag.evaluate.diagnose.load_labels`: every
+Reads ``labels.json`` (docs/architecture.md#labelled-corpora-labelsjson) with :func:`proxydiag.evaluate.diagnose.load_labels`: every
 pair names its full runs, its proxy, whether it is faithful and, if not, ``why``. Each run is
 read and diagnosed once. Scores:
 
@@ -25,7 +25,6 @@ read and diagnosed once. Scores:
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import asdict, dataclass, field
 from functools import partial
@@ -33,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proxydiag.errors import IngestWarning, ProxydiagError
-from proxydiag.evaluate.diagnose import Labels, check_format, load_labels
+from proxydiag.evaluate.diagnose import Labels, load_labels
 
 if TYPE_CHECKING:
     from proxydiag.fleet.executor import Executor
@@ -206,20 +205,6 @@ def _true_diagnosis(run: Any, meta: dict[str, Any]) -> Any:
     return Diagnosis(source=str(meta.get("path", "")), run=run.id, label=meta["label"],
                      onset_step=meta.get("onset_step"), confidence=1.0, root_cause=None,
                      first_step=run.first_step, last_step=run.last_step)
-
-
-def main(corpus: str | Path, *, config: str | Path | None = None, fmt: str = "text",
-         truth: bool = False, executor: Executor | None = None) -> BenchScore:
-    """Evaluate a corpus and print the scores (``text``, ``markdown`` or ``json``)."""
-    from proxydiag.cli._app import out
-
-    check_format(fmt)
-    result = score(evaluate(corpus, config=config, truth=truth, executor=executor))
-    if fmt == "json":
-        out.print_json(json.dumps(result.to_dict()))
-    else:
-        out.print(render(result, markdown=fmt == "markdown"), markup=False)
-    return result
 
 
 def render(s: BenchScore, *, markdown: bool = False) -> str:

@@ -1,6 +1,6 @@
 """``proxydiag bench diagnose DIR``: score the failure taxonomy against a labelled corpus.
 
-Reads ``labels.json`` (ARCHITECTURE.md schema), reads each run it lists with
+Reads ``labels.json`` (schema: docs/architecture.md#labelled-corpora-labelsjson), reads each run it lists with
 :func:`proxydiag.read_run`, diagnoses it, and reports per-class precision/recall/F1, macro-F1,
 onset errors in steps and the fraction of faulty runs whose onset is within tolerance:
 max(5 steps, the log interval, 2% of the run). The ``labels.json`` loader
@@ -170,22 +170,6 @@ def summarise(scores: list[RunScore]) -> BenchScore:
     return BenchScore(per_class, macro, float(hit), med, tuple(scores))
 
 
-def main(
-    corpus: str | Path, *, config: DiagnoseConfig | str | Path | None = None, fmt: str = "text",
-    executor: Executor | None = None,
-) -> BenchScore:
-    """Score ``corpus`` and print the result as ``text``, ``markdown`` or ``json``."""
-    from proxydiag.cli._app import out
-
-    check_format(fmt)
-    result = score(corpus, config=config, executor=executor)
-    if fmt == "json":
-        out.print(json.dumps(result.to_dict()), markup=False)
-    else:
-        out.print(render(result, markdown=fmt == "markdown"), markup=False)
-    return result
-
-
 def render(result: BenchScore, *, markdown: bool = False) -> str:
     """A table of per-class scores plus the headline numbers and the misses."""
     lines = [
@@ -211,7 +195,7 @@ def render(result: BenchScore, *, markdown: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Labels:
-    """A corpus's ``labels.json`` (schema in ARCHITECTURE.md); run paths are relative to
+    """A corpus's ``labels.json`` (schema: docs/architecture.md#labelled-corpora-labelsjson); run paths are relative to
     ``path.parent``."""
 
     path: Path

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 
@@ -31,11 +30,15 @@ from proxydiag.fidelity import (
 )
 from proxydiag.fidelity.config import FidelityConfig, load_config
 from proxydiag.fidelity.context import metric_context
+from proxydiag.fidelity.contract import FidelityTest
 from proxydiag.fidelity.result import Comparison, MetricFidelity
+from proxydiag.registry import Registry
 from proxydiag.run import Run
 
 #: the per-metric tests, in the order they are reported (one module each)
-TESTS: tuple[ModuleType, ...] = (trend, shape, volatility, increments, level)
+TESTS: Registry[FidelityTest] = Registry(
+    "fidelity test", {t.NAME: t for t in (trend, shape, volatility, increments, level)}
+)
 
 
 def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",

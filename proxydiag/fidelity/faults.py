@@ -1,7 +1,7 @@
 """Fault reproduction: diagnose the full run and the proxy, compare class and onset in progress.
 
 The fault is *reproduced* when both runs carry the same label and, for a fault, the onsets are
-within ``onset_tolerance_progress`` (10%) of run progress of each other (ARCHITECTURE.md). Two
+within ``onset_tolerance_progress`` (10%) of run progress of each other (docs/architecture.md#json-contracts). Two
 healthy runs reproduce "no fault". The outcome names what went wrong otherwise: ``fault_missing``
 (the proxy is healthy, or does not log what the fault shows in: then the explanation says so),
 ``extra_fault`` (the proxy fails where the full run is healthy: a pruning artefact),

@@ -1,9 +1,14 @@
-"""`TestResult`, `MetricFidelity`, `FaultComparison`, `Comparison` (JSON contract in ARCHITECTURE.md)."""
+"""`TestResult`, `MetricFidelity`, `FaultComparison`, `Comparison` (docs/architecture.md#json-contracts)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from proxydiag import display
+
+#: version of the JSON contract (proxydiag/schemas/); optional keys added bump the minor
+SCHEMA_VERSION = "1.1"
 
 MetricVerdict = Literal["faithful", "drifted", "diverged"]
 Verdict = Literal["faithful", "partial", "unfaithful"]
@@ -126,6 +131,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema_version": SCHEMA_VERSION,
             "fidelity": _num(self.fidelity),
             "verdict": self.verdict,
             "align": self.align,
@@ -139,6 +145,4 @@ class Comparison:
         }
 
     def _repr_html_(self) -> str:
-        from proxydiag.report.notebook import comparison_html
-
-        return comparison_html(self)
+        return display.html(self)

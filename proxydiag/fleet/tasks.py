@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from proxydiag.diagnose.result import Diagnosis
     from proxydiag.fidelity.config import FidelityConfig
     from proxydiag.fidelity.result import Comparison
-    from proxydiag.ingest import ReadContext
+    from proxydiag.ingest import ReadContext, Reader
 
 
 @dataclass(frozen=True)
@@ -73,10 +73,21 @@ class ReadSpec:
     force: bool = False
 
 
+def reader_name(reader: Reader) -> str:
+    """The name ``reader`` is registered under in :data:`proxydiag.ingest.READERS` (what a
+    work item carries: a worker looks the reader up by it), else its module's dotted path."""
+    from proxydiag.ingest import READERS
+
+    for name, known in READERS.items():
+        if known is reader:
+            return name
+    return str(getattr(reader, "__name__", reader))  # a module a worker can import
+
+
 @dataclass(frozen=True)
 class SourceItem:
-    """One source to read with the reader module ``reader``; ``known``: the digest the store
-    holds for it (reading is skipped when the source still has that digest)."""
+    """One source to read with the reader registered as ``reader``; ``known``: the digest the
+    store holds for it (reading is skipped when the source still has that digest)."""
 
     reader: str
     source: str
@@ -97,8 +108,7 @@ def read_source(spec: ReadSpec, item: SourceItem) -> Read:
     digest = source_digest(item.source, reader=item.reader, config=spec.config_digest)
     if digest is not None and digest == item.known and not spec.force:
         return Read(digest, unchanged=True)
-    reader = importlib.import_module(item.reader)
-    runs: list[Run] = reader.read(_path_or_uri(item.source), spec.ctx)
+    runs: list[Run] = _reader(item.reader).read(_path_or_uri(item.source), spec.ctx)
     if not runs:
         raise IngestError(f"{item.source}: no runs in this source; nothing to ingest")
     for run in runs:
@@ -107,6 +117,21 @@ def read_source(spec: ReadSpec, item: SourceItem) -> Read:
         if spec.group is not None:
             run.attrs["group"] = spec.group
     return Read(digest, tuple(RunBlob.of(run) for run in runs))
+
+
+def _reader(name: str) -> Reader:
+    """The reader registered as ``name``, else the module of that dotted path (a reader a
+    plugin registered in the driver only: the worker imports it)."""
+    from proxydiag.ingest import READERS
+
+    if name in READERS:
+        return READERS[name]
+    try:
+        module: Reader = importlib.import_module(name)  # type: ignore[assignment]
+    except ImportError as exc:
+        raise IngestError(f"reader {name!r}: neither registered nor importable on this "
+                          f"worker ({exc})") from exc
+    return module
 
 
 def _path_or_uri(source: str) -> str | Path:

@@ -1,67 +1,43 @@
-"""Readers: one module per format behind one registry.
+"""Readers: one subpackage per format family, every reader behind one registry.
 
-A reader module has ``NAME`` (str), ``can_read(source) -> bool`` (cheap, looks at content)
-and ``read(source, ctx) -> list[Run]``. Register it in :data:`READERS` (order matters:
-the first reader that says yes reads the source).
+A reader satisfies :class:`~proxydiag.ingest.contract.Reader` (``NAME``, ``can_read(source)``,
+``read(source, ctx)``). Register it in :data:`READERS` (order matters: the first reader that
+says yes reads the source); ``docs/architecture.md`` shows how to add one.
 """
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any, Protocol
+from typing import Any
 
 from proxydiag.errors import IngestError, UnknownFormatError
+from proxydiag.ingest.contract import ReadContext, Reader
 from proxydiag.metrics import AliasTable
+from proxydiag.registry import Registry
 from proxydiag.run import Run
 
-#: reader modules, most specific first
-READER_MODULES: tuple[str, ...] = (
-    "proxydiag.ingest.mlflow.uri",
-    "proxydiag.ingest.mlflow.sql",
-    "proxydiag.ingest.mlflow.files",
-    "proxydiag.ingest.tensorboard",
-    "proxydiag.ingest.wandb.offline",
-    "proxydiag.ingest.tabular.trainer_state",
-    "proxydiag.ingest.tabular.parquet",
-    "proxydiag.ingest.tabular.jsonl",
-    "proxydiag.ingest.wandb.export_csv",
-    "proxydiag.ingest.tabular.csv",
-    "proxydiag.ingest.console",
+__all__ = ["READERS", "ReadContext", "Reader", "detect", "discover", "read_run", "read_runs"]
+
+#: reader name -> reader module, most specific first (imported on first use)
+READERS: Registry[Reader] = Registry(
+    "reader",
+    {
+        "mlflow_uri": "proxydiag.ingest.mlflow.uri",
+        "mlflow_sql": "proxydiag.ingest.mlflow.sql",
+        "mlflow_files": "proxydiag.ingest.mlflow.files",
+        "tensorboard": "proxydiag.ingest.tensorboard",
+        "wandb": "proxydiag.ingest.wandb.offline",
+        "trainer_state": "proxydiag.ingest.tabular.trainer_state",
+        "parquet": "proxydiag.ingest.tabular.parquet",
+        "jsonl": "proxydiag.ingest.tabular.jsonl",
+        "wandb_csv": "proxydiag.ingest.wandb.export_csv",
+        "csv": "proxydiag.ingest.tabular.csv",
+        "console": "proxydiag.ingest.console",
+    },
 )
 
 #: files that are never runs when walking a directory
 IGNORED_NAMES = frozenset({"proxydiag.json", "labels.json", "README.md", "NOTICE", ".DS_Store"})
-
-
-@dataclass(frozen=True)
-class ReadContext:
-    """What every reader gets besides the source."""
-
-    aliases: AliasTable = field(default_factory=AliasTable.default)
-    options: dict[str, Any] = field(default_factory=dict)
-
-
-class Reader(Protocol):
-    NAME: str
-
-    def can_read(self, source: str | Path) -> bool: ...
-
-    def read(self, source: str | Path, ctx: ReadContext) -> list[Run]: ...
-
-
-def readers() -> list[ModuleType]:
-    """The registered reader modules that import (a reader may be absent during development)."""
-    out = []
-    for name in READER_MODULES:
-        try:
-            out.append(importlib.import_module(name))
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-    return out
 
 
 def is_uri(source: str | Path) -> bool:
@@ -74,9 +50,9 @@ def is_uri(source: str | Path) -> bool:
     return "://" in text or text.startswith("runs:/")
 
 
-def detect(source: str | Path) -> ModuleType | None:
+def detect(source: str | Path) -> Reader | None:
     """The reader for ``source``, or None."""
-    for reader in readers():
+    for reader in READERS:
         if reader.can_read(source):
             return reader
     return None
@@ -110,7 +86,7 @@ def read_run(
 
 
 def _read(
-    source: str | Path, found: list[tuple[ModuleType, str | Path]], *,
+    source: str | Path, found: list[tuple[Reader, str | Path]], *,
     aliases: AliasTable | str | Path | None, options: dict[str, Any],
 ) -> list[Run]:
     if isinstance(aliases, str | Path):
@@ -141,7 +117,7 @@ def _found_name(source: str | Path, src: str | Path) -> str:
         return str(src)
 
 
-def discover(source: str | Path) -> list[tuple[ModuleType, str | Path]]:
+def discover(source: str | Path) -> list[tuple[Reader, str | Path]]:
     """Pair each run-bearing file or directory under ``source`` with its reader."""
     if is_uri(source):
         reader = detect(source)
@@ -159,7 +135,7 @@ def discover(source: str | Path) -> list[tuple[ModuleType, str | Path]]:
             f"{path}: unknown format (not TensorBoard, MLflow, W&B, CSV/TSV, Parquet, JSONL, "
             "trainer_state.json or a known console log)"
         )
-    found: list[tuple[ModuleType, str | Path]] = []
+    found: list[tuple[Reader, str | Path]] = []
     try:
         children = sorted(path.iterdir())
     except OSError as exc:

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from proxydiag.lab.faults import FaultSpec
+from proxydiag.lab.amp_scaler import LossScaler
+from proxydiag.lab.injection import FaultSpec
 from proxydiag.lab.model import MoEPolicy
 from proxydiag.lab.precision import sync
 from proxydiag.lab.rollout import generate, mismatch_metrics, response_logits, token_logp
-from proxydiag.lab.scaler import LossScaler
 from proxydiag.lab.sink import MetricSink
 from proxydiag.lab.task import prompts, reward
 

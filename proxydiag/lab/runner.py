@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from proxydiag.lab.faults import FaultSpec
+from proxydiag.lab.injection import FaultSpec
 from proxydiag.lab.model import ModelConfig, MoEPolicy
 from proxydiag.run import slug
 

@@ -55,14 +55,14 @@ def log_diagnosis(diagnosis: Diagnosis, run: Run, *, report_html: str | Path | N
         store.put_diagnosis(diagnosis)
     html = _html(report_html)
     if store is not None and html is not None:  # kept until MLflow accepts the result
-        store.put_pending_report("diagnosis", diagnosis.run, html)
+        store.outbox.put_report("diagnosis", diagnosis.run, html)
     result = diagnosis.to_dict()
     tags, metrics = diagnosis_fields(result)
     mlflow_id = log_result("diagnosis", result, run.attrs, run_id=run.id, run_name=run.name,
                            tags=tags, metrics=metrics, report_html=html,
                            tracking_uri=tracking_uri, experiment=experiment)
     if store is not None:
-        store.mark_synced("diagnosis", diagnosis.run, result=result)
+        store.outbox.mark_synced("diagnosis", diagnosis.run, result=result)
     return mlflow_id
 
 
@@ -78,7 +78,7 @@ def log_comparison(comparison: Comparison, proxy: Run, full: Run | list[Run], *,
         key = store.put_comparison(comparison)
     html = _html(report_html)
     if store is not None and key is not None and html is not None:
-        store.put_pending_report("comparison", key, html)
+        store.outbox.put_report("comparison", key, html)
     result = comparison.to_dict()
     tags, metrics = comparison_fields(result, [_mlflow_name(f) for f in fulls])
     mlflow_id = log_result("comparison", result, proxy.attrs, run_id=proxy.id,
@@ -86,7 +86,7 @@ def log_comparison(comparison: Comparison, proxy: Run, full: Run | list[Run], *,
                            report_html=html, tracking_uri=tracking_uri,
                            experiment=experiment)
     if store is not None and key is not None:
-        store.mark_synced("comparison", key, result=result)
+        store.outbox.mark_synced("comparison", key, result=result)
     return mlflow_id
 
 

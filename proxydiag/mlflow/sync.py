@@ -2,7 +2,7 @@
 
 Results are always stored before they are logged (:mod:`proxydiag.mlflow.sink`), so a server
 that was down or refused loses nothing: this module replays what
-``RunStore.pending_mlflow()`` lists, from the stored JSON and the HTML report kept beside it,
+``RunStore.outbox.pending()`` lists, from the stored JSON and the HTML report kept beside it,
 and marks each one synced.
 """
 
@@ -35,12 +35,12 @@ def sync(store: RunStore, *, tracking_uri: str | None = None, experiment: str | 
     """Log every pending result of ``store``, with the HTML report kept beside it when it was
     first logged (if any); one failure does not stop the others."""
     pushed, failed = [], []
-    for item in store.pending_mlflow():
+    for item in store.outbox.pending():
         kind, key = str(item["kind"]), str(item["key"])
         try:
             result = _result(item)
             runs = _runs(store, kind, result)
-            html = store.pending_report(kind, key)
+            html = store.outbox.report(kind, key)
             target = runs[0]
             if kind == "diagnosis":
                 tags, metrics = diagnosis_fields(result)
@@ -54,7 +54,7 @@ def sync(store: RunStore, *, tracking_uri: str | None = None, experiment: str | 
         except ProxydiagError as exc:
             failed.append((kind, key, str(exc)))
             continue
-        store.mark_synced(kind, key, result=result)
+        store.outbox.mark_synced(kind, key, result=result)
         pushed.append((kind, key, mlflow_id))
     return SyncResult(tuple(pushed), tuple(failed))
 

@@ -5,3 +5,6 @@ imported by ``proxydiag/__init__.py`` before that function is defined, so later 
 its modules (``proxydiag.report.api``, :mod:`proxydiag.report.plot`) leave the function in place —
 the same way ``proxydiag.diagnose`` and ``proxydiag.compare`` work.
 """
+
+# results render in notebooks through the renderers this module registers
+from proxydiag.report import notebook as _notebook  # noqa: F401

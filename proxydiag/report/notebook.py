@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from proxydiag import display
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.fidelity.result import Comparison
 from proxydiag.report.fragments import comparison_block, evidence_block, label_line, verdict_line
@@ -45,3 +46,7 @@ def diagnosis_html(d: Diagnosis) -> str:
 def comparison_html(c: Comparison) -> str:
     """A comparison as an HTML fragment: verdict sentence, fault, fidelity table."""
     return f'<div class="proxydiag">{_style()}{verdict_line(c)}{comparison_block(c)}</div>'
+
+
+display.register_html(Diagnosis, diagnosis_html)
+display.register_html(Comparison, comparison_html)

@@ -15,7 +15,12 @@ from proxydiag.events import Event
 from proxydiag.frame import validate
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
     import pandas as pd
+
+    from proxydiag.metrics import AliasTable
 
 #: attrs every run has (None when unknown)
 STANDARD_ATTRS = (
@@ -48,6 +53,28 @@ class Run:
     attrs: dict[str, Any] = field(default_factory=dict)
     mapping: dict[str, str] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+
+    @classmethod
+    def from_raw(cls, raw: pl.DataFrame, *, name: str, source: str | Path, fmt: str,
+                 aliases: AliasTable | None = None, attrs: Mapping[str, Any] | None = None,
+                 ) -> Run:
+        """The run of a raw frame (``step, key, value[, wall_time]``, in the order logged).
+
+        Restarts and interleaved records are resolved, keys mapped to canonical metric names
+        (``aliases``, default the built-in table), counters normalised to per-step and
+        ``attrs`` attached; NaN and ±inf values are kept. Readers call
+        :func:`proxydiag.run.build.build_run`, which also takes the events found while reading
+        and the sidecar to merge.
+
+        >>> raw = pl.DataFrame({"step": [1, 2, 2], "key": ["train/loss", "train/loss", "lr"],
+        ...                     "value": [2.0, float("nan"), 1e-5]})
+        >>> run = Run.from_raw(raw, name="r", source="example", fmt="example")
+        >>> run.mapping["loss"], run.frame.height
+        ('train/loss', 3)
+        """
+        from proxydiag.run.build import build_run
+
+        return build_run(raw, name=name, source=source, fmt=fmt, aliases=aliases, attrs=attrs)
 
     @property
     def id(self) -> str:

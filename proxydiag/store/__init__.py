@@ -26,24 +26,21 @@ at all, also while another process ingests.
 from __future__ import annotations
 
 import contextlib
-import gzip
-import hashlib
 import json
 import os
-import warnings
-import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from proxydiag.errors import IngestWarning, StoreError
+from proxydiag.errors import StoreError
 from proxydiag.frame import SCHEMA
 from proxydiag.run import Run, slug
 from proxydiag.store import _catalog as catalog
 from proxydiag.store import _files as files
 from proxydiag.store._lock import WriterLock
+from proxydiag.store.outbox import Outbox
 
 if TYPE_CHECKING:
     from proxydiag.diagnose.result import Diagnosis
@@ -51,9 +48,6 @@ if TYPE_CHECKING:
 
 DEFAULT = Path(os.environ.get("PROXYDIAG_STORE", "proxydiag-store"))
 JOURNAL = ".journal.json"
-#: HTML reports of results MLflow has not accepted yet (``mlflow sync`` attaches them)
-PENDING_REPORTS = "pending_reports"
-KINDS = ("diagnosis", "comparison")
 
 
 class RunStore:
@@ -66,6 +60,8 @@ class RunStore:
         self.read_timeout_s = read_timeout_s
         self._lock = WriterLock(self.path, timeout_s=lock_timeout_s)
         self._ready = False  # catalog created/checked by this instance
+        #: results MLflow has not accepted yet (:class:`~proxydiag.store.outbox.Outbox`)
+        self.outbox = Outbox(self)
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.path)!r})"
@@ -99,13 +95,13 @@ class RunStore:
             path = self._file(rid)
             if path.exists() and files.metadata(path).get("content_hash") == digest:
                 if source_hash is not None:  # unchanged, now also known by its source
-                    with self._session() as con:
+                    with self.session() as con:
                         con.execute("UPDATE runs SET source_key = ?, source_hash = ? WHERE run = ?",
                                     [source_key, source_hash, rid])
                 return rid  # unchanged: nothing else to do
             self._journal({"op": "put", "run": rid})
             files.write(path, run, digest=digest)
-            with self._session() as con:
+            with self.session() as con:
                 catalog.upsert_run(con, run, path=path, digest=digest, source_key=source_key,
                                    source_hash=source_hash)
             (self.path / JOURNAL).unlink()
@@ -116,11 +112,11 @@ class RunStore:
         with self.writing():
             rid = self.resolve(ref)
             self._journal({"op": "remove", "run": rid})
-            with self._session() as con:
+            with self.session() as con:
                 con.execute("DELETE FROM runs WHERE run = ?", [rid])
                 con.execute("DELETE FROM diagnoses WHERE run = ?", [rid])
             self._file(rid).unlink(missing_ok=True)
-            self._pending_report("diagnosis", rid).unlink(missing_ok=True)
+            self.outbox.forget("diagnosis", rid)
             (self.path / JOURNAL).unlink()
         return rid
 
@@ -128,20 +124,20 @@ class RunStore:
         """Keep a diagnosis (the latest per run); it is pending for MLflow until marked synced.
         ``input_hash``: the digest of its inputs (a fleet diagnose reuses it while unchanged)."""
         d = diagnosis.to_dict()
-        with self.writing(), self._session() as con:
+        with self.writing(), self.session() as con:
             con.execute(
                 "INSERT OR REPLACE INTO diagnoses (run, label, onset_step, confidence, json, "
                 "mlflow_synced, created_at, input_hash) VALUES (?, ?, ?, ?, ?, false, ?, ?)",
                 [diagnosis.run, diagnosis.label, diagnosis.onset_step, diagnosis.confidence,
                  json.dumps(d, default=str), catalog.now(), input_hash],
             )
-            self._pending_report("diagnosis", diagnosis.run).unlink(missing_ok=True)  # stale
+            self.outbox.forget("diagnosis", diagnosis.run)  # stale
 
     def put_comparison(self, comparison: Comparison, *, input_hash: str | None = None) -> str:
         """Keep a comparison (the latest per proxy and set of full runs); returns its key.
         ``input_hash``: the digest of its inputs (a fleet compare reuses it while unchanged)."""
         key = comparison_key(comparison.proxy_run, comparison.full_runs)
-        with self.writing(), self._session() as con:
+        with self.writing(), self.session() as con:
             con.execute(
                 "INSERT OR REPLACE INTO comparisons (key, proxy_run, full_runs, fidelity, verdict, "
                 "json, mlflow_synced, created_at, input_hash) VALUES (?, ?, ?, ?, ?, ?, false, ?, ?)",
@@ -149,51 +145,8 @@ class RunStore:
                  comparison.verdict, json.dumps(comparison.to_dict(), default=str), catalog.now(),
                  input_hash],
             )
-            self._pending_report("comparison", key).unlink(missing_ok=True)  # stale
+            self.outbox.forget("comparison", key)  # stale
         return key
-
-    def put_pending_report(self, kind: str, key: str, html: str) -> None:
-        """Keep the HTML report of a stored result until MLflow has accepted it (gzip, written
-        atomically): ``proxydiag mlflow sync`` attaches it, :meth:`mark_synced` removes it."""
-        path = self._pending_report(kind, key)
-        with self.writing():
-            path.parent.mkdir(exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(gzip.compress(html.encode("utf-8"), compresslevel=6))
-            os.replace(tmp, path)
-
-    def pending_report(self, kind: str, key: str) -> str | None:
-        """The report kept for a pending result (None if there is none, or it is damaged: a
-        warning names the file, and the result syncs without its report)."""
-        path = self._pending_report(kind, key)
-        try:
-            return gzip.decompress(path.read_bytes()).decode("utf-8")
-        except FileNotFoundError:
-            return None
-        except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-            warnings.warn(IngestWarning(f"{path}: damaged pending report ({exc}); syncing the "
-                                        "result without it"), stacklevel=2)
-            return None
-
-    def mark_synced(self, kind: str, key: str, *, result: Mapping[str, Any] | None = None,
-                    ) -> bool:
-        """Mark a stored diagnosis (key: run id) or comparison (key) as logged to MLflow, and
-        drop its kept report; returns whether it was marked.
-
-        With ``result`` (what was logged), only while the store still holds that result: a
-        newer one another writer stored meanwhile stays pending, with its report.
-        """
-        table, column = _table(kind)
-        where, params = f"{column} = ?", [key]
-        if result is not None:
-            where, params = f"{where} AND json = ?", [key, json.dumps(result, default=str)]
-        with self.writing(), self._session() as con:
-            marked = con.execute(f"UPDATE {table} SET mlflow_synced = true WHERE {where}",
-                                 params).fetchall()
-            done = bool(marked and marked[0][0])
-            if done:
-                self._pending_report(kind, key).unlink(missing_ok=True)
-        return done
 
     # -- reading -------------------------------------------------------------------------
     def runs(self) -> pl.DataFrame:
@@ -236,18 +189,6 @@ class RunStore:
             "ORDER BY key", catalog.COMP_SCHEMA,
         )
 
-    def pending_mlflow(self) -> list[dict[str, Any]]:
-        """Results not yet logged to MLflow: ``{"kind", "key", "run", "result"}`` each."""
-        out: list[dict[str, Any]] = []
-        for row in self.diagnoses().filter(~pl.col("mlflow_synced")).iter_rows(named=True):
-            out.append({"kind": "diagnosis", "key": row["run"], "run": row["run"],
-                        "result": json.loads(row["json"])})
-        for row in self.comparisons().filter(~pl.col("mlflow_synced")).iter_rows(named=True):
-            key = comparison_key(row["proxy_run"], row["full_runs"])
-            out.append({"kind": "comparison", "key": key, "run": row["proxy_run"],
-                        "full_runs": row["full_runs"], "result": json.loads(row["json"])})
-        return out
-
     def query(self, sql: str, schema: dict[str, pl.DataType], params: list[Any] | None = None,
               ) -> pl.DataFrame:
         """The rows of a read-only SQL query on the catalog, typed by ``schema`` (no rows
@@ -271,10 +212,6 @@ class RunStore:
     def _file(self, rid: str) -> Path:
         return self.path / "runs" / f"{slug(rid, max_len=200)}.parquet"
 
-    def _pending_report(self, kind: str, key: str) -> Path:
-        digest = hashlib.blake2b(f"{kind}\0{key}".encode(), digest_size=12).hexdigest()
-        return self.path / PENDING_REPORTS / f"{kind}-{digest}.html.gz"
-
     def check_writable_place(self) -> None:
         """StoreError when ``path`` is a file (before any work is done for this store)."""
         self._check_dir()
@@ -283,7 +220,8 @@ class RunStore:
         if self.path.exists() and not self.path.is_dir():
             raise StoreError(f"{self.path}: is a file, not a store directory; use another --store")
 
-    def _session(self) -> contextlib.AbstractContextManager[Any]:
+    def session(self) -> contextlib.AbstractContextManager[Any]:
+        """A read-write catalog connection (take :meth:`writing` first to change it)."""
         return catalog.session(self.db, read_only=False, timeout_s=self.lock_timeout_s)
 
     def _query(self, sql: str, schema: dict[str, pl.DataType], params: list[Any] | None = None,
@@ -308,12 +246,12 @@ class RunStore:
         """Under the lock: create the layout and finish a change a killed writer left."""
         if not self._ready or not self.db.exists():
             (self.path / "runs").mkdir(parents=True, exist_ok=True)
-            with self._session() as con:
+            with self.session() as con:
                 catalog.create(con, self.db)
             self._ready = True
-        for tmp in [*(self.path / "runs").glob(".*.tmp"),
-                    *(self.path / PENDING_REPORTS).glob(".*.tmp")]:  # a killed writer's
+        for tmp in (self.path / "runs").glob(".*.tmp"):  # a killed writer's
             tmp.unlink(missing_ok=True)
+        self.outbox.clean_temporaries()
         journal = self.path / JOURNAL
         if not journal.exists():
             return
@@ -328,7 +266,7 @@ class RunStore:
 
     def _recover(self, rid: str, op: str) -> None:
         path = self._file(rid)
-        with self._session() as con:
+        with self.session() as con:
             if op == "put" and path.exists():
                 run = files.read(path)
                 catalog.upsert_run(con, run, path=path, digest=files.metadata(path).get("content_hash", ""))
@@ -340,11 +278,3 @@ class RunStore:
 def comparison_key(proxy_run: str, full_runs: Any) -> str:
     """``proxy<-full1,full2`` (full runs sorted)."""
     return f"{proxy_run}<-{','.join(sorted(full_runs))}"
-
-
-def _table(kind: str) -> tuple[str, str]:
-    if kind == "diagnosis":
-        return "diagnoses", "run"
-    if kind == "comparison":
-        return "comparisons", "key"
-    raise StoreError(f"unknown result kind {kind!r}; use one of {KINDS}")

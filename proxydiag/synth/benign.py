@@ -1,7 +1,7 @@
 """Benign patterns every run carries: isolated spikes that revert.
 
 (The fp16 calibration burst and the periodic growth-probe overflows come from the loss
-scaler itself, :mod:`proxydiag.synth.scaler`; the warm-up transients of grad norm and
+scaler itself, :mod:`proxydiag.synth.loss_scaler`; the warm-up transients of grad norm and
 entropy from :mod:`proxydiag.synth.model`.)
 """
 

@@ -1,6 +1,6 @@
 """Injected faults: each variant adds its symptoms to an :class:`Effects` from its onset on.
 
-The onset is where the root cause begins (ARCHITECTURE.md): the first overflowing or
+The onset is where the root cause begins (docs/architecture.md#json-contracts): the first overflowing or
 non-finite step, the first step of grad-norm growth, the mismatch jump, or the first step of
 a mismatch climb (not where it crosses a threshold).
 """

@@ -1,6 +1,6 @@
 """Framework namings: which key each framework logs a canonical metric under.
 
-Keys come from the frameworks' source (../shared/REFERENCE-formats.md §1, §2, §3, §9).
+Keys come from the frameworks' source (docs/formats.md#what-each-framework-logs).
 A naming logs only some canonical metrics, which decides the faults a run in that naming
 can show (:func:`can_show`): a precision fault needs a mismatch metric, a divergence needs
 the grad norm, an overflow the loss scale, a skip counter or the grad norm.

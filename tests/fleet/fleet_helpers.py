@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from proxydiag.cli import main
-from proxydiag.fleet.tasks import Read, ReadSpec, SourceItem, read_source
+from proxydiag.fleet.tasks import Read, ReadSpec, SourceItem, read_source, reader_name
 from proxydiag.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +75,7 @@ def ingest_quietly(group: Path, store: Path) -> None:
     from proxydiag.fleet.ingest import ingest_sources
     from proxydiag.ingest import ReadContext, discover
 
-    work = [(reader.__name__, str(src)) for reader, src in discover(group)]
+    work = [(reader_name(reader), str(src)) for reader, src in discover(group)]
     result = ingest_sources(work, store=RunStore(store), executor=Serial(),
                             spec=ReadSpec(ReadContext()), skip_unchanged=False)
     assert not result.failures, result.failures

@@ -15,7 +15,7 @@ from proxydiag.errors import ConfigError
 from proxydiag.fleet.executor import Serial, make_executor
 from proxydiag.fleet.ingest import ingest_sources
 from proxydiag.fleet.local_pool import LocalPool
-from proxydiag.fleet.tasks import ReadSpec
+from proxydiag.fleet.tasks import ReadSpec, reader_name
 from proxydiag.ingest import ReadContext, discover
 from proxydiag.store import RunStore
 
@@ -53,7 +53,7 @@ def test_bad_executor_flags_are_one_line(kwargs: dict[str, object], message: str
 
 def test_a_killed_worker_fails_its_source_alone_and_the_rest_is_stored(tmp_path: Path) -> None:
     group = sample_group(tmp_path)
-    work = [(reader.__name__, str(src)) for reader, src in discover(group)]
+    work = [(reader_name(reader), str(src)) for reader, src in discover(group)]
     victim = "healthy-proxy-e8"
     store = RunStore(tmp_path / "store")
     result = ingest_sources(work, store=store, executor=LocalPool(workers=2),

@@ -16,7 +16,7 @@ from fleet_helpers import kill_once, run_cli, sample_group, store_state
 
 from proxydiag.fleet.ingest import ingest_sources
 from proxydiag.fleet.ray_pool import RayPool
-from proxydiag.fleet.tasks import ReadSpec
+from proxydiag.fleet.tasks import ReadSpec, reader_name
 from proxydiag.ingest import ReadContext, discover
 from proxydiag.store import RunStore
 
@@ -81,7 +81,7 @@ def test_a_bad_source_on_ray_is_one_line_and_the_others_are_kept(
 def test_a_killed_ray_worker_is_retried_and_its_runs_stored_once(ray_local: Any,
                                                                  tmp_path: Path) -> None:
     group = sample_group(tmp_path)
-    work = [(reader.__name__, str(src)) for reader, src in discover(group)]
+    work = [(reader_name(reader), str(src)) for reader, src in discover(group)]
     store = RunStore(tmp_path / "store")
     result = ingest_sources(work, store=store, executor=RayPool(),
                             spec=ReadSpec(ReadContext()), skip_unchanged=True,

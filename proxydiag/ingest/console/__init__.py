@@ -11,10 +11,8 @@ gives step-less lines their steps (:mod:`console_steps`), turns overflow lines i
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import polars as pl
@@ -27,22 +25,12 @@ from proxydiag.ingest.console._overflow import resolve
 from proxydiag.ingest.console._records import empty_overflows, empty_records
 from proxydiag.ingest.console._steps import attach, split_engines
 from proxydiag.ingest.console._stream import WORKERS, stream
+from proxydiag.ingest.console.dialects import DIALECTS, Dialect
 from proxydiag.run import Run
-from proxydiag.run.build import build_run, sidecar_for
+from proxydiag.run.build import build_run
+from proxydiag.run.sidecar import sidecar_for
 
 NAME = "console"
-
-#: dialect modules (each: NAME, SNIFF, extract(chunk) -> Extract)
-DIALECTS: tuple[str, ...] = (
-    "proxydiag.ingest.console.dialects.megatron",
-    "proxydiag.ingest.console.dialects.deepspeed",
-    "proxydiag.ingest.console.dialects.dschat",
-    "proxydiag.ingest.console.dialects.fairseq",
-    "proxydiag.ingest.console.dialects.verl",
-    "proxydiag.ingest.console.dialects.pydict",
-    "proxydiag.ingest.console.dialects.mindspeed",
-)
-
 
 @dataclass
 class ConsoleParse:
@@ -62,9 +50,9 @@ class ConsoleParse:
         return raw
 
 
-def dialects() -> list[ModuleType]:
-    """The dialect modules, in :data:`DIALECTS` order."""
-    return [importlib.import_module(name) for name in DIALECTS]
+def dialects() -> list[Dialect]:
+    """The dialects, in :data:`~proxydiag.ingest.console.dialects.DIALECTS` order."""
+    return list(DIALECTS)
 
 
 def can_read(source: str | Path) -> bool:

@@ -1,6 +1,6 @@
 """Overflow and skip messages → canonical ``skipped`` and ``loss_scale`` points.
 
-Rules (ARCHITECTURE.md "Steps, restarts, interleaving"; REFERENCE-formats.md §4, §5, §11):
+Rules (docs/formats.md#steps-restarts-and-interleaving, docs/formats.md#overflow-lines):
 
 - One family counts the skipped steps, the most exact present: ``ds_iter`` (``Grad overflow
   on iteration N``: step N+1, DeepSpeed's 1-based count of steps taken, no uncertainty),

@@ -1,6 +1,6 @@
 """Steps for console records that have none, and engines that log without names.
 
-ARCHITECTURE.md "Steps, restarts, interleaving": a line without its own step takes the step
+docs/formats.md#steps-restarts-and-interleaving: a line without its own step takes the step
 of the next progress line (``attach = 1``, e.g. ``OVERFLOW!``) or, for lines that report on
 the step just printed, of the previous one (``attach = -1``). With no progress line after
 it, a line takes the last step seen; with none before it, step 0 (an evaluation before

@@ -13,14 +13,16 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from proxydiag.ingest.console._lines import iter_lines
 from proxydiag.ingest.console._records import Chunk, Extract, empty_records
 from proxydiag.ingest.console._steps import anchors
+
+if TYPE_CHECKING:
+    from proxydiag.ingest.console.dialects import Dialect
 
 #: threads extracting blocks (the machines this runs on have 2+ cores)
 WORKERS = 2
@@ -38,7 +40,7 @@ class Collected:
     n_lines: int = 0
 
 
-def stream(path: Path, mods: list[ModuleType], *, chunk_bytes: int, workers: int = WORKERS) -> Collected:
+def stream(path: Path, mods: list[Dialect], *, chunk_bytes: int, workers: int = WORKERS) -> Collected:
     """Extract every dialect's records from ``path``, block by block, in file order."""
     out = Collected()
     for mod in mods:
@@ -68,7 +70,7 @@ def _block_size(path: Path, *, chunk_bytes: int, workers: int) -> int:
     return min(chunk_bytes, max(MIN_CHUNK_BYTES, size // max(1, 2 * workers)))
 
 
-def _extract(mods: list[ModuleType], chunk: Chunk) -> list[tuple[str, Extract]]:
+def _extract(mods: list[Dialect], chunk: Chunk) -> list[tuple[str, Extract]]:
     return [(mod.NAME, mod.extract(chunk)) for mod in mods]
 
 
@@ -76,7 +78,7 @@ def _collect(
     out: Collected,
     chunk: Chunk,
     future: Future[list[tuple[str, Extract]]],
-    serial: list[ModuleType],
+    serial: list[Dialect],
 ) -> None:
     results = future.result() + _extract(serial, chunk)
     out.n_lines += chunk.lines.height

@@ -22,11 +22,7 @@ the data (a column with an empty header, ``Unnamed: 0``, ``__index_level_0__``, 
 
 from __future__ import annotations
 
-import functools
-import mmap
-import os
 import re
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,10 +31,8 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 
-from proxydiag.errors import IngestError, IngestWarning
-from proxydiag.frame import empty_raw
-from proxydiag.metrics import SKIP_COUNTERS, AliasTable
-from proxydiag.run.keys import enum_keys
+from proxydiag.errors import IngestError
+from proxydiag.run.wide import Wide
 
 #: step column names, in order of preference (matched case-insensitively)
 STEP_NAMES = (
@@ -60,14 +54,8 @@ NULL_SPELLINGS = ("null", "none")
 #: named ``index`` (``level_0`` when there is one already)
 _INDEX_NAME = re.compile(r"(|Unnamed: \d+|__index_level_\d+__|index|level_\d+)(#\d+)?")
 
-#: bytes a scan of a file takes at a time (:func:`count_byte`: within polars' row index;
-#: :func:`byte_positions`: a boolean array of that size)
-_COUNT_SLICE = 1 << 30
-_POSITION_SLICE = 1 << 22
 
 Locate = Callable[[int], str]
-#: a file's content: memory-mapped, or bytes (a copy, after a cut last line was dropped)
-Buffer = bytes | mmap.mmap
 
 
 @dataclass
@@ -126,58 +114,6 @@ def step_column(columns: Sequence[str], *, where: str) -> str:
         raise IngestError(f"{where}: no step column (expected one of "
                           f"{', '.join(STEP_NAMES[:6])}, ...); rename or add it")
     return step
-
-
-def map_file(path: Path) -> Buffer:
-    """The file's bytes, memory-mapped (no copy; an empty file is ``b""``).
-
-    A map has ``find``, slices and the buffer protocol, but no ``count`` or ``split``, and
-    ``in`` only looks for a single byte.
-    """
-    try:
-        with path.open("rb") as fh:
-            if os.fstat(fh.fileno()).st_size == 0:
-                return b""
-            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    except OSError as exc:
-        raise IngestError(f"{path}: cannot read ({exc.strerror})") from exc
-
-
-def release(data: Buffer) -> None:
-    """Drop the pages of a memory-mapped file from this process (they stay in the page
-    cache, and a later access maps them again): a scan of the whole file made them resident,
-    and polars, which reads the file through its own map, would hold a second copy of them
-    in the process's memory at its peak. Bytes are left alone.
-
-    >>> release(b"abc")
-    """
-    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
-        data.madvise(mmap.MADV_DONTNEED)
-
-
-def count_byte(data: Buffer, byte: int) -> int:
-    """How many times ``byte`` occurs: polars over zero-copy slices (faster than numpy; each
-    slice stays within polars' row index).
-
-    >>> count_byte(b'{"a": 1}', ord('"'))
-    2
-    """
-    view = np.frombuffer(data, dtype=np.uint8)
-    return sum(int(pl.Series(view[at:at + _COUNT_SLICE]).eq(byte).sum())
-               for at in range(0, len(view), _COUNT_SLICE))
-
-
-def byte_positions(data: Buffer, byte: int) -> np.ndarray:
-    """The offsets of ``byte``, in order: numpy over 4 MB slices (its boolean array of the
-    whole file would be as large as the file).
-
-    >>> byte_positions(b'{"a": 1}', ord('"')).tolist()
-    [1, 3]
-    """
-    view = np.frombuffer(data, dtype=np.uint8)
-    return np.concatenate([np.zeros(0, dtype=np.int64), *(
-        np.flatnonzero(view[at:at + _POSITION_SLICE] == byte) + at
-        for at in range(0, len(view), _POSITION_SLICE))])
 
 
 def sniff(
@@ -327,55 +263,7 @@ def values(column: pl.Series, *, locate: Locate, notes: Notes) -> pl.Series | No
     ).to_series()
 
 
-@dataclass(frozen=True)
-class Wide:
-    """A wide table, validated: its steps (Int64), wall times (Float64) if it has them, and
-    one Float64 column per metric key, named by the key (a null is a cell left empty)."""
-
-    step: pl.Series
-    wall: pl.Series | None
-    columns: list[pl.Series]
-
-    def points(self) -> int:
-        """The number of values (non-empty cells)."""
-        return points(self.columns)
-
-    def raw(self) -> pl.DataFrame:
-        """The raw frame (``step, key, value, wall_time``); empty cells drop.
-
-        The frame comes out in one block per key (the table is unpivoted column by column),
-        the steps of each in file order; keys are numbered (an ``Enum``), not a string per row.
-        """
-        if not self.columns:
-            return empty_raw()
-        n, k = self.step.len(), len(self.columns)
-        value = pl.concat(self.columns, rechunk=True).alias("value")
-        raw = pl.DataFrame([
-            pl.Series("step", np.tile(self.step.to_numpy(), k)),
-            # column names are distinct (polars frames have no duplicate names): Enum categories
-            enum_keys(np.repeat(np.arange(k, dtype=np.min_scalar_type(k)), n),
-                      [m.name for m in self.columns]),
-            value,
-        ])
-        raw = raw.with_columns(
-            pl.concat([self.wall] * k, rechunk=True) if self.wall is not None
-            else pl.lit(None, dtype=pl.Float64).alias("wall_time")
-        )
-        if value.has_nulls():  # an empty cell is no row
-            raw = raw.filter(pl.col("value").is_not_null())
-        return raw
-
-
 _Table = TypeVar("_Table", pl.DataFrame, Wide)
-
-
-def points(columns: Sequence[pl.Series]) -> int:
-    """The non-empty cells of ``columns``.
-
-    >>> points([pl.Series([1.0, None]), pl.Series([None, float("nan")])])
-    2
-    """
-    return sum(c.len() - c.null_count() for c in columns)
 
 
 def wide_columns(
@@ -398,117 +286,6 @@ def wide_columns(
         if series is not None:
             metrics.append(series)
     return Wide(step_col, wall_col, metrics)
-
-
-def holes(table: Wide, *, least: int = 10, skipped: np.ndarray | None = None,
-          ) -> list[tuple[str, int, int]]:
-    """Columns with a value on each of their first ``least`` rows or more that then have
-    empty cells (up to the table's last row): ``(name, the step of the first empty cell,
-    how many empty cells)``. In a CSV that pandas wrote, that is how a metric that turned NaN
-    looks (``to_csv`` writes NaN as an empty cell; a diverged run's last rows may hold only
-    the step), and an empty cell reads as not logged. A column logged every k steps has
-    holes from its second row: not one. An empty cell whose step has a value in another row
-    (HF Trainer's eval records share a step with its training records) is no hole, nor is
-    a gradient norm's on a row that ``skipped`` marks (default: :func:`skipped_rows` of the
-    table), where the optimizer step was skipped and logged none (a loss there still warns:
-    an fp16 run that collapses halves its scale on every step while its loss turns NaN).
-
-    >>> w = Wide(pl.Series([1, 2, 3, 4, 4]), None, [pl.Series("loss", [1.0, 2.0, None, 5.0, None]),
-    ...                                             pl.Series("lr", [1.0, 1.0, 1.0, 1.0, None])])
-    >>> holes(w, least=2)
-    [('loss', 3, 1)]
-    """
-    gaps = [c for c in table.columns if c.has_nulls()]
-    if not gaps:
-        return []
-    steps = table.step.to_numpy()
-    if skipped is None:
-        skipped = skipped_rows(table.columns, table.step.len())
-    out = []
-    for column in gaps:
-        held = column.is_not_null().to_numpy()
-        if not held.any():
-            continue
-        first = int(np.argmax(held))
-        empty = np.flatnonzero(~held[first:]) + first
-        empty = empty[~np.isin(steps[empty], steps[held])]
-        if canonical(column.name) == "grad_norm":
-            empty = empty[~skipped[empty]]
-        if empty.size and empty[0] - first >= least:
-            out.append((column.name, int(steps[empty[0]]), int(empty.size)))
-    return out
-
-
-#: canonical metrics that mark skipped optimizer steps (see :func:`skipped_rows`)
-_SKIP_SIGNS = ("loss_scale", *SKIP_COUNTERS)
-
-
-@functools.lru_cache(maxsize=4096)
-def canonical(name: str) -> str:
-    """The metric the default aliases map the column ``name`` to (the name itself when none),
-    kept per name: a fleet's runs share their keys, and a lookup costs a few microseconds."""
-    return AliasTable.default().resolve([name]).get(name, name)
-
-
-def skip_sign(name: str) -> bool:
-    """The column ``name`` is an fp16 loss scale or a skipped-step counter (by the default
-    aliases)."""
-    return canonical(name) in _SKIP_SIGNS
-
-
-def skipped_rows(columns: Sequence[pl.Series], n_rows: int) -> np.ndarray:
-    """Rows of a wide table where an optimizer step was skipped, as an fp16 run's overflow
-    skips one, a boolean per row. A scale or a running total logged on some rows only is
-    compared with its previous logged value, and the rows from that one to the change are
-    marked (the skip happened somewhere between):
-
-    * a loss scale: the rows from the last one before a drop to the first of the lower scale
-      (Megatron logs no gradient norm on either side of a halving);
-    * a skip count per step or interval: the rows where it is above 0;
-    * a running total (a ``cumulative`` counter in the alias table): the rows after its last
-      value up to the one where it rose.
-
-    >>> scale = pl.Series("loss-scale", [8.0, 8.0, None, 4.0, 4.0])
-    >>> skipped_rows([scale], 5).tolist()
-    [False, True, True, True, False]
-    >>> skipped_rows([pl.Series("skipped", [0, 1, 1, 0]), pl.Series("ds_skipped", [0, 0, 2, 2])], 4).tolist()
-    [False, True, True, False]
-    """
-    marks = np.zeros(n_rows + 1, dtype=np.int64)  # +1 where a marked span starts, -1 past it
-    for column in columns:
-        metric = canonical(column.name)
-        if metric not in _SKIP_SIGNS or not column.dtype.is_numeric():
-            continue
-        values = column.cast(pl.Float64).to_numpy()  # an empty cell is NaN
-        if metric != "loss_scale" and AliasTable.default().counter(metric) != "cumulative":
-            marks[:-1] += values > 0  # NaN compares False: a span of one row each
-            marks[1:] -= values > 0
-            continue
-        at = np.flatnonzero(np.isfinite(values))  # the logged rows
-        logged = values[at]
-        scale = metric == "loss_scale"
-        k = np.flatnonzero(logged[1:] < logged[:-1] if scale else logged[1:] > logged[:-1])
-        np.add.at(marks, at[k] + (0 if scale else 1), 1)
-        np.add.at(marks, at[k + 1] + 1, -1)
-    return np.cumsum(marks[:-1]) > 0
-
-
-def warn_holes(where: object, found: list[tuple[str, int, int]], *, writer: str, cure: str) -> None:
-    """Warn of :func:`holes`: read as not logged (a step that logged nothing there, as a
-    skipped iteration leaves it), those cells may also have been NaN that ``writer`` lost;
-    ``cure`` is how to keep it."""
-    if not found:
-        return
-    named = ", ".join(f"{name!r} ({n} from step {step})" for name, step, n in found[:3])
-    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-    warnings.warn(
-        IngestWarning(
-            f"{where}: empty cells in columns that had a value on every row before: {named}"
-            f"{more}. They are read as not logged; {writer}: if the run produced NaN there, "
-            f"{cure}"
-        ),
-        stacklevel=3,
-    )
 
 
 def wide_to_raw(

@@ -39,10 +39,11 @@ import polars as pl
 
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import ReadContext
+from proxydiag.ingest.tabular import _bytes, _holes, csv_monitor
 from proxydiag.ingest.tabular import _table as tabular
-from proxydiag.ingest.tabular import csv_monitor
 from proxydiag.run import Run
-from proxydiag.run.build import build_table, sidecar_for
+from proxydiag.run.sidecar import sidecar_for
+from proxydiag.run.wide import Wide, build_table
 
 NAME = "csv"
 SUFFIXES = (".csv", ".tsv")
@@ -89,7 +90,7 @@ def read_table(path: Path, *, skip: Callable[[str], bool] | None = None, holes: 
 
     Columns for which ``skip(name)`` is true are left out before their cells are read (listed
     in ``notes.skipped_columns``); the file's shape is still checked whole. ``holes=False``:
-    no warning of empty cells after a column logged every row (:func:`tabular.holes`; a
+    no warning of empty cells after a column logged every row (:func:`_holes.holes`; a
     W&B export's columns are runs of their own lengths).
     """
     table, notes = read_any(path, skip=skip, holes=holes)
@@ -97,10 +98,10 @@ def read_table(path: Path, *, skip: Callable[[str], bool] | None = None, holes: 
 
 
 def read_any(path: Path, *, skip: Callable[[str], bool] | None = None, holes: bool = True,
-             ) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes]:
-    """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.ingest.tabular._table.Wide`
-    table (:func:`~proxydiag.run.build.build_table` builds its run without a raw frame)."""
-    mapped = tabular.map_file(path)
+             ) -> tuple[pl.DataFrame | Wide, tabular.Notes]:
+    """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.run.wide.Wide`
+    table (:func:`~proxydiag.run.wide.build_table` builds its run without a raw frame)."""
+    mapped = _bytes.map_file(path)
     if _blank(mapped, 0):
         raise IngestError(f"{path}: empty file; nothing to ingest")
     sep = _separator(path, mapped)
@@ -116,7 +117,7 @@ def read_any(path: Path, *, skip: Callable[[str], bool] | None = None, holes: bo
     skipped = _skipped(names, layout, skip)
     # only a long table's keys need the quote check: a wide file's body is not scanned
     quoted = bool(layout) and data.find(b'"', body_at) >= 0
-    tabular.release(data)  # that scan touched every page: polars maps the file itself
+    _bytes.release(data)  # that scan touched every page: polars maps the file itself
     frame = _typed(source, sep, names, layout, skipped, quoted=quoted)
     if frame is None or _maybe_ragged(frame, data):
         _check_fields(path, data, body_at, sep, len(header))
@@ -144,24 +145,24 @@ def read_any(path: Path, *, skip: Callable[[str], bool] | None = None, holes: bo
     wall = tabular.find_column(names, tabular.WALL_NAMES)
     wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
     if holes:
-        tabular.warn_holes(path, tabular.holes(wide), writer="pandas' to_csv writes NaN as an "
+        _holes.warn_holes(path, _holes.holes(wide), writer="pandas' to_csv writes NaN as an "
                            "empty cell", cure="write with na_rep='nan'")
     return tabular.nonempty(wide, path), notes
 
 
-def _separator(path: Path, data: tabular.Buffer) -> str:
+def _separator(path: Path, data: _bytes.Buffer) -> str:
     if path.suffix.lower() == ".tsv":
         return "\t"
     first = data[: data.find(b"\n")] if b"\n" in data[:65536] else data[:65536]
     return "\t" if b"\t" in first and b"," not in first else ","
 
 
-def _blank(data: tabular.Buffer, start: int) -> bool:
+def _blank(data: _bytes.Buffer, start: int) -> bool:
     """Nothing but whitespace from ``start`` on (without copying the data)."""
     return _NON_SPACE.search(data, start) is None
 
 
-def _header(path: Path, data: tabular.Buffer, sep: str) -> tuple[list[str], int]:
+def _header(path: Path, data: _bytes.Buffer, sep: str) -> tuple[list[str], int]:
     """The header's cells (BOM stripped) and the byte offset where the body starts."""
     end = data.find(b"\n")
     end = len(data) if end < 0 else end + 1
@@ -178,14 +179,14 @@ def _header(path: Path, data: tabular.Buffer, sep: str) -> tuple[list[str], int]
     return cells, end
 
 
-def _drop_cut_tail(path: Path, data: tabular.Buffer, sep: str, n_fields: int) -> tabular.Buffer:
+def _drop_cut_tail(path: Path, data: _bytes.Buffer, sep: str, n_fields: int) -> _bytes.Buffer:
     """Drop a last line that was cut mid-write (no newline and too few fields)."""
     if data[-1:] == b"\n":
         return data
     start = data.rfind(b"\n") + 1
     if start == 0:
         return data  # only a header
-    line = tabular.count_byte(data, ord("\n")) + 1
+    line = _bytes.count_byte(data, ord("\n")) + 1
     fields = _split(data[start:].decode("utf-8", "replace"), sep, f"{path}:{line}")
     if len(fields) >= n_fields or not data[start:].strip():
         return data
@@ -199,7 +200,7 @@ def _drop_cut_tail(path: Path, data: tabular.Buffer, sep: str, n_fields: int) ->
     return bytes(data[:start])
 
 
-def _check_fields(path: Path, data: tabular.Buffer, body_at: int, sep: str, n_fields: int) -> None:
+def _check_fields(path: Path, data: _bytes.Buffer, body_at: int, sep: str, n_fields: int) -> None:
     """Every non-blank row has as many fields as the header (cheap count, exact scan if not)."""
     body = np.frombuffer(data, dtype=np.uint8, offset=body_at)
     if not np.count_nonzero(body == ord('"')):
@@ -276,7 +277,7 @@ def _options(sep: str, names: list[str]) -> dict[str, Any]:
     return {"separator": sep, "new_columns": names, "raise_if_empty": False, "glob": False}
 
 
-def _maybe_ragged(frame: pl.DataFrame, data: tabular.Buffer) -> bool:
+def _maybe_ragged(frame: pl.DataFrame, data: _bytes.Buffer) -> bool:
     """Whether a row may have the wrong number of fields although the typed read took the file
     (see the module docstring)."""
     return frame.to_series(-1).has_nulls() or data[-1:] != b"\n"
@@ -304,7 +305,7 @@ def _drop_repeated_headers(
     return frame.filter(~again), lambda r: locate(int(rows[r]))
 
 
-def _line_of_row(data: tabular.Buffer, body_at: int, sep: str, row: int) -> int:
+def _line_of_row(data: _bytes.Buffer, body_at: int, sep: str, row: int) -> int:
     """The 1-based file line of data row ``row`` (polars keeps blank lines as rows)."""
     body = data[body_at:]
     if b'"' not in body:

@@ -15,7 +15,8 @@ import polars as pl
 
 from proxydiag.ingest import IGNORED_NAMES, ReadContext
 from proxydiag.run import Run
-from proxydiag.run.build import build_run, sidecar_for
+from proxydiag.run.build import build_run
+from proxydiag.run.sidecar import sidecar_for
 
 FORMAT = "deepspeed_csv_monitor"
 #: DeepSpeed's monitor tag prefixes as they appear in file names

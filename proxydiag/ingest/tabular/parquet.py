@@ -16,16 +16,18 @@ import pyarrow as pa
 from proxydiag.errors import IngestError
 from proxydiag.frame import SCHEMA
 from proxydiag.ingest import ReadContext
+from proxydiag.ingest.tabular import _holes
 from proxydiag.ingest.tabular import _table as tabular
 from proxydiag.run import Run, threads
-from proxydiag.run.build import build_table, build_wide_parts, sidecar_for
+from proxydiag.run.sidecar import sidecar_for
+from proxydiag.run.wide import Wide, build_table, build_wide_parts
 
 NAME = "parquet"
 FORMAT = "parquet"
 _MAGIC = b"PAR1"
 #: files from this size on are read in parts of columns, one thread each (see :func:`_read`)
 _PARALLEL_BYTES = 1 << 20
-#: how pandas loses NaN in Parquet, and the cure (see :func:`tabular.holes`)
+#: how pandas loses NaN in Parquet, and the cure (see :func:`_holes.holes`)
 _NAN_AS_NULL = {"writer": "pandas' to_parquet writes NaN as null",
                 "cure": "write with pl.from_pandas(df, nan_to_null=False).write_parquet(path)"}
 
@@ -63,9 +65,9 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
     return tabular.as_raw(table), notes
 
 
-def read_any(path: Path) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes]:
-    """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.ingest.tabular._table.Wide`
-    table (:func:`~proxydiag.run.build.build_table` builds its run without a raw frame)."""
+def read_any(path: Path) -> tuple[pl.DataFrame | Wide, tabular.Notes]:
+    """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.run.wide.Wide`
+    table (:func:`~proxydiag.run.wide.build_table` builds its run without a raw frame)."""
     try:
         frame = _read(path)
     except (OSError, pl.exceptions.PolarsError, pa.ArrowException) as exc:
@@ -87,7 +89,7 @@ def read_any(path: Path) -> tuple[pl.DataFrame | tabular.Wide, tabular.Notes]:
     step = tabular.step_column(frame.columns, where=str(path))
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
     wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
-    tabular.warn_holes(path, tabular.holes(wide), **_NAN_AS_NULL)
+    _holes.warn_holes(path, _holes.holes(wide), **_NAN_AS_NULL)
     return tabular.nonempty(wide, path), notes
 
 
@@ -116,7 +118,7 @@ def _read(path: Path) -> pl.DataFrame:
 
 def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
     """A big wide file: its Run read and built in parts of its columns side by side
-    (:func:`~proxydiag.run.build.build_wide_parts`), 9 ms for 50 columns of 20,000 steps
+    (:func:`~proxydiag.run.wide.build_wide_parts`), 9 ms for 50 columns of 20,000 steps
     on 2 cores where it took 11 with the parts unpivoted, against polars' 8 ms for the wide
     table alone (with a ``gc.collect()`` before each read: 12 ms, where it took 15, against
     polars' 10). None for a smaller file, and for one that needs :func:`read_any`'s rules (a
@@ -147,13 +149,13 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
             return None
     index = [step, *([wall] if wall else [])]
     # the columns that show skipped steps (a loss scale) may be in another part: read for all
-    signs = [k for k in keys if tabular.skip_sign(k)]
+    signs = [k for k in keys if _holes.skip_sign(k)]
     skipped = None
     if signs:
         shown = pl.read_parquet(path, columns=signs, glob=False)
-        skipped = tabular.skipped_rows(shown.get_columns(), shown.height)
+        skipped = _holes.skipped_rows(shown.get_columns(), shown.height)
 
-    def read_part(part: list[str]) -> tabular.Wide | None:
+    def read_part(part: list[str]) -> Wide | None:
         frame = pl.read_parquet(path, columns=[*index, *part], glob=False)
         steps = frame.get_column(step)
         if steps.has_nulls():
@@ -162,15 +164,15 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
         if not tabular.increasing(steps):
             return None
         walls = frame.get_column(wall).cast(pl.Float64).alias("wall_time") if wall else None
-        table = tabular.Wide(steps, walls, [frame.get_column(k).cast(pl.Float64) for k in part])
-        found.extend(tabular.holes(table, skipped=skipped))  # a list's append is atomic
+        table = Wide(steps, walls, [frame.get_column(k).cast(pl.Float64) for k in part])
+        found.extend(_holes.holes(table, skipped=skipped))  # a list's append is atomic
         return table
 
     found: list[tuple[str, int, int]] = []
     run = build_wide_parts(read_part, keys, name=path.stem, source=path, fmt=FORMAT,
                            aliases=ctx.aliases, attrs=notes.attrs(), sidecar=sidecar_for(path))
     if run is not None:
-        tabular.warn_holes(path, sorted(found, key=lambda h: keys.index(h[0])), **_NAN_AS_NULL)
+        _holes.warn_holes(path, sorted(found, key=lambda h: keys.index(h[0])), **_NAN_AS_NULL)
     return run
 
 

@@ -24,7 +24,8 @@ from proxydiag.errors import IngestError
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.tabular import _table as tabular
 from proxydiag.run import Run
-from proxydiag.run.build import build_run, sidecar_for
+from proxydiag.run.build import build_run
+from proxydiag.run.sidecar import sidecar_for
 
 NAME = "trainer_state"
 FORMAT = "hf_trainer_state"

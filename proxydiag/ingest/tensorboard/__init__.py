@@ -28,8 +28,9 @@ from proxydiag.events import Event
 from proxydiag.frame import raw
 from proxydiag.ingest import ReadContext, is_uri
 from proxydiag.run import Run
-from proxydiag.run.build import build_run, sidecar_for
+from proxydiag.run.build import build_run
 from proxydiag.run.keys import enum_keys
+from proxydiag.run.sidecar import sidecar_for
 
 if TYPE_CHECKING:
     from proxydiag.ingest.tensorboard._scalars import Scalars

@@ -21,7 +21,8 @@ from proxydiag.ingest import ReadContext
 from proxydiag.ingest.tabular import _table as tabular
 from proxydiag.ingest.tabular import csv
 from proxydiag.run import Run, keys
-from proxydiag.run.build import build_run, sidecar_for
+from proxydiag.run.build import build_run
+from proxydiag.run.sidecar import sidecar_for
 
 NAME = "wandb_csv"
 _SEP = " - "

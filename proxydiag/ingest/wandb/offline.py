@@ -28,7 +28,8 @@ from proxydiag.events import Event
 from proxydiag.frame import raw
 from proxydiag.ingest import ReadContext, is_uri
 from proxydiag.run import Run
-from proxydiag.run.build import build_run, sidecar_for
+from proxydiag.run.build import build_run
+from proxydiag.run.sidecar import sidecar_for
 
 NAME = "wandb"
 MAGIC = b":W&B"

@@ -1,29 +1,39 @@
 """Writers: one module per format; each writes one run into its own directory.
 
-A writer is ``write(run_dir, sr, *, naming, log_interval) -> Path`` (the file or directory
-a reader should be pointed at). Which namings a format takes is in
+A writer satisfies :class:`Writer`: ``write(run_dir, sr, *, naming, log_interval) -> Path``
+(the file or directory a reader should be pointed at), listed by format in :data:`WRITERS`. Which namings a format takes is in
 :mod:`proxydiag.synth.naming`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
+from proxydiag.registry import Registry
 from proxydiag.synth.sim import SynthRun
 from proxydiag.synth.writers import deepspeed, megatron, mlflow_files, tabular, tensorboard
 
-Writer = Callable[..., Path]
 
-WRITERS: dict[str, Writer] = {
-    "tensorboard": tensorboard.write,
-    "mlflow": mlflow_files.write,
-    "csv": tabular.write_csv,
-    "jsonl": tabular.write_jsonl,
-    "megatron": megatron.write,
-    "deepspeed": deepspeed.write,
-}
+class Writer(Protocol):
+    """Writes one simulated run in one format."""
+
+    def __call__(self, run_dir: Path, sr: SynthRun, *, naming: str, log_interval: int) -> Path: ...
+
+
+#: format -> writer (the contract test reads every writer's output back)
+WRITERS: Registry[Writer] = Registry(
+    "writer",
+    {
+        "tensorboard": tensorboard.write,
+        "mlflow": mlflow_files.write,
+        "csv": tabular.write_csv,
+        "jsonl": tabular.write_jsonl,
+        "megatron": megatron.write,
+        "deepspeed": deepspeed.write,
+    },
+)
 
 
 def write_run(

@@ -1,6 +1,6 @@
 """Megatron-LM console log: one ``training_log`` iteration line per log interval.
 
-As ``megatron/training/training.py::training_log`` prints it (REFERENCE-formats.md §3):
+As ``megatron/training/training.py::training_log`` prints it (docs/formats.md#megatron-lm-and-megatron-deepspeed):
 timestamp, ``iteration``, ``consumed samples``, ``elapsed time per iteration (ms)`` (the
 interval's mean), ``learning rate``, ``global batch size``, ``lm loss`` (mean over the
 interval's applied iterations; omitted when NaN, as Megatron prints a loss only if

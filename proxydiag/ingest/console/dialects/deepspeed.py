@@ -1,4 +1,4 @@
-"""DeepSpeed progress and loss-scaler lines (REFERENCE-formats.md §4, §11).
+"""DeepSpeed progress and loss-scaler lines (docs/formats.md#deepspeed).
 
 Progress lines (anchors):
 

@@ -1,4 +1,4 @@
-"""fairseq / metaseq console logs (REFERENCE-formats.md §5).
+"""fairseq / metaseq console logs (docs/formats.md#fairseq-and-metaseq).
 
 - JSON format: ``2021-01-01 00:00:00 | INFO | train_inner | {"epoch": 1, "update": 1.05,
   "loss": "9.82", ..., "num_updates": "100"}``. Values are *strings* (``{:g}``/``{:.3f}``);

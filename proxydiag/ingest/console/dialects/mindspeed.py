@@ -1,4 +1,4 @@
-"""MindSpeed-RL console lines (REFERENCE-formats.md §2).
+"""MindSpeed-RL console lines (docs/formats.md#mindspeed-rl).
 
 ``mindspeed_rl/utils/loggers.py`` prints ``'%(asctime)s - %(levelname)s - %(message)s'``
 with the message ``[{utc}] iteration: {it} / {steps} | key : {v:.4f} | ...`` (keys holding

@@ -1,4 +1,4 @@
-"""veRL console logger lines (REFERENCE-formats.md §1).
+"""veRL console logger lines (docs/formats.md#verl-console).
 
 ``concat_dict_to_str`` prints ``step:3 - actor/pg_loss:0.012 - critic/score/mean:0.5``, each
 value through ``pprint.pformat``: with numpy >= 2 a value may read ``np.float64(0.5)``, and

@@ -1,0 +1,36 @@
+"""The reader contract: what a reader is, and what every reader is given.
+
+A reader is a module (or any object) with ``NAME``, ``can_read(source) -> bool`` (cheap: it
+looks at names and the first bytes, never reads a whole file) and ``read(source, ctx) ->
+list[Run]`` (every run in the source, each built with :func:`proxydiag.run.build.build_run`).
+Readers are listed in :data:`proxydiag.ingest.READERS`; the contract test
+(``tests/testing/test_contracts.py``) runs the common checks on every registered one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from proxydiag.metrics import AliasTable
+from proxydiag.run import Run
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    """What every reader gets besides the source."""
+
+    aliases: AliasTable = field(default_factory=AliasTable.default)
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """One source format: recognise it cheaply, read every run in it."""
+
+    NAME: str
+
+    def can_read(self, source: str | Path) -> bool: ...
+
+    def read(self, source: str | Path, ctx: ReadContext) -> list[Run]: ...
