@@ -49,5 +49,5 @@ def test_pyarrow_dataset_reads_the_run_files_and_their_metadata(store: Path) -> 
     assert set(per_run["run"]) == set(_catalog_points(store))
     assert all(n > 0 for n in per_run["value_count"])
     for file in dataset.files:
-        meta = json.loads(pq.read_schema(file).metadata[b"proxydiag"])
+        meta = json.loads(pq.read_metadata(file).metadata[b"proxydiag"])
         assert meta["attrs"]["group"] == "healthy" and meta["attrs"]["role"] in ("full", "proxy")
