@@ -20,7 +20,7 @@ from proxydiag.errors import ProxydiagError
 #: command modules; each registers its commands on ``app``
 COMMAND_MODULES = (
     "ingest", "diagnose", "compare", "report", "dashboard", "mlflow", "synth", "demo", "bench",
-    "lab",
+    "lab", "proxy", "watch",
 )
 
 for _name in COMMAND_MODULES:

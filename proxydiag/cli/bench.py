@@ -55,3 +55,26 @@ def bench_compare(
         out.print_json(json.dumps(result.to_dict()))
     else:
         out.print(render(result, markdown=fmt == "markdown"), markup=False)
+
+
+@bench_app.command("watch")
+def bench_watch(
+    corpus: Annotated[Path, typer.Argument(help="folder with labels.json")],
+    every: Annotated[int, typer.Option("--every", help="logged steps per check")] = 10,
+    oracle: Annotated[bool, typer.Option("--oracle/--no-oracle",
+                                         help="also run offline diagnose on every prefix")] = True,
+    fmt: Annotated[str, typer.Option("--format", "-f", help="text | json")] = "text",
+) -> None:
+    """Detection delays, misses, false alerts and cost of `watch --replay` on a corpus."""
+    from proxydiag.errors import ConfigError
+    from proxydiag.evaluate.watch import score, text
+
+    if fmt not in ("text", "json"):
+        raise ConfigError(f"--format {fmt!r}: use text or json")
+    if every < 1:
+        raise ConfigError(f"--every must be at least 1, not {every}")
+    summary = score(corpus, every=every, oracle=oracle)
+    if fmt == "json":
+        out.print(json.dumps(summary), markup=False, soft_wrap=True, highlight=False)
+    else:
+        out.print(text(summary), markup=False)

@@ -22,7 +22,7 @@ DETECTORS: Registry[Detector] = Registry(
     "detector",
     {
         name: f"proxydiag.diagnose.{name}"
-        for name in ("nonfinite", "scaler", "spikes", "divergence", "mismatch", "drift")
+        for name in ("nonfinite", "scaler", "spikes", "divergence", "mismatch", "router", "drift")
     },
 )
 

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from proxydiag import display
+from proxydiag.events import Event
 
 #: version of the JSON contract (proxydiag/schemas/); optional keys added bump the minor
 SCHEMA_VERSION = "1.1"
-from proxydiag.events import Event
 
 Label = Literal["healthy", "gradient_overflow", "loss_divergence", "precision_fault"]
 LABELS: tuple[str, ...] = ("healthy", "gradient_overflow", "loss_divergence", "precision_fault")

@@ -31,6 +31,10 @@ SECTION = "compare"
 #: metrics whose dynamics decide the verdict (weight 2 in the overall score)
 KEY_METRICS: tuple[str, ...] = (
     "reward", "entropy", "kl", "grad_norm", "loss", "pg_loss", "response_length", "clip_frac",
+    # MoE routing: a pruned proxy's load-balancing and z losses must move like the full run's
+    # (router entropy and the max expert load depend on the number of experts kept: scored,
+    # weight 1, like any shared metric)
+    "router_aux_loss", "router_z_loss",
 )
 #: metrics that differ by design between a proxy and its full run: reported, weight 0
 UNSCORED_METRICS: tuple[str, ...] = (

@@ -1,0 +1,85 @@
+"""Tail a text file that grows: JSON Lines, CSV/TSV, console logs.
+
+Each :meth:`LineTail.poll` reads from the byte offset where the last one stopped up to the last
+newline (an unfinished last line waits for the next tick), and decodes those lines with the
+offline reader of the file's format (:mod:`proxydiag.ingest.tail._chunk`). A CSV's header is
+kept and put before every chunk. A file that was truncated (shorter than the offset) or
+replaced (another inode: log rotation) is read again from its start; one that vanished is a
+warning and the tail waits for it to come back.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from proxydiag.errors import IngestWarning
+from proxydiag.ingest import ReadContext
+from proxydiag.ingest.contract import Reader
+from proxydiag.ingest.tail._chunk import Rows, decode
+
+#: bytes read per poll at most (a huge backlog is read over several ticks)
+MAX_BYTES = 64 * 2**20
+
+
+@dataclass
+class LineTail:
+    """A growing text file read by ``reader`` (a reader module of :mod:`proxydiag.ingest`)."""
+
+    path: Path
+    reader: Reader
+    ctx: ReadContext
+    offset: int = 0
+    inode: int | None = None
+    header: bytes = b""
+    missing: bool = False
+
+    @property
+    def tabular(self) -> bool:
+        return self.reader.NAME in ("csv", "wandb_csv")
+
+    def poll(self) -> Rows:
+        """The rows appended since the last poll."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            if not self.missing:
+                warnings.warn(
+                    IngestWarning(f"{self.path}: vanished; waiting for it to return"), stacklevel=2
+                )
+            self.missing = True
+            return []
+        self.missing = False
+        if self.inode is not None and (st.st_ino != self.inode or st.st_size < self.offset):
+            self.offset, self.header = 0, b""  # rotated or truncated: a new file
+        self.inode = st.st_ino
+        if st.st_size <= self.offset:
+            return []
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            data = fh.read(min(st.st_size - self.offset, MAX_BYTES))
+        end = data.rfind(b"\n") + 1
+        if end == 0:
+            return []  # no complete line yet
+        data = data[:end]
+        self.offset += end
+        if self.tabular and not self.header:
+            cut = data.find(b"\n") + 1
+            self.header, data = data[:cut], data[cut:]
+        if not data.strip():
+            return []
+        return decode(self.header + data, reader=self.reader, filename=self.path.name, ctx=self.ctx)
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "offset": self.offset,
+            "inode": self.inode,
+            "header": self.header.decode("utf-8", "replace"),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.offset, self.inode = int(state["offset"]), state.get("inode")
+        self.header = str(state.get("header", "")).encode()

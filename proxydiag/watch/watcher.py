@@ -1,0 +1,326 @@
+"""`Watcher`: streaming diagnosis of one run, with bounded state and causal alerts.
+
+Points arrive with :meth:`Watcher.add` (a step and any subset of metrics, raw or canonical
+names); :meth:`Watcher.check` returns the alerts new since the last check (:meth:`update`
+does both). Between checks the watcher keeps, per metric, a bounded memory
+(:mod:`proxydiag.watch.buffers`) and cheap triggers (:mod:`proxydiag.watch.triggers`); when one
+fires, or every ``periodic_points`` new steps, it re-runs the offline detectors on that memory
+(:mod:`proxydiag.watch._window`). So the cost of a check is proportional to the metrics that
+got new points, plus a bounded re-fit when something looks wrong; never to the run's length.
+
+At the end of a run, :meth:`Watcher.final` is the offline :func:`~proxydiag.diagnose.api.diagnose`
+of the whole run, once.
+
+>>> import math
+>>> w = Watcher(run="demo", precision="bf16")
+>>> raised = []
+>>> for step in range(300):
+...     grad = 1.0 if step < 200 else math.inf
+...     raised += w.update(step, {"grad_norm": grad, "loss": 2.0})
+>>> [(a.label, a.onset_step) for a in raised], raised[0].raised_at_step < 220
+([('gradient_overflow', 200)], True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from proxydiag.diagnose._view import RunView
+from proxydiag.diagnose.api import diagnose
+from proxydiag.diagnose.config import DiagnoseConfig, load_config
+from proxydiag.diagnose.result import Diagnosis
+from proxydiag.diagnose.taxonomy import Verdict
+from proxydiag.metrics import AliasTable
+from proxydiag.run import Run
+from proxydiag.watch import triggers
+from proxydiag.watch._window import used, verdict, window_view
+from proxydiag.watch.alerts import Alert, alert_from_dict
+from proxydiag.watch.buffers import MetricBuffer
+from proxydiag.watch.checkpoints import Checkpoints
+from proxydiag.watch.rules import GROWTH, WatchLimits, calibration_hold, number, router_lead
+
+
+class Watcher:
+    """Streaming diagnosis of one run (see the module docstring).
+
+    Parameters
+    ----------
+    run, name
+        The run's id and display name, copied into every alert.
+    config
+        The offline diagnosis parameters (a :class:`DiagnoseConfig` or a TOML path).
+    aliases
+        The alias table raw keys are resolved with (default: the built-in one).
+    precision
+        ``fp16``, ``bf16`` ... when known (the loss scaler's calibration is judged by it).
+    checkpoints
+        The run's checkpoints: alerts then say where to go back to.
+    """
+
+    def __init__(
+        self,
+        *,
+        run: str = "run",
+        name: str | None = None,
+        config: DiagnoseConfig | str | Path | None = None,
+        aliases: AliasTable | None = None,
+        precision: str | None = None,
+        limits: WatchLimits | None = None,
+        checkpoints: Checkpoints | None = None,
+    ) -> None:
+        self.run, self.name = run, name if name is not None else run
+        self.config = (
+            config
+            if isinstance(config, DiagnoseConfig)
+            else (load_config(config) if config is not None else DiagnoseConfig())
+        )
+        self.aliases = aliases or AliasTable.default()
+        self.precision = precision.strip().lower() if precision else None
+        self.limits = limits or WatchLimits()
+        self.checkpoints = checkpoints
+        self.alerts: list[Alert] = []
+        self._buffers: dict[str, MetricBuffer] = {}
+        self._names: dict[str, str] = {}
+        self._totals: dict[str, float] = {}  # last value of each cumulative counter
+        self._first: int | None = None
+        self._last: int | None = None
+        self._touched: set[str] = set()
+        self._pending: str | None = None
+        self._new_steps = 0
+        self._since_fit = 0
+        self._streak = 0
+        self._sizes: dict[str, float] = {}  # trigger move sizes at the last re-fit
+        #: re-fits done (for benchmarks and tests)
+        self.fits = 0
+
+    @property
+    def last_step(self) -> int | None:
+        """The largest step fed so far."""
+        return self._last
+
+    @property
+    def held_points(self) -> int:
+        """Points held in memory now, over all metrics (bounded)."""
+        return sum(b.size for b in self._buffers.values())
+
+    def update(self, step: int, metrics: Mapping[str, float]) -> list[Alert]:
+        """:meth:`add` then :meth:`check`."""
+        self.add(step, metrics)
+        return self.check()
+
+    def add(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Feed the values logged at ``step`` (any subset of metrics; non-numbers are ignored).
+
+        A step at or before the last one fed is a restart from a checkpoint: the points at and
+        after it are forgotten and replaced by the new ones.
+        """
+        step = int(step)
+        if self._last is not None and step < self._last:
+            for buf in self._buffers.values():
+                buf.rewind(step)
+            self._last = step
+        if self._last is None or step > self._last:
+            self._new_steps += 1
+        self._first = step if self._first is None else min(self._first, step)
+        self._last = step if self._last is None else max(self._last, step)
+        for key, raw in metrics.items():
+            value = number(raw)
+            if value is None:
+                continue
+            self._add_point(self._name(key), step, value)
+
+    def _add_point(self, name: str, step: int, value: float) -> None:
+        if not used(name):
+            return  # only the metrics the detectors read are held
+        if self.aliases.counter(name) == "cumulative":
+            last = self._totals.get(name)
+            self._totals[name] = value
+            value = value - last if last is not None and value >= last else value
+        buf = self._buffers.get(name)
+        if buf is None:
+            lim = self.limits
+            buf = self._buffers[name] = MetricBuffer(
+                head_points=lim.head_points,
+                history_points=lim.history_points,
+                recent_points=lim.recent_points,
+            )
+        elif buf.last_step is not None and step <= buf.last_step:
+            buf.rewind(step)
+        previous = buf.last_value
+        buf.append(step, value)
+        self._touched.add(name)
+        if self._pending is None:
+            self._pending = triggers.point(
+                name, value, previous, nonfinite=self.config.nonfinite.metrics
+            )
+
+    def _name(self, key: str) -> str:
+        found = self._names.get(key)
+        if found is None:
+            # resolve against the keys seen so far: names already given stay
+            resolved = self.aliases.resolve([*self._names, key])
+            taken = set(self._names.values())
+            found = resolved[key] if resolved[key] not in taken else key
+            self._names[key] = found
+        return found
+
+    def check(self) -> list[Alert]:
+        """The alerts new since the last check (see the module docstring for when it re-fits)."""
+        if not self._new_steps:
+            return []
+        self._since_fit += self._new_steps
+        self._new_steps = 0
+        moves = {
+            m: found
+            for m in sorted(self._touched)
+            if (found := triggers.level(m, self._buffers[m])) is not None
+        }
+        reason = self._pending or next((r for r, _ in moves.values()), None)
+        self._pending, self._touched = None, set()
+        self._streak = self._streak + 1 if reason else 0
+        # a move still growing (a climb) re-fits; one that holds still re-fits on streaks
+        # 1..eager_checks and 2^k (the detectors need points after a jump, not a bigger jump)
+        growing = any(size > GROWTH * self._sizes.get(m, 0.0) for m, (_, size) in moves.items())
+        eager = reason is not None and (
+            growing
+            or self._streak <= self.limits.eager_checks
+            or self._streak & (self._streak - 1) == 0
+        )
+        if eager:
+            self._sizes = {m: size for m, (_, size) in moves.items()}
+        if not eager and self._since_fit < self.limits.periodic_steps:
+            return []
+        return self._fit(reason or "periodic re-fit", ended=False)
+
+    def close(self) -> list[Alert]:
+        """The run has ended: a last re-fit on what is held, with nothing left pending (an
+        overflow burst in the first steps is judged even when the run ended inside the loss
+        scaler's calibration window)."""
+        if self._last is None:
+            return []
+        self._new_steps = 0
+        return self._fit("end of run", ended=True)
+
+    def _fit(self, reason: str, *, ended: bool) -> list[Alert]:
+        self._since_fit = 0
+        self.fits += 1
+        rv = self.view()
+        found = verdict(rv, self.config)
+        alert = self._alert(found, reason, ended=ended, interval=rv.interval)
+        if alert is None:
+            return []
+        self.alerts.append(alert)
+        return [alert]
+
+    def view(self) -> RunView:
+        """The :class:`~proxydiag.diagnose._view.RunView` of the points held now."""
+        mapping = {name: key for key, name in self._names.items()}
+        return window_view(
+            self._buffers,
+            first_step=self._first,
+            last_step=self._last,
+            precision=self.precision,
+            mapping=mapping,
+        )
+
+    def _alert(self, v: Verdict, trigger: str, *, ended: bool, interval: float) -> Alert | None:
+        """A new alert for verdict ``v``: a class not alerted yet, a class other than the last
+        alert's, or the last alert's class with an onset that moved; None otherwise."""
+        if (
+            v.label == "healthy"
+            or v.onset_step is None
+            or self._last is None
+            or (not ended and self._held(v, interval))
+        ):
+            return None
+        previous = self.alerts[-1] if self.alerts else None
+        seen = any(a.label == v.label for a in self.alerts)
+        tol = 2 * max(self.config.taxonomy.order_tolerance_steps, 1)
+        if (
+            previous is not None
+            and previous.label == v.label
+            and previous.onset_step is not None
+            and abs(previous.onset_step - v.onset_step) <= tol
+        ):
+            return None
+        rollback = self.checkpoints.rollback(v.onset_step) if self.checkpoints else None
+        return Alert(
+            self.run,
+            self.name,
+            v.label,
+            v.onset_step,
+            self._last,
+            v.confidence,
+            v.summary,
+            v.chain[:5],
+            v.hints,
+            revision=seen,
+            trigger=trigger,
+            rollback=rollback,
+            router_lead_steps=router_lead(v),
+        )
+
+    def _held(self, v: Verdict, interval: float) -> bool:
+        """True while an overflow burst may still be the loss scaler's calibration."""
+        if v.label != "gradient_overflow" or v.onset_step is None or self._first is None:
+            return False
+        assert self._last is not None
+        return calibration_hold(
+            onset_step=v.onset_step,
+            first_step=self._first,
+            last_step=self._last,
+            interval=interval,
+            scaler=self.config.scaler,
+            precision=self.precision,
+            logs_scale="loss_scale" in self._buffers,
+        )
+
+    def final(self, run: Run) -> Diagnosis:
+        """The final answer: offline ``diagnose`` of the whole run, once."""
+        return diagnose(run, config=self.config)
+
+    def to_state(self) -> dict[str, Any]:
+        """JSON-able state: what a restarted ``watch`` resumes from (see :meth:`from_state`)."""
+        return {
+            "version": 1,
+            "run": self.run,
+            "name": self.name,
+            "precision": self.precision,
+            "names": dict(self._names),
+            "totals": dict(self._totals),
+            "first": self._first,
+            "last": self._last,
+            "since_fit": self._since_fit,
+            "buffers": {k: b.to_state() for k, b in self._buffers.items()},
+            "alerts": [a.to_dict() for a in self.alerts],
+        }
+
+    @classmethod
+    def from_state(
+        cls,
+        state: Mapping[str, Any],
+        *,
+        config: DiagnoseConfig | str | Path | None = None,
+        aliases: AliasTable | None = None,
+        limits: WatchLimits | None = None,
+        checkpoints: Checkpoints | None = None,
+    ) -> Watcher:
+        """A watcher that goes on where the one that wrote ``state`` stopped."""
+        w = cls(
+            run=state["run"],
+            name=state["name"],
+            config=config,
+            aliases=aliases,
+            precision=state.get("precision"),
+            limits=limits,
+            checkpoints=checkpoints,
+        )
+        w._names = {str(k): str(v) for k, v in state["names"].items()}
+        w._totals = {str(k): float(v) for k, v in state["totals"].items()}
+        w._first, w._last = state["first"], state["last"]
+        w._since_fit = int(state.get("since_fit", 0))
+        w._buffers = {k: MetricBuffer.from_state(b) for k, b in state["buffers"].items()}
+        w.alerts = [alert_from_dict(a) for a in state["alerts"]]
+        return w
