@@ -64,6 +64,9 @@ def bench_watch(
     oracle: Annotated[bool, typer.Option("--oracle/--no-oracle",
                                          help="also run offline diagnose on every prefix")] = True,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text | json")] = "text",
+    workers: WorkersOpt = 1,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Detection delays, misses, false alerts and cost of `watch --replay` on a corpus."""
     from proxydiag.errors import ConfigError
@@ -73,7 +76,8 @@ def bench_watch(
         raise ConfigError(f"--format {fmt!r}: use text or json")
     if every < 1:
         raise ConfigError(f"--every must be at least 1, not {every}")
-    summary = score(corpus, every=every, oracle=oracle)
+    summary = score(corpus, every=every, oracle=oracle,
+                    executor=executor(workers, ray, ray_address))
     if fmt == "json":
         out.print(json.dumps(summary), markup=False, soft_wrap=True, highlight=False)
     else:

@@ -57,3 +57,18 @@ def test_bench_with_workers_scores_as_one_process(tmp_path: Path,
         args = ["bench", verb, str(tmp_path), "-f", "json"]
         one = run_cli(args, capsys)
         assert one[0] == 0 and one[:2] == run_cli([*args, "--workers", "2"], capsys)[:2], verb
+    # watch's scores also hold its CPU cost per step, which no two runs share
+    args = ["bench", "watch", str(tmp_path), "-f", "json", "--no-oracle"]
+    watched = [run_cli([*args, "--workers", n], capsys) for n in ("1", "2")]
+    assert [code for code, _, _ in watched] == [0, 0]
+    scores = [_without_cost(json.loads(out)) for _, out, _ in watched]
+    assert scores[0] == scores[1] and scores[0]["n_runs"] == 4  # type: ignore[index]
+
+
+def _without_cost(value: object) -> object:
+    """``value`` without its CPU-time keys (``..._ms_per_step...``), at any depth."""
+    if isinstance(value, dict):
+        return {k: _without_cost(v) for k, v in value.items() if "ms_per_step" not in k}
+    if isinstance(value, list):
+        return [_without_cost(v) for v in value]
+    return value
