@@ -142,7 +142,7 @@ def _analyse_missing(store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame,
     compare: Callable[..., Any] | None = optional_analysis("proxydiag.fidelity.api", "compare")
     have = set(diag["run"].to_list())
     proxies = runs.filter((pl.col("role") == "proxy") & pl.col("group").is_not_null())
-    todo = proxies.filter(~pl.col("run").is_in(comps["proxy_run"]))
+    todo = proxies.filter(~pl.col("run").is_in(comps["proxy_run"].to_list()))
     made_comp: dict[str, tuple[Any, ...]] = {}
     if compare is not None:
         for group in todo["group"].unique(maintain_order=True).to_list():

@@ -103,7 +103,7 @@ def test_readers_work_while_another_process_writes(tmp_path: Path) -> None:
     store_dir = tmp_path / "store"
     writer = spawn(f"""
         import sys
-        sys.path.insert(0, {str(ROOT / 'tests')!r})
+        sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
         from test_store_concurrency import run_of
         from proxydiag.store import RunStore
         store = RunStore({str(store_dir)!r})

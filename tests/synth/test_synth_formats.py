@@ -45,6 +45,8 @@ def test_every_naming_key_resolves_to_its_canonical_metric() -> None:
             assert {m: resolved[k] for m, k in keys.items()} == {m: m for m in keys}, (naming, fmt)
 
 
+# a grad norm left out on skipped steps (Megatron's CSV) warns as a possible lost NaN: expected
+@pytest.mark.filterwarnings("ignore::proxydiag.errors.IngestWarning")
 @pytest.mark.parametrize(("fmt", "naming"), COMBOS)
 def test_written_run_reads_back(tmp_path: Path, fmt: str, naming: str) -> None:
     _reader_or_skip(fmt)
