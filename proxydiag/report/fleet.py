@@ -114,7 +114,7 @@ def _analyse_on(executor: Executor, store: RunStore, runs: pl.DataFrame, diag: p
 
     ids = runs["run"].to_list()
     proxies = runs.filter((pl.col("role") == "proxy") & pl.col("group").is_not_null())
-    todo = set(proxies.filter(~pl.col("run").is_in(comps["proxy_run"]))["run"].to_list())
+    todo = set(proxies.filter(~pl.col("run").is_in(comps["proxy_run"].to_list()))["run"].to_list())
     made_diag, made_comp = missing_results(store, executor=executor, proxies_without=todo,
                                            runs_without=set(ids) - set(diag["run"].to_list()))
     new_diag = [(r, d.label, d.onset_step, d.confidence) for r in ids if (d := made_diag.get(r))]
