@@ -15,6 +15,7 @@ from proxydiag.run import Run
 USED = (
     "loss", "pg_loss", "grad_norm", "loss_scale", "skipped", "skipped_total", "nonfinite", "lr",
     "entropy", "kl", "reward", "response_length", "clip_frac", "throughput", "step_time",
+    "perplexity",
     "router_aux_loss", "router_z_loss", "router_entropy", "expert_load_max",
 )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from proxydiag.diagnose import rollbacks
 from proxydiag.diagnose._view import view
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
 from proxydiag.diagnose.contract import Detector
@@ -22,7 +23,8 @@ DETECTORS: Registry[Detector] = Registry(
     "detector",
     {
         name: f"proxydiag.diagnose.{name}"
-        for name in ("nonfinite", "scaler", "spikes", "divergence", "mismatch", "router", "drift")
+        for name in ("nonfinite", "scaler", "spikes", "divergence", "short", "mismatch", "router",
+                     "drift")
     },
 )
 
@@ -62,6 +64,14 @@ def diagnose(
     cfg = config if isinstance(config, DiagnoseConfig) else (
         load_config(config) if config is not None else DiagnoseConfig()
     )
+    main = _diagnose_one(run, cfg, source)
+    if not run.superseded:
+        return main
+    return rollbacks.combine(main, run, lambda sub: _diagnose_one(sub, cfg, source))
+
+
+def _diagnose_one(run: Run, cfg: DiagnoseConfig, source: str | None) -> Diagnosis:
+    """One timeline's diagnosis: every detector, then the taxonomy."""
     rv = view(run)
     events: list[Event] = [*_reader_events(run)]
     for detector in DETECTORS:

@@ -32,8 +32,9 @@ from proxydiag.settings import check_ranges, override, ranged, read_toml
 class NonfiniteConfig:
     """NaN/Inf in gradients and losses, and the NaN-iteration counters."""
 
-    #: metrics whose non-finite values count (veRL logs a skipped step's grad norm as NaN/Inf)
-    metrics: tuple[str, ...] = ("grad_norm", "loss", "pg_loss")
+    #: metrics whose non-finite values count (veRL logs a skipped step's grad norm as NaN/Inf;
+    #: perplexity is exp(loss), and DeepSpeed examples print only it: ``Perplexity: nan``)
+    metrics: tuple[str, ...] = ("grad_norm", "loss", "pg_loss", "perplexity")
     #: fewer non-finite points than this (and not at the end of the run) is an isolated glitch
     min_count: int = ranged(2, lo=1, hi=10**6)
 

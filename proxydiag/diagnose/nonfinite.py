@@ -103,6 +103,8 @@ def _values(
            if calib_end is not None else "")
         + ("; under fp16 dynamic loss scaling these are overflow steps the scaler skipped "
            "(judged by the scaler events)" if scaler_owned else "")
+        + ("; perplexity is exp(loss): a non-finite perplexity is a non-finite loss"
+           if s.name == "perplexity" else "")
     )
     severity: Severity = "critical" if critical else (
         "info" if scaler_owned or (calib_end is not None and idx[-1] <= np.searchsorted(

@@ -9,7 +9,8 @@ from proxydiag import display
 from proxydiag.events import Event
 
 #: version of the JSON contract (proxydiag/schemas/); optional keys added bump the minor
-SCHEMA_VERSION = "1.1"
+#: (1.2: "rollbacks")
+SCHEMA_VERSION = "1.2"
 
 Label = Literal["healthy", "gradient_overflow", "loss_divergence", "precision_fault"]
 LABELS: tuple[str, ...] = ("healthy", "gradient_overflow", "loss_divergence", "precision_fault")
@@ -46,6 +47,8 @@ class Diagnosis:
     first_step: int | None = None
     last_step: int | None = None
     summary: str = ""
+    #: failures found in timelines the run was rolled back from (see diagnose.rollbacks)
+    rollbacks: tuple[dict[str, Any], ...] = ()
 
     @property
     def healthy(self) -> bool:
@@ -60,6 +63,12 @@ class Diagnosis:
         return (self.onset_step - self.first_step) / span
 
     def to_dict(self) -> dict[str, Any]:
+        out = self._core_dict()
+        if self.rollbacks:  # an optional key: present only when a rollback was diagnosed
+            out["rollbacks"] = [dict(r) for r in self.rollbacks]
+        return out
+
+    def _core_dict(self) -> dict[str, Any]:
         return {
             "schema_version": SCHEMA_VERSION,
             "source": self.source,

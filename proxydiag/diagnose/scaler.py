@@ -63,7 +63,7 @@ def _skip_counts(rv: RunView) -> Series | None:
         s = rv.get(name)
         if s is not None:
             vals = np.where(np.isfinite(s.values), np.maximum(s.values, 0.0), 0.0)
-            return Series(name, s.steps, vals)
+            return _from_run_start(Series(name, s.steps, vals), rv.first_step)
     scale = rv.get("loss_scale")
     if scale is None or len(scale) < 2:
         return None
@@ -75,13 +75,28 @@ def _skip_counts(rv: RunView) -> Series | None:
     return Series("loss_scale", steps, np.round(drops))
 
 
+def _from_run_start(counts: Series, first_step: int | None) -> Series:
+    """Counts that start where the run starts: a counter logged only at overflow steps (the
+    console's overflow lines) gets a zero at the run's first step, so that a burst in the
+    middle of a log is not read as the scaler's start-up calibration.
+
+    >>> _from_run_start(Series("skipped", np.array([377, 378]), np.ones(2)), 370).steps.tolist()
+    [370, 377, 378]
+    """
+    if first_step is None or len(counts) == 0 or counts.steps[0] <= first_step:
+        return counts
+    return Series(counts.name, np.r_[first_step, counts.steps].astype(counts.steps.dtype),
+                  np.r_[0.0, counts.values])
+
+
 def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     """Last step of the loss scaler's calibration, or None when the run has none.
 
     A dynamic scaler starts high (2^16 in DeepSpeed, 2^32 in Megatron) and halves on overflow
     steps until it settles (65536 -> 1024 in the DeepSpeed-Chat logs): those first overflows
-    are calibration, not a fault. ``counts`` are overflow (skipped) steps per logged step; the
-    burst the run starts with (hits closer together than ``calibration_gap_steps``) is the
+    are calibration, not a fault. ``counts`` are overflow (skipped) steps per logged step. The
+    unbroken descent the run starts with is calibration when the run settles after it
+    (:func:`descent_end`); so is the burst the run starts with (hits closer together than ``calibration_gap_steps``) is the
     calibration when it ends within ``calibration_steps`` of the first step. A burst that
     lasts longer, or that the data ends in, is calibration up to there only if the overflows
     never persisted (more than ``max_skip_fraction`` of a ``window_steps`` window, the
@@ -97,6 +112,19 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     >>> calibration_end(Series("skipped", steps[:20], np.ones(20)), ScalerConfig()) is None
     True
     """
+    hits = np.flatnonzero(counts.values > 0)
+    if hits.size and int(counts.steps[hits[0]]) > c.calibration_steps:
+        # the scaler calibrates when training starts (its state is checkpointed and resumed):
+        # a burst first seen at step 377 of an excerpt is not a start-up
+        return None
+    # the unbroken descent is calibration however the gap rule chains later skips to it
+    ends = [e for e in (descent_end(counts, c), _chained_end(counts, c)) if e is not None]
+    return max(ends) if ends else None
+
+
+def _chained_end(counts: Series, c: ScalerConfig) -> int | None:
+    """The leading burst (overflows chained by gaps under ``calibration_gap_steps``) when it
+    ends soon enough, or never persisted."""
     end = _leading_burst_end(counts, c)
     if end is None:
         return None
@@ -114,6 +142,56 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     covered = min(window, float(end - first + counts.interval)) if enough else window
     rate = window_sum(counts.steps[upto], counts.values[upto], window_steps=window) / covered
     return None if (rate > c.max_skip_fraction).any() else end
+
+
+#: longest unbroken descent read as calibration: from 2^32 (Megatron, torch's GradScaler via
+#: accelerate when set so) to 1 is 32 halvings, two overflow steps each with DeepSpeed's and
+#: Megatron's hysteresis of 2
+MAX_DESCENT_STEPS = 64
+
+
+def descent_end(counts: Series, c: ScalerConfig) -> int | None:
+    """Last step of the unbroken run of overflow steps a run starts with, when learning goes
+    on after it; else None.
+
+    A dynamic scaler that starts high halves on every overflow (every second one with
+    hysteresis 2) and never grows while it overflows: an unbroken leading run of overflow steps
+    is its scale descending from its initial value, however long (up to
+    :data:`MAX_DESCENT_STEPS`, and ``calibration_steps``). It is calibration when the window after it is not itself
+    overflowing (more than ``max_skip_fraction``): a scale that never settles is a fault from
+    the first step. Isolated skips after the descent are judged on their own.
+
+    >>> steps = np.arange(1, 201)
+    >>> hits = np.zeros(200); hits[:14] = 1; hits[[21, 59, 109]] = 1
+    >>> descent_end(Series("skipped", steps, hits), ScalerConfig())
+    14
+    >>> descent_end(Series("skipped", steps, np.where(steps % 7 == 0, 0.0, 1.0)), ScalerConfig()) is None
+    True
+    """
+    over = counts.values > 0
+    if over.size == 0 or not over[0]:
+        return None
+    clean = np.flatnonzero(~over)
+    if clean.size == 0:
+        return None  # overflowing to the end: nothing after it learns
+    end = int(counts.steps[clean[0] - 1])
+    # a run not known to be fp16 gets the shorter ``unknown_calibration_steps`` (the caller's
+    # ``calibration_steps``): a bf16 run has no calibration at all
+    if end - int(counts.steps[0]) > min(MAX_DESCENT_STEPS, c.calibration_steps) or not _settles_after(
+        counts, c, end
+    ):
+        return None
+    return end
+
+
+def _settles_after(counts: Series, c: ScalerConfig, end: int) -> bool:
+    """True when the window after ``end`` skips no more than ``max_skip_fraction`` of its steps."""
+    window = skip_window(c, counts.interval)
+    after = (counts.steps > end) & (counts.steps <= end + window)
+    if not after.any():
+        return False
+    covered = min(window, float(counts.steps[after][-1] - end))
+    return float(counts.values[after].sum()) / max(covered, 1.0) <= c.max_skip_fraction
 
 
 def skip_window(c: ScalerConfig, interval: float) -> float:
@@ -213,6 +291,10 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
     floor = np.log2(max(c.min_scale, 1e-30))
     # a constant scale of 1 is bf16/fp32 bookkeeping (Megatron prints it), not a collapse
     at_min = np.flatnonzero((lg <= floor + 1e-9) & (peak >= floor + 1.0))
+    # ... or once, where the data ends: DeepSpeed raises at the next overflow there
+    # ("Current loss scale already at minimum"), so a log that ends at it ends the run's fp16
+    if at_min.size == 1 and at_min[0] == lg.size - 1:
+        at_min = np.r_[at_min, at_min]
     tail = max(int(0.1 * lg.size), 2)
     tail_level = float(np.median(lg[-tail:]))
     gap = max(c.calibration_gap_steps, 2 * interval)
@@ -236,7 +318,8 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
             kind, "loss_scale", onset, int(steps[-1]), "critical", 0.9,
             f"loss_scale falls from {2 ** lg[max(start - 1, 0)]:.4g} at step {onset} to "
             f"{2 ** lg[hit]:.4g} and ends at {2 ** lg[-1]:.4g}"
-            + (f" (at its minimum {c.min_scale:g} at {at_min.size} points)" if at_min.size >= 2
+            + (f" (at its minimum {c.min_scale:g} at {np.unique(at_min).size} point(s))"
+               if at_min.size >= 2
                else f" ({max(peak[-1] - tail_level, fall):.0f} halvings below its peak, no recovery)"),
         ))
     return events

@@ -23,10 +23,11 @@ from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.events import Event
 from proxydiag.metrics import SKIP_COUNTERS
 
-#: ``loss_scale_minimum`` is the console reader's "minimum loss scale reached" message
+#: ``loss_scale_minimum`` is the console reader's "minimum loss scale reached" message,
+#: ``overflow_crash`` its traceback right after overflows
 OVERFLOW = frozenset({
     "skip_burst", "scale_collapse", "scale_min", "nonfinite", "nonfinite_counter",
-    "loss_scale_minimum",
+    "loss_scale_minimum", "overflow_crash",
 })
 DIVERGENCE = frozenset({"divergence"})
 SYMPTOMS = frozenset({

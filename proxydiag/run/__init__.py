@@ -46,6 +46,10 @@ class Run:
         canonical metric -> the source key actually used.
     events
         Events found while reading (restarts, CRC errors, truncation).
+    superseded
+        The timelines a restart from an earlier step (a rollback) superseded: each is the run
+        as it stood before that rollback (its ``attrs["rolled_back_to"]`` is the step the run
+        went back to). Kept in memory for the diagnosis; not stored.
     """
 
     frame: pl.DataFrame
@@ -53,6 +57,7 @@ class Run:
     attrs: dict[str, Any] = field(default_factory=dict)
     mapping: dict[str, str] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+    superseded: list[Run] = field(default_factory=list)
 
     @classmethod
     def from_raw(cls, raw: pl.DataFrame, *, name: str, source: str | Path, fmt: str,

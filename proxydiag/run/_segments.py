@@ -13,10 +13,26 @@ import polars as pl
 from proxydiag.events import Event
 
 _MAX_EVENTS = 50
+#: the column of superseded rows naming the step the run was rolled back to
+ROLLED_BACK_TO = "rolled_back_to"
 
 
 def resolve(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[Event]]:
-    """Apply restart and duplicate rules to a raw frame in file order.
+    """Apply restart and duplicate rules to a raw frame in file order (see :func:`resolve_all`).
+
+    >>> f = pl.DataFrame({"step": [1, 2, 1], "key": ["a"] * 3, "value": [1.0, 2, 3],
+    ...                   "wall_time": [None] * 3})
+    >>> resolve(f)[0]["value"].to_list()
+    [3.0]
+    """
+    kept, events, _ = resolve_all(raw)
+    return kept, events
+
+
+def resolve_all(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[Event], pl.DataFrame]:
+    """Apply restart and duplicate rules to a raw frame in file order; also return the
+    superseded rows (``step, key, value, wall_time`` and ``rolled_back_to``, the first step of
+    the segment that superseded them).
 
     >>> import polars as pl
     >>> f = pl.DataFrame({"step": [1, 2, 3, 2, 3, 4], "key": ["a"] * 6,
@@ -38,8 +54,9 @@ def resolve(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[Event]]:
     )
     events: list[Event] = []
     reordered = False
+    dropped = raw.clear().with_columns(pl.lit(None, dtype=pl.Int64).alias(ROLLED_BACK_TO))
     if frame["_restart"].any():
-        frame, events = _drop_orphans(frame)
+        frame, events, dropped = _drop_orphans(frame)
         reordered = True
     frame = frame.drop("_restart")
     # restarts resolved, steps never decrease per key: a duplicate follows its twin, so this
@@ -58,10 +75,10 @@ def resolve(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[Event]]:
             )
         )
     # file order is kept: per key, steps now strictly increase along the frame
-    return (frame.sort("_seq") if reordered else frame).drop("_seq", "_k"), events
+    return (frame.sort("_seq") if reordered else frame).drop("_seq", "_k"), events, dropped
 
 
-def _drop_orphans(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[Event]]:
+def _drop_orphans(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[Event], pl.DataFrame]:
     frame = frame.with_columns(pl.col("_restart").cast(pl.Int32).cum_sum().over("_k").alias("_seg"))
     starts = (
         frame.group_by("_k", "_seg")
@@ -70,7 +87,11 @@ def _drop_orphans(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[Event]]:
         .with_columns(pl.col("_start").cum_min().shift(1).over("_k").alias("_cutoff"))
     )
     frame = frame.join(starts.select("_k", "_seg", "_cutoff"), on=["_k", "_seg"], how="left")
-    kept = frame.filter(pl.col("_cutoff").is_null() | (pl.col("step") < pl.col("_cutoff")))
+    is_kept = pl.col("_cutoff").is_null() | (pl.col("step") < pl.col("_cutoff"))
+    kept = frame.filter(is_kept)
+    superseded = frame.filter(~is_kept).sort("_seq").select(
+        "step", "key", "value", "wall_time", pl.col("_cutoff").cast(pl.Int64).alias(ROLLED_BACK_TO)
+    )
     dropped = frame.height - kept.height
     restarts = (
         starts.filter(pl.col("_seg") > 0)
@@ -97,4 +118,4 @@ def _drop_orphans(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[Event]]:
             first.kind, first.metric, first.onset_step, first.end_step, first.severity,
             first.confidence, first.evidence + f" ({dropped} superseded rows dropped in total)",
         )
-    return kept.drop("_seg", "_cutoff"), events
+    return kept.drop("_seg", "_cutoff"), events, superseded

@@ -20,6 +20,7 @@ import polars as pl
 from proxydiag.errors import IngestError
 from proxydiag.events import Event
 from proxydiag.ingest import ReadContext
+from proxydiag.ingest.console._crash import crash_events
 from proxydiag.ingest.console._lines import CHUNK_BYTES, head_text
 from proxydiag.ingest.console._overflow import resolve
 from proxydiag.ingest.console._records import empty_overflows, empty_records
@@ -165,10 +166,24 @@ def _assemble(
             "step= lines of several engines without names: engine 0 (first to log each step; "
             "the actor in DeepSpeed-Chat PPO) keeps plain keys, engine k gets '@engine<k>'"
         )
+    events = list(resolved.events)
+    events += crash_events(own, resolved.overflows, anchor_lines, state.get("tracebacks", []))
+    if attrs.get("step_source"):
+        events.append(step_source_event(attrs["step_source"]))
     return ConsoleParse(
         raw.select("step", "key", "value", "wall_time"),
         resolved.overflows,
         found,
-        resolved.events,
+        events,
         attrs,
     )
+
+
+def step_source_event(sources: list[str]) -> Event:
+    """An info event saying where lines without a step key took their steps from.
+
+    >>> step_source_event(["the tqdm counter on the same line"]).evidence
+    'steps of lines without a step key taken from: the tqdm counter on the same line'
+    """
+    return Event("step_source", None, None, None, "info", 1.0,
+                 "steps of lines without a step key taken from: " + "; ".join(sources))

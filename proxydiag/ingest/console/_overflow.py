@@ -139,10 +139,18 @@ def _counted_view(counted: pl.DataFrame) -> pl.DataFrame:
 
 
 def _min_scale_events(ovf: pl.DataFrame) -> list[Event]:
-    rows = ovf.filter(pl.col("family") == "min_scale").head(1)
+    """The scaler's end states: ``Current loss scale already at minimum`` (DeepSpeed raises
+    and the run stops), or a scale that reached 0 (``Attempted loss scale: 0, reducing to
+    0``: with ``min_loss_scale`` 0 nothing stops it, and no gradient can be scaled)."""
+    rows = ovf.filter(
+        (pl.col("family") == "min_scale") | (pl.col("scale") <= 0) | (pl.col("attempted") <= 0)
+    ).sort("line").head(1)
     return [
         Event("loss_scale_minimum", "loss_scale", int(r["step"]), None, "critical", 1.0,
-              f"line {r['line']}: the loss scale reached its minimum (the run stopped)")
+              f"line {r['line']}: the loss scale reached its minimum (the run stopped)"
+              if r["family"] == "min_scale" else
+              f"line {r['line']}: the loss scale fell to {r['scale']:g} (attempted "
+              f"{r['attempted']:g}): no gradient can be scaled any more")
         for r in rows.iter_rows(named=True)
     ]
 

@@ -4,7 +4,8 @@ docs/formats.md#steps-restarts-and-interleaving: a line without its own step tak
 of the next progress line (``attach = 1``, e.g. ``OVERFLOW!``) or, for lines that report on
 the step just printed, of the previous one (``attach = -1``). With no progress line after
 it, a line takes the last step seen; with none before it, step 0 (an evaluation before
-training). The log interval is the uncertainty of such a step.
+training). With no progress line at all, the lines take their order (1, 2, ...), never step 0
+for all. The log interval is the uncertainty of such a step.
 
 DeepSpeed-Chat PPO runs two engines (actor, critic) whose ``step=N, skipped=K`` lines come
 in adjacent pairs with the same N and no name: the k-th line of such a group is engine k,
@@ -43,8 +44,8 @@ def attach(frame: pl.DataFrame, anchor_lines: pl.DataFrame) -> pl.DataFrame:
         return frame
     # a progress line whose step did not parse (a number beyond 64 bits) anchors nothing
     anc = anchor_lines.filter(pl.col("step").is_not_null())
-    if anc.is_empty():
-        return frame.with_columns(pl.col("step").fill_null(0))
+    if anc.is_empty():  # no progress line at all: the records' order
+        return frame.with_columns(pl.col("step").fill_null(pl.col("line").rank("dense").cast(pl.Int64)))
     anc = anc.select("line", pl.col("step").alias("_s")).sort("line")
     last = int(anc["_s"][-1])
     out = frame.with_row_index("_i").sort("line")

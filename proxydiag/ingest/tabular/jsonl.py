@@ -39,8 +39,29 @@ _GLOB = re.compile(r"[*?\[\]{}]")
 
 
 def can_read(source: str | Path) -> bool:
-    """A ``.jsonl``/``.ndjson`` file, or a file whose first line is a JSON object with a step."""
+    """A ``.jsonl``/``.ndjson`` file, or a file whose first line is a JSON object with a step.
+
+    ms-swift's ``logging.jsonl`` names its step only inside ``"global_step/max_steps": "2/4389"``:
+    the console reader's dict dialect reads that counter, so such a file is left to it.
+    """
+    if _swift_counter_only(Path(source)):
+        return False
     return tabular.sniff(source, suffixes=SUFFIXES, peek_bytes=1 << 16, looks_right=_step_record)
+
+
+def _swift_counter_only(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            first = fh.readline(1 << 16).strip()
+    except OSError:
+        return False
+    if b'"global_step/max_steps"' not in first:
+        return False
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(record, dict) and tabular.find_column(list(record), tabular.STEP_NAMES) is None
 
 
 def _step_record(head: bytes) -> bool:

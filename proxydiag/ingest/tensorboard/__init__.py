@@ -30,7 +30,7 @@ from proxydiag.ingest import ReadContext, is_uri
 from proxydiag.run import Run
 from proxydiag.run.build import build_run
 from proxydiag.run.keys import enum_keys
-from proxydiag.run.sidecar import sidecar_for
+from proxydiag.run.sidecar import SIDECAR, sidecar_for
 
 if TYPE_CHECKING:
     from proxydiag.ingest.tensorboard._scalars import Scalars
@@ -78,7 +78,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     """The run of ``source`` (plus one per subdirectory holding event files)."""
     path = Path(source)
     if path.is_file():
-        run = _read_files([path], name=path.resolve().parent.name, source=path, ctx=ctx)
+        run = _read_files([path], name=run_name(path.resolve().parent), source=path, ctx=ctx)
         return [run] if run is not None else []
     runs: list[Run] = []
     for directory, _subdirs, _files in sorted(os.walk(path)):
@@ -86,7 +86,8 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
         if not files:
             continue
         rel = Path(directory).relative_to(path)
-        name = path.resolve().name if rel == Path(".") else f"{path.resolve().name}/{rel.as_posix()}"
+        root = run_name(path.resolve())
+        name = root if rel == Path(".") else f"{root}/{rel.as_posix()}"
         run = _read_files(files, name=name, source=Path(directory), ctx=ctx)
         if run is not None:
             runs.append(run)
@@ -119,8 +120,36 @@ def _read_files(files: list[Path], *, name: str, source: Path, ctx: ReadContext)
     return build_run(
         _raw([p for *_, p in parts]), name=name, source=source, fmt=NAME, aliases=ctx.aliases,
         attrs={"event_files": [Path(name_).name for _, name_, _ in parts]}, events=events,
-        sidecar=sidecar_for(source),
+        sidecar=_sidecar(source),
     )
+
+
+#: logdir names that say nothing about the run (``SummaryWriter``'s ``runs``, HF's default)
+GENERIC_DIRS = frozenset({"tb", "runs", "logs", "log", "tensorboard", "tb_logs",
+                          "tensorboard_logs", "events"})
+
+
+def run_name(directory: Path) -> str:
+    """A logdir's run name: its own, or its parent's when its own is generic (``tb``,
+    ``runs``, ``logs``, ``tensorboard``...), going up until a name says something.
+
+    >>> run_name(Path("/exp/grpo-lr3e-3/runs")), run_name(Path("/exp/a/logs/tb")), run_name(Path("/x/y"))
+    ('grpo-lr3e-3', 'a', 'y')
+    """
+    for d in (directory, *directory.parents):
+        if d.name and d.name.lower() not in GENERIC_DIRS:
+            return d.name
+    return directory.name
+
+
+def _sidecar(source: Path) -> Path:
+    """The sidecar of a logdir: its own, else that of the directory it takes its name from."""
+    own = sidecar_for(source)
+    directory = source if source.is_dir() else source.parent
+    if own.exists() or directory.name.lower() not in GENERIC_DIRS:
+        return own
+    named = next((d for d in directory.parents if d.name.lower() not in GENERIC_DIRS), None)
+    return named / SIDECAR if named is not None and (named / SIDECAR).exists() else own
 
 
 def _raw(parts: list[Scalars]) -> pl.DataFrame:

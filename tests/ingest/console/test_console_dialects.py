@@ -307,9 +307,10 @@ def test_slime_and_hf_dicts_are_literals_never_code(tmp_path: Path) -> None:
     assert not evil.exists()
     assert _raw(parsed, "train/loss") == {3: 0.5}
     assert _raw(parsed, "perf/step_time") == {3: 12.5}
-    assert _raw(parsed, "loss") == {1: 2.31, 2: 2.1}
-    assert _raw(parsed, "eval_loss") == {2: 2.2}
-    assert "step_note" in parsed.attrs
+    # the tqdm counter drawn before the first dict is its step; the next dict has none
+    assert _raw(parsed, "loss") == {10: 2.31, 11: 2.1}
+    assert _raw(parsed, "eval_loss") == {11: 2.2}
+    assert "the tqdm counter on the same line" in parsed.attrs["step_source"]
 
 
 def test_mindspeed_lines(tmp_path: Path) -> None:

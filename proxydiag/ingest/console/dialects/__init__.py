@@ -38,5 +38,8 @@ DIALECTS: Registry[Dialect] = Registry(
         "verl": "proxydiag.ingest.console.dialects.verl",
         "dict": "proxydiag.ingest.console.dialects.pydict",
         "mindspeed": "proxydiag.ingest.console.dialects.mindspeed",
+        "pipes": "proxydiag.ingest.console.dialects.pipes",
+        "table": "proxydiag.ingest.console.dialects.table",
+        "traceback": "proxydiag.ingest.console.dialects.traceback",
     },
 )

@@ -18,6 +18,11 @@ Overflow lines become overflow rows (resolved in :mod:`console_overflow`), one f
   (one per rank; two log lines may be spliced on one physical line: the last complete
   message on the line is read);
 - ``min_scale``: ``Current loss scale already at minimum`` (a critical event).
+
+An overflow line without its own iteration that follows a tqdm counter on the same physical
+line (HF Trainer + DeepSpeed: ``378/2724 [10:23<1:04:12, 1.64s/it][...] OVERFLOW! ...``)
+takes its step from that counter: tqdm shows the steps completed, so the step that
+overflowed is the counter + 1.
 """
 
 from __future__ import annotations
@@ -60,6 +65,8 @@ _FAMILIES: dict[str, str] = {
     "min_scale": r"(Current loss scale already at minimum)",
 }
 _LITERALS = ("OVERFLOW!", "overflow", "Overflow", "dynamic loss scale", "already at minimum")
+#: a tqdm counter before the message on the same line: ``378/2724 [10:23<1:04:12, 1.64s/it]``
+_TQDM = r"(\d+)/\d+ \[[^\]\r]*(?:it/s|s/it|<)[^\]\r]*\]"
 
 
 def extract(chunk: Chunk) -> Extract:
@@ -143,7 +150,8 @@ def _overflows(lines: pl.DataFrame) -> pl.DataFrame:
         if hits.is_empty():
             continue
         hits = hits.select(
-            "line", text.str.extract_groups(pattern).alias("m"), "wall_time"
+            "line", text.str.extract_groups(pattern).alias("m"), "wall_time",
+            (steps(text.str.extract(_TQDM, 1)) + 1).alias("_tqdm"),
         ).unnest("m")
         frames.append(hits.select(_overflow_columns(family)))
     return pl.concat(frames)
@@ -168,7 +176,7 @@ def _overflow_columns(family: str) -> list[pl.Expr]:
     else:
         step, rank, attempted, scale = none_i, none_i, none_f, none_f
     exprs = {
-        "line": pl.col("line"), "step": step, "family": pl.lit(family), "attempted": attempted,
+        "line": pl.col("line"), "step": pl.coalesce(step, pl.col("_tqdm")), "family": pl.lit(family), "attempted": attempted,
         "scale": scale, "rank": rank, "wall_time": pl.col("wall_time"),
     }
     return [exprs[c].cast(t).alias(c) for c, t in OVERFLOW_SCHEMA.items()]

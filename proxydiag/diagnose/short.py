@@ -1,0 +1,135 @@
+"""Short windows: a blow-up in a log too short for the window-based detectors.
+
+Excerpts pasted into issue threads hold 2-20 logged points. The divergence detector needs a
+level before and after a change (at least a few points each) and says nothing there, yet an
+engineer reads ``lm loss 3.3 -> 7.6 while the grad norm goes x14 in five steps`` at a glance.
+For a series with fewer than :data:`SHORT_POINTS` finite points (each excerpt on its own,
+where the steps jump) this detector compares the level the window starts at (the lowest of
+its first third) with the highest of its later
+points, and calls a blow-up when the rise is large in both relative and absolute terms and
+neither the window nor a later excerpt is back at its level (a spike that returned, like
+BLOOM 176B's grad norm 0.24 -> 960 and back, is the spike detector's):
+
+- a loss (``loss``, ``perplexity``: positive, in nats or exp-nats) rising by at least
+  :data:`LOSS_RATIO` x *and* :data:`LOSS_NATS` nats (perplexity: its log): an LM loss that
+  gains one nat has lost e times in likelihood, and no warm-up raises it;
+- a grad norm rising by at least :data:`GRAD_RATIO` x: a healthy grad norm falls after the
+  first steps or drifts by a few x over thousands of steps (docs/failures.md, "Loss
+  divergence": grad-norm spikes precede the loss in BigScience's runs).
+
+The event's confidence says how little data there is: it grows with the number of points,
+from :data:`MIN_CONFIDENCE` at 2 points to :data:`MAX_CONFIDENCE` at :data:`SHORT_POINTS`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from proxydiag.diagnose._view import RunView, Series, view
+from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.events import Event
+from proxydiag.run import Run
+
+#: fewer finite points than this is a short window (the window detectors need more)
+SHORT_POINTS = 24
+#: a loss blow-up: at least this ratio and this many nats over the window's starting level
+LOSS_RATIO = 1.5
+LOSS_NATS = 1.0
+#: a grad-norm blow-up: at least this ratio over the window's starting level
+GRAD_RATIO = 10.0
+#: a window that ends within this factor of its starting level has recovered
+RECOVERED = 1.1
+MIN_CONFIDENCE = 0.4
+MAX_CONFIDENCE = 0.8
+
+
+def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
+    """A ``divergence`` event per short series that blows up (the taxonomy's divergence).
+
+    >>> from proxydiag.diagnose._view import from_arrays
+    >>> v = from_arrays({"loss": ([8738, 8739, 8740, 8741, 8742, 8743],
+    ...                           [3.32, 3.42, 3.68, 7.27, 4.13, 7.60])})
+    >>> [(e.kind, e.onset_step, e.confidence) for e in detect(v, DiagnoseConfig())]
+    [('divergence', 8741, 0.47)]
+    """
+    rv = view(run)
+    events = []
+    for name, log_scale, ratio, nats in (
+        ("loss", False, LOSS_RATIO, LOSS_NATS),
+        ("perplexity", True, LOSS_RATIO, LOSS_NATS),
+        ("grad_norm", False, GRAD_RATIO, 0.0),
+    ):
+        s = rv.get(name)
+        if s is None:
+            continue
+        found = [
+            e
+            for part in _excerpts(s)
+            if (e := _blow_up(part, s, log_scale=log_scale, ratio=ratio, nats=nats)) is not None
+        ]
+        if found:
+            events.append(found[0])
+    return events
+
+
+#: a step gap this many times the series' median gap separates two excerpts
+EXCERPT_GAP = 20
+
+
+def _excerpts(s: Series) -> list[Series]:
+    """The series cut where its steps jump (excerpts of one log quoted side by side).
+
+    >>> parts = _excerpts(Series("loss", np.array([1, 2, 3, 900, 901]), np.ones(5)))
+    >>> [p.steps.tolist() for p in parts]
+    [[1, 2, 3], [900, 901]]
+    """
+    if len(s) < 3:
+        return [s]
+    gaps = np.diff(s.steps)
+    cuts = np.flatnonzero(gaps > EXCERPT_GAP * max(float(np.median(gaps)), 1.0)) + 1
+    return [
+        Series(s.name, st, v)
+        for st, v in zip(np.split(s.steps, cuts), np.split(s.values, cuts), strict=True)
+    ]
+
+
+def _blow_up(
+    s: Series, whole: Series, *, log_scale: bool, ratio: float, nats: float
+) -> Event | None:
+    """The blow-up of excerpt ``s`` of ``whole``, unless it ends, or a later excerpt is, back
+    at its starting level."""
+    ok = np.isfinite(s.values) & (s.values > 0)
+    steps, values = s.steps[ok], s.values[ok]
+    n = values.size
+    if n < 2 or n >= SHORT_POINTS:
+        return None
+    losses = np.log(values) if log_scale else values  # perplexity -> its loss, in nats
+    head = max(1, n // 3)
+    base = float(losses[:head].min())
+    later = losses[head:]
+    peak = float(later.max())
+    rise_ratio = peak / base if base > 0 else np.inf
+    if rise_ratio < ratio or peak - base < nats:
+        return None
+    rest = whole.values[(whole.steps > steps[-1]) & np.isfinite(whole.values) & (whole.values > 0)]
+    rest = np.log(rest) if log_scale else rest
+    if losses[-1] <= RECOVERED * base or (rest <= RECOVERED * base).any():
+        return None  # back at its level: a spike (the spike detector's), not a blow-up
+    # onset: the first later point a quarter of the way up to the peak
+    up = head + int(np.flatnonzero(later >= base + 0.25 * (peak - base))[0])
+    conf = round(
+        MIN_CONFIDENCE + (MAX_CONFIDENCE - MIN_CONFIDENCE) * (n - 2) / (SHORT_POINTS - 2), 2
+    )
+    shown = np.exp if log_scale else (lambda x: x)
+    return Event(
+        "divergence",
+        s.name,
+        int(steps[up]),
+        int(steps[-1]),
+        "critical",
+        conf,
+        f"{s.name} rises from {float(shown(base)):.4g} to {float(shown(peak)):.4g} "
+        f"({float(shown(peak)) / float(shown(base)):.3g}x) within {n} logged points "
+        f"(steps {int(steps[0])}-{int(steps[-1])}); a window this short is judged on what it "
+        f"shows: confidence {conf:.2f} for {n} points",
+    )

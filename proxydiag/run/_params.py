@@ -1,0 +1,41 @@
+"""Run metadata read from the configuration a trainer logs as params (MLflow, W&B config).
+
+transformers' ``MLflowCallback`` and ``WandbCallback`` log the model config with the training
+arguments, so an MoE run's params name its routed experts per layer. Without a sidecar or tag
+saying ``experts_kept``, that count is what the run kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: model-config keys holding the routed experts per layer: Mixtral ``num_local_experts``,
+#: Qwen2/3-MoE and OLMoE ``num_experts``, ERNIE/DeepSpeed-MoE ``moe_num_experts``, DeepSeek
+#: V2/V3 ``n_routed_experts`` (``num_experts_per_tok`` is the top-k, not a count of experts)
+EXPERT_KEYS = ("num_local_experts", "num_experts", "moe_num_experts", "n_routed_experts")
+
+
+def experts_from_params(params: Mapping[str, Any]) -> int | None:
+    """The routed experts per layer named by a run's params, or None.
+
+    Keys may carry a prefix (``model/num_experts``, ``config.n_routed_experts``).
+
+    >>> experts_from_params({"num_experts_per_tok": "2", "num_experts": "8"})
+    8
+    >>> experts_from_params({"model.n_routed_experts": 64}), experts_from_params({"lr": "1"})
+    (64, None)
+    """
+    by_leaf: dict[str, Any] = {}
+    for key, value in params.items():
+        leaf = str(key).replace("/", ".").rsplit(".", 1)[-1]
+        by_leaf.setdefault(leaf, value)
+    for name in EXPERT_KEYS:
+        value = by_leaf.get(name)
+        try:
+            count = float(str(value).strip()) if value is not None else None
+        except ValueError:
+            continue
+        if count is not None and count.is_integer() and count >= 1:
+            return int(count)
+    return None
