@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,lab,trainers
+EXTRAS ?= dev,lab,trainers,ray
 PYTEST_ARGS ?=
 
 .PHONY: demo test lint bench bench-smoke install lab-suite clean constraints

@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import ConfigOpt, FormatOpt, app, out
+from proxydiag.cli._fleet import RayAddressOpt, RayOpt, WorkersOpt, executor
 
 bench_app = typer.Typer(help="Score diagnose/compare against a labelled corpus (labels.json).",
                         no_args_is_help=True)
@@ -20,12 +21,15 @@ def bench_diagnose(
     corpus: Annotated[Path, typer.Argument(help="folder with labels.json")],
     config: ConfigOpt = None,
     fmt: FormatOpt = "text",
+    workers: WorkersOpt = 1,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Per-class precision/recall, macro-F1 and onset error of `diagnose` on a corpus."""
     from proxydiag.evaluate.diagnose import check_format, render, score
 
     check_format(fmt)
-    result = score(corpus, config=config)
+    result = score(corpus, config=config, executor=executor(workers, ray, ray_address))
     if fmt == "json":
         out.print(json.dumps(result.to_dict()), markup=False)
     else:
@@ -37,13 +41,16 @@ def bench_compare(
     corpus: Annotated[Path, typer.Argument(help="folder with labels.json (with pairs)")],
     config: ConfigOpt = None,
     fmt: FormatOpt = "text",
+    workers: WorkersOpt = 1,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """AUC of fidelity, verdict accuracy and seed-pair faithfulness of `compare` on a corpus."""
     from proxydiag.evaluate.compare import evaluate, render, score
     from proxydiag.evaluate.diagnose import check_format
 
     check_format(fmt)
-    result = score(evaluate(corpus, config=config))
+    result = score(evaluate(corpus, config=config, executor=executor(workers, ray, ray_address)))
     if fmt == "json":
         out.print_json(json.dumps(result.to_dict()))
     else:
@@ -57,6 +64,9 @@ def bench_watch(
     oracle: Annotated[bool, typer.Option("--oracle/--no-oracle",
                                          help="also run offline diagnose on every prefix")] = True,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text | json")] = "text",
+    workers: WorkersOpt = 1,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Detection delays, misses, false alerts and cost of `watch --replay` on a corpus."""
     from proxydiag.errors import ConfigError
@@ -66,7 +76,8 @@ def bench_watch(
         raise ConfigError(f"--format {fmt!r}: use text or json")
     if every < 1:
         raise ConfigError(f"--every must be at least 1, not {every}")
-    summary = score(corpus, every=every, oracle=oracle)
+    summary = score(corpus, every=every, oracle=oracle,
+                    executor=executor(workers, ray, ray_address))
     if fmt == "json":
         out.print(json.dumps(summary), markup=False, soft_wrap=True, highlight=False)
     else:

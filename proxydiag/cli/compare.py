@@ -1,4 +1,5 @@
-"""``proxydiag compare --full SOURCE [--full ...] --proxy SOURCE``: proxy fidelity."""
+"""``proxydiag compare --full SOURCE [--full ...] --proxy SOURCE``: proxy fidelity; with
+``--store DIR [--group G]``, every stored proxy against its group's full runs (JSON Lines)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import ConfigOpt, FormatOpt, TrackingOpt, app, out
+from proxydiag.cli._fleet import ForceOpt, RayAddressOpt, RayOpt, WorkersOpt, executor
+from proxydiag.cli._fleet_results import stored_comparisons
 from proxydiag.cli._results import (
     Destination,
     LogToMlflowOpt,
@@ -23,8 +26,8 @@ from proxydiag.cli._results import (
 
 @app.command()
 def compare(
-    full: Annotated[list[str], typer.Option("--full", help="full run (repeat for seeds; the first is the reference)")],
-    proxy: Annotated[str, typer.Option("--proxy", help="proxy run")],
+    full: Annotated[list[str] | None, typer.Option("--full", help="full run (repeat for seeds; the first is the reference)")] = None,
+    proxy: Annotated[str | None, typer.Option("--proxy", help="proxy run")] = None,
     align: Annotated[str, typer.Option("--align", help="step | tokens | progress")] = "step",
     fmt: FormatOpt = "text",
     fail_on: Annotated[str | None, typer.Option("--fail-on", help="exit 1 on this verdict or worse: unfaithful | partial")] = None,
@@ -33,8 +36,19 @@ def compare(
     log_to_mlflow: LogToMlflowOpt = False,
     mlflow_experiment: MlflowExperimentOpt = None,
     tracking_uri: TrackingOpt = None,
+    group: Annotated[str | None, typer.Option(
+        "--group", help="with --store and no --full/--proxy: only this group's proxies")] = None,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
+    force: ForceOpt = False,
 ) -> None:
-    """Score how faithfully a proxy reproduced the full run's dynamics and fault."""
+    """Score how faithfully a proxy reproduced the full run's dynamics and fault.
+
+    With ``--store DIR`` and no ``--full``/``--proxy``: every stored proxy against its group's
+    full runs, one JSON object per line (a comparison already kept for the same runs,
+    configuration and proxydiag version is reused unless ``--force``).
+    """
     from proxydiag.diagnose.api import diagnose
     from proxydiag.fidelity.api import compare as run_compare
     from proxydiag.fidelity.config import FidelityConfig, load_config
@@ -42,6 +56,17 @@ def compare(
 
     check_format(fmt)
     failing = fail_classes(fail_on, labels=False, verdicts=True)
+    if not full and proxy is None and store is not None:
+        if log_to_mlflow:
+            raise typer.BadParameter("comparing a store keeps results there; `proxydiag mlflow "
+                                     "sync` logs them to MLflow")
+        stored_comparisons(store, pool=executor(workers, ray, ray_address), group=group,
+                           align=align, config=load_config(config) if config else None,
+                           force=force, failing=failing).finish()
+        return
+    if not full or proxy is None or group is not None:
+        raise typer.BadParameter("give --full SOURCE... --proxy SOURCE, or --store DIR "
+                                 "[--group G] for every stored proxy")
     fulls = [run for source in full for run in load(source, store)]
     proxies = [load_one(proxy, store)]
     cfg = load_config(config) if config is not None else FidelityConfig()

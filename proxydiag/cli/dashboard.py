@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import DEFAULT_STORE, StoreOpt, app, out, output_dir
+from proxydiag.cli._fleet import RayAddressOpt, RayOpt, WorkersOpt, executor
 from proxydiag.errors import StoreError
 
 
@@ -19,6 +20,9 @@ def dashboard(
     analyse: Annotated[bool, typer.Option(
         "--analyse/--no-analyse",
         help="diagnose/compare in memory what the store has no result for")] = True,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Every run's label and key metrics, every proxy's fidelity, fidelity vs pruning and cost."""
     from proxydiag.report.dashboard import write_dashboard
@@ -26,4 +30,6 @@ def dashboard(
     if not store.is_dir():
         raise StoreError(f"{store}: no store here; ingest runs first (proxydiag ingest ... "
                          "--store DIR) or pass --store DIR")
-    out.print(str(write_dashboard(store, output_dir(output), analyse=analyse)), markup=False)
+    pool = executor(workers, ray, ray_address)
+    out.print(str(write_dashboard(store, output_dir(output), analyse=analyse, executor=pool)),
+              markup=False)

@@ -15,9 +15,17 @@ import typer
 from rich.table import Table
 
 from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, app, err
+from proxydiag.cli._fleet import (
+    ForceOpt,
+    RayAddressOpt,
+    RayOpt,
+    WorkersOpt,
+    executor,
+    report_failures,
+)
 from proxydiag.cli.show import cell, show
-from proxydiag.errors import ProxydiagError, StoreLockedError
-from proxydiag.ingest import ReadContext, Reader, discover, is_uri
+from proxydiag.errors import ProxydiagError
+from proxydiag.ingest import ReadContext, discover, is_uri
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run
 
@@ -63,56 +71,58 @@ def ingest(
         "--filter", help="MLflow filter for --mlflow-experiment, e.g. \"tags.role = 'proxy'\"")] = "",
     tracking_uri: Annotated[str | None, typer.Option(
         "--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)")] = None,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
+    force: ForceOpt = False,
 ) -> None:
     """Read runs (any supported format) into the store; re-ingesting a source replaces it."""
+    from proxydiag.fleet.digest import config_digest, file_digest
+    from proxydiag.fleet.ingest import ingest_sources
+    from proxydiag.fleet.tasks import ReadSpec, reader_name
     from proxydiag.ingest.mlflow import uri as mlflow_uri
     from proxydiag.store import RunStore
 
     ctx = ReadContext(AliasTable.load(aliases) if aliases else AliasTable.default(),
                       {"tracking_uri": tracking_uri} if tracking_uri else {})
     target = RunStore(store, lock_timeout_s=lock_timeout_s)
+    pool = executor(workers, ray, ray_address)
     stored: list[Run] = []
-    failures: list[str] = []
-    work: list[tuple[Reader | None, str | Path]] = []  # (None, message): discovery failed
+    failures: list[tuple[int, str, str]] = []  # (place in the work, source, reason)
+    work: list[tuple[str, str]] = []  # (reader name, source)
     if not sources and not mlflow_experiment:
         raise typer.BadParameter("give SOURCE... and/or --mlflow-experiment NAME")
     if mlflow_experiment:  # MLflow selects the runs; each is then read by the fastest route
         uri = mlflow_uri.resolve_tracking_uri(tracking_uri)
         ids = mlflow_uri.search_ids(mlflow_experiment, mlflow_filter, uri)
-        work.extend((mlflow_uri, f"runs:/{rid}") for rid in ids)
+        work.extend((reader_name(mlflow_uri), f"runs:/{rid}") for rid in ids)
     for source in sources or []:
         try:
-            work.extend(discover(_absolute(source)))
+            work.extend((reader_name(reader), str(item))
+                        for reader, item in discover(_absolute(source)))
         except ProxydiagError as exc:
-            work.append((None, str(exc)))
+            failures.append((len(work), _absolute(source), str(exc)))
+    spec = ReadSpec(ctx, role=role.value if role else None, group=group, force=force,
+                    config_digest=config_digest(file_digest(aliases), role and role.value, group,
+                                                tracking_uri))
+    # a fleet (several sources, or workers) skips unchanged sources; one source is re-read
+    fleet = len(work) > 1 or pool.name != "serial"
     with _progress() as progress:
         task = progress.add_task("ingest", total=len(work))
-        for reader, item in work:
-            progress.update(task, description=_short(item))
-            try:
-                if reader is None:
-                    failures.append(str(item))
-                    continue
-                runs = reader.read(item, ctx)
-                if not runs:
-                    failures.append(f"{item}: no runs in this source; nothing to ingest")
-                for run in runs:
-                    _override(run, role=role.value if role else None, group=group)
-                    target.put(run)
-                    stored.append(_summary_only(run))
-            except StoreLockedError:
-                raise  # the whole store is unavailable: one line, exit 2
-            except ProxydiagError as exc:
-                failures.append(str(exc))
-            finally:
-                progress.advance(task)
+        result = ingest_sources(
+            work, store=target, executor=pool, spec=spec, skip_unchanged=fleet,
+            on_run=lambda run: stored.append(_summary_only(run)),
+            on_item=lambda item: progress.update(task, advance=1, description=_short(item)))
+    # in the sources' order: a source that could not be listed before the ones listed after it
+    failures = sorted([*failures, *result.failures], key=lambda f: (f[0], f in result.failures))
+    if result.skipped:
+        err.print(f"{len(result.skipped)} source(s) unchanged since they were stored, not read "
+                  "again (--force reads them)", markup=False)
     if stored:
         show(_table(stored, store=target.path))
-    for message in failures:
-        err.print(f"error: {' '.join(message.split())}", markup=False)
-    if failures:
+    if report_failures((source, reason) for _, source, reason in failures):
         raise typer.Exit(2)
-    if not stored:
+    if not stored and not result.skipped:
         err.print(f"error: {' '.join(sources or [])}: no runs found; nothing to ingest",
                   markup=False)
         raise typer.Exit(2)
@@ -123,13 +133,6 @@ def _absolute(source: str) -> str:
     if is_uri(source):
         return source
     return str(Path(source).absolute())
-
-
-def _override(run: Run, *, role: str | None, group: str | None) -> None:
-    if role is not None:
-        run.attrs["role"] = role
-    if group is not None:
-        run.attrs["group"] = group
 
 
 def _summary_only(run: Run) -> Run:

@@ -8,6 +8,8 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, TrackingOpt, app, err, out
+from proxydiag.cli._fleet import RayAddressOpt, RayOpt, WorkersOpt, executor
+from proxydiag.cli._fleet_results import group_results
 from proxydiag.cli._results import fail_classes, load, load_one
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
@@ -96,6 +98,9 @@ def report(
         "--mlflow-experiment", help="experiment for runs that did not come from MLflow")] = None,
     tracking_uri: TrackingOpt = None,
     aliases: AliasesOpt = None,
+    workers: WorkersOpt = 1,
+    ray: RayOpt = False,
+    ray_address: RayAddressOpt = None,
 ) -> None:
     """Write a post-run report: verdict, labels, timeline, metric panels, fidelity, evidence."""
     from proxydiag.report.api import FORMATS, render, resolve
@@ -107,11 +112,18 @@ def report(
     known: dict[str, Diagnosis] = {}  # a group's full runs are diagnosed once, not per proxy
     logged: set[str] = set()  # ... and logged to MLflow once
     compared: list[Comparison] = []  # a group's proxies: which is the smallest faithful one
-    for job in _jobs(list(sources or []), list(full or []), proxy, group, store=store,
-                     output=output, aliases=aliases):
+    pool = executor(workers, ray, ray_address)
+    jobs = _jobs(list(sources or []), list(full or []), proxy, group, store=store,
+                 output=output, aliases=aliases)
+    made: dict[str, Comparison] = {}
+    if group is not None and pool.name != "serial":  # the group's analyses as work items
+        found, made = group_results(jobs, store=store, pool=pool, align=align)
+        known.update(found)
+    for job in jobs:
         ids = {r.id for r in job.every}
         content = resolve(runs=job.runs, full=job.full, proxy=job.proxy, align=align,
-                          diagnoses={rid: d for rid, d in known.items() if rid in ids})
+                          diagnoses={rid: d for rid, d in known.items() if rid in ids},
+                          comparison=made.get(job.proxy.id) if job.proxy is not None else None)
         known.update(content.diagnoses)
         text = render(content, fmt=fmt)
         if str(job.output) == "-":  # e.g. Markdown straight into a PR comment

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import polars as pl
 import typer
@@ -13,6 +13,9 @@ from rich.table import Table
 from proxydiag.cli._app import DEFAULT_STORE, app, out
 from proxydiag.cli.show import cell, show
 from proxydiag.run import Run
+
+if TYPE_CHECKING:
+    from proxydiag.store import RunStore
 
 runs_app = typer.Typer(
     help="List stored runs; `runs show RUN` and `runs rm RUN`.",
@@ -30,6 +33,8 @@ def runs_list(
     ctx: typer.Context,
     store: Annotated[Path, typer.Option("--store", help="store directory (env PROXYDIAG_STORE)")]
     = DEFAULT_STORE,
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", help="text | json (one object per run and line, by run id)")] = "text",
 ) -> None:
     """List the runs in the store."""
     ctx.obj = store
@@ -38,6 +43,11 @@ def runs_list(
     from proxydiag.store import RunStore
 
     target = RunStore(store)
+    if fmt not in ("text", "json"):
+        raise typer.BadParameter(f"--format {fmt!r}: use text or json")
+    if fmt == "json":
+        _print_json(target)
+        return
     frame = target.runs()
     if frame.height == 0:
         out.print(f"no runs in {store} (add some with `proxydiag ingest SOURCE --store {store}`)",
@@ -53,6 +63,17 @@ def runs_list(
     for row in frame.select(shown).iter_rows():
         table.add_row(*[cell(_number(v)) for v in row])
     show(table)
+
+
+def _print_json(target: RunStore) -> None:
+    """Every run as one JSON line (``proxydiag/schemas/run.schema.json``), by run id."""
+    from proxydiag.fleet.index import run_index
+
+    names = {"run": "id", "n_points": "points", "n_metrics": "metrics"}
+    listed = ("run", "name", "role", "group", "n_points", "n_metrics", "source")
+    for row in run_index(target).select(listed).iter_rows(named=True):
+        out.print(json.dumps({names.get(k, k): v for k, v in row.items()}), markup=False,
+                  soft_wrap=True, highlight=False)
 
 
 def _number(value: object) -> object:

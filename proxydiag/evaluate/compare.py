@@ -32,11 +32,15 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxydiag.errors import IngestWarning, ProxydiagError
-from proxydiag.evaluate.diagnose import load_labels
+from proxydiag.evaluate.diagnose import Labels, load_labels
+
+if TYPE_CHECKING:
+    from proxydiag.fleet.executor import Executor
 
 #: verdicts accepted for each ``why`` (see the module docstring)
 EXPECTED: dict[str, frozenset[str]] = {
@@ -141,11 +145,13 @@ def _per_phase(results: list[PairResult]) -> dict[str, dict[str, float]]:
 
 
 def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str = "step",
-             truth: bool = False) -> list[PairResult]:
+             truth: bool = False, executor: Executor | None = None) -> list[PairResult]:
     """Compare every pair of a corpus (runs read and diagnosed once each).
 
     ``truth=True`` uses the corpus's true labels and onsets instead of :func:`diagnose`, which
-    scores the comparison alone (a misdiagnosis otherwise counts against it).
+    scores the comparison alone (a misdiagnosis otherwise counts against it). With an
+    ``executor`` other than in-process, each pair is a work item on it (a pair's runs are
+    then read by its worker: a full run shared by several pairs is read once per pair).
     """
     from proxydiag.fidelity.api import compare
     from proxydiag.fidelity.config import load_config
@@ -154,6 +160,8 @@ def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str
 
     cfg = load_config(config) if config is not None else None  # once, not per pair
     labels = load_labels(corpus)
+    if executor is not None and executor.name != "serial":
+        return _evaluate_on(executor, labels, cfg, align=align, truth=truth)
     runs_meta = labels.runs
     cache: dict[str, Any] = {}
 
@@ -183,6 +191,44 @@ def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str
             runs_meta[pair["proxy"]].get("role") == "full", c.fidelity, c.verdict, c.reasons,
             {p.name: p.verdict for p in c.phases}, dict(pair.get("phases") or {})))
     return results
+
+
+def _evaluate_on(executor: Executor, labels: Labels, cfg: Any, *, align: str, truth: bool,
+                 ) -> list[PairResult]:
+    items = [(name, pair, {rid: (str(labels.run_path(rid)), labels.runs[rid])
+                           for rid in [*pair["full"], pair["proxy"]]})
+             for name, pair in labels.pairs.items() if pair.get("faithful") is not None]
+    results = []
+    for outcome in executor.map(partial(compare_pair, cfg, align, truth), items):
+        if outcome.ok:
+            results.append(outcome.value)
+        else:
+            warnings.warn(IngestWarning(f"pair {outcome.item[0]}: not scored ({outcome.reason})"),
+                          stacklevel=2)
+    return results
+
+
+def compare_pair(cfg: Any, align: str, truth: bool,
+                 item: tuple[str, dict[str, Any], dict[str, tuple[str, dict[str, Any]]]],
+                 ) -> PairResult:
+    """One pair of a corpus as a work item: ``(name, pair, {run id: (path, labels entry)})``."""
+    from proxydiag.fidelity.api import compare
+    from proxydiag.fidelity.faults import diagnose_runs
+    from proxydiag.ingest import read_run
+
+    name, pair, runs = item
+    loaded = {}
+    for rid, (path, meta) in runs.items():
+        run = read_run(path)
+        given = [_true_diagnosis(run, meta)] if truth else [None]
+        loaded[rid] = (run, diagnose_runs([run], given)[0])
+    fulls = [loaded[r] for r in pair["full"]]
+    proxy, proxy_diag = loaded[pair["proxy"]]
+    c = compare([f for f, _ in fulls], proxy, align=align, config=cfg,
+                full_diagnoses=[d for _, d in fulls], proxy_diagnosis=proxy_diag)
+    return PairResult(name, pair.get("why", ""), bool(pair["faithful"]),
+                      runs[pair["proxy"]][1].get("role") == "full", c.fidelity, c.verdict,
+                      c.reasons)
 
 
 def _true_diagnosis(run: Any, meta: dict[str, Any]) -> Any:

@@ -12,14 +12,18 @@ from __future__ import annotations
 import json
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
 from proxydiag.diagnose.result import LABELS
 from proxydiag.errors import ConfigError, IngestWarning, ProxydiagError
+
+if TYPE_CHECKING:
+    from proxydiag.fleet.executor import Executor
 
 #: the prediction recorded for a run that could not be read (counts as a miss)
 UNREADABLE = "unreadable"
@@ -85,31 +89,49 @@ class BenchScore:
         }
 
 
-def score(corpus: str | Path, *, config: DiagnoseConfig | str | Path | None = None) -> BenchScore:
-    """Diagnose every run listed in ``corpus/labels.json`` and score the labels and onsets."""
+def score(corpus: str | Path, *, config: DiagnoseConfig | str | Path | None = None,
+          executor: Executor | None = None) -> BenchScore:
+    """Diagnose every run listed in ``corpus/labels.json`` and score the labels and onsets
+    (each run a work item on ``executor``: in this process by default)."""
+    from proxydiag.fleet.executor import Serial
+
+    labels = load_labels(corpus)
+    items = [(run_id, str(labels.run_path(run_id)), entry)
+             for run_id, entry in sorted(labels.runs.items())]
+    scores = []
+    for outcome in (executor or Serial()).map(partial(score_run, _config(config)), items):
+        if outcome.ok:
+            scores.append(outcome.value)
+        else:  # the worker died or met a bug: a miss, named, not the end of the evaluation
+            scores.append(_unreadable(*outcome.item, reason=outcome.reason))
+    return summarise(scores)
+
+
+def score_run(cfg: DiagnoseConfig, item: tuple[str, str, dict[str, Any]]) -> RunScore:
+    """Read and diagnose one corpus run (``(run id, path, labels entry)``) and score it."""
     from proxydiag.diagnose.api import diagnose
     from proxydiag.ingest import read_run
 
-    labels = load_labels(corpus)
-    cfg = _config(config)
-    scores = []
-    for run_id, entry in sorted(labels.runs.items()):
-        interval = int(entry.get("log_interval") or 1)
-        try:
-            run = read_run(labels.run_path(run_id))
-        except ProxydiagError as exc:
-            # one unreadable run is a miss, not the end of the evaluation
-            warnings.warn(IngestWarning(f"{run_id}: not scored as read ({exc})"), stacklevel=2)
-            scores.append(RunScore(run_id, str(entry["label"]), UNREADABLE,
-                                   _int(entry.get("onset_step")), None, float(interval), interval))
-            continue
-        d = diagnose(run, config=cfg)
-        span = (d.last_step or 0) - (d.first_step or 0) + interval
-        scores.append(RunScore(
-            run_id, str(entry["label"]), d.label, _int(entry.get("onset_step")), d.onset_step,
-            tolerance(span_steps=span, log_interval=interval), interval,
-        ))
-    return summarise(scores)
+    run_id, path, entry = item
+    interval = int(entry.get("log_interval") or 1)
+    try:
+        run = read_run(path)
+    except ProxydiagError as exc:
+        # one unreadable run is a miss, not the end of the evaluation
+        return _unreadable(run_id, path, entry, reason=str(exc))
+    d = diagnose(run, config=cfg)
+    span = (d.last_step or 0) - (d.first_step or 0) + interval
+    return RunScore(
+        run_id, str(entry["label"]), d.label, _int(entry.get("onset_step")), d.onset_step,
+        tolerance(span_steps=span, log_interval=interval), interval,
+    )
+
+
+def _unreadable(run_id: str, path: str, entry: dict[str, Any], *, reason: str) -> RunScore:
+    warnings.warn(IngestWarning(f"{run_id}: not scored as read ({reason})"), stacklevel=2)
+    interval = int(entry.get("log_interval") or 1)
+    return RunScore(run_id, str(entry["label"]), UNREADABLE, _int(entry.get("onset_step")),
+                    None, float(interval), interval)
 
 
 def tolerance(*, span_steps: float, log_interval: int) -> float:

@@ -15,17 +15,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.errors import AnalysisError
 from proxydiag.evaluate.diagnose import load_labels, tolerance
 from proxydiag.run import Run
 from proxydiag.watch._window import verdict
 from proxydiag.watch.replay import replay
+
+if TYPE_CHECKING:
+    from proxydiag.fleet.executor import Executor
 
 
 @dataclass(frozen=True)
@@ -187,19 +192,33 @@ def score(
     every: int = 10,
     oracle: bool = True,
     config: DiagnoseConfig | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
-    """Replay every run of ``corpus/labels.json`` and summarise (see :func:`summarise`)."""
-    from proxydiag.ingest import read_run
+    """Replay every run of ``corpus/labels.json`` and summarise (see :func:`summarise`); each
+    run is a work item on ``executor`` (in this process by default). A run that cannot be
+    read or replayed ends the evaluation, naming it."""
+    from proxydiag.fleet.executor import Serial
 
     labels = load_labels(corpus)
-    cfg = config or DiagnoseConfig()
+    task = partial(_replay_item, every, oracle, config or DiagnoseConfig())
+    items = [(run_id, str(labels.run_path(run_id)), entry)
+             for run_id, entry in sorted(labels.runs.items())]
     scores = []
-    for run_id, entry in sorted(labels.runs.items()):
-        run = read_run(labels.run_path(run_id))
-        scores.append(
-            score_run(run, {**entry, "run": run_id}, every=every, oracle=oracle, config=cfg)
-        )
+    for outcome in (executor or Serial()).map(task, items):
+        if not outcome.ok:
+            raise AnalysisError(f"{outcome.item[1]}: {outcome.reason}")
+        scores.append(outcome.value)
     return summarise(scores)
+
+
+def _replay_item(every: int, oracle: bool, config: DiagnoseConfig,
+                 item: tuple[str, str, dict[str, Any]]) -> WatchScore:
+    """One corpus run as a work item: read it and score its replay."""
+    from proxydiag.ingest import read_run
+
+    run_id, path, entry = item
+    return score_run(read_run(path), {**entry, "run": run_id}, every=every, oracle=oracle,
+                     config=config)
 
 
 def text(summary: dict[str, Any]) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import plotly.graph_objects as go
 import polars as pl
@@ -21,6 +21,9 @@ from proxydiag.report.fleet import Fleet
 from proxydiag.report.fragments import badge
 from proxydiag.report.page import FigureSet, render
 from proxydiag.report.text import num, step_text
+
+if TYPE_CHECKING:
+    from proxydiag.fleet.executor import Executor
 
 VERDICT_SYMBOL = {"faithful": "circle", "partial": "diamond", "unfaithful": "x"}
 PALETTE = ("#1f6fb4", "#e8710a", "#2e7d32", "#8e24aa", "#c62828", "#00838f", "#6d4c41",
@@ -164,12 +167,14 @@ def dashboard_html(fleet: Fleet) -> str:
                   title="Fleet", headline=_cards(fleet), body=body, footer=footer)
 
 
-def write_dashboard(store_path: Path, out_dir: Path, *, analyse: bool = True) -> Path:
-    """Write ``index.html`` for the store at ``store_path`` into ``out_dir``; return its path."""
+def write_dashboard(store_path: Path, out_dir: Path, *, analyse: bool = True,
+                    executor: Executor | None = None) -> Path:
+    """Write ``index.html`` for the store at ``store_path`` into ``out_dir``; return its path
+    (what is analysed in memory runs on ``executor`` when one is given)."""
     from proxydiag.report.fleet import load_fleet
     from proxydiag.store import RunStore
 
-    fleet = load_fleet(RunStore(store_path), analyse=analyse)
+    fleet = load_fleet(RunStore(store_path), analyse=analyse, executor=executor)
     out_dir.mkdir(parents=True, exist_ok=True)
     index = out_dir / "index.html"
     index.write_text(dashboard_html(fleet), encoding="utf-8")

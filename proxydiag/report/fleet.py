@@ -16,6 +16,7 @@ import polars as pl
 
 if TYPE_CHECKING:
     from proxydiag.fidelity.recommend import Recommendation
+    from proxydiag.fleet.executor import Executor
     from proxydiag.run import Run
     from proxydiag.store import RunStore
 
@@ -111,14 +112,36 @@ def _compare_one(compare: Callable[..., Any], full_runs: list[Run], full_diags: 
     return _comparison_row(proxy_id, c.fidelity, c.verdict, c.to_dict())
 
 
+def _analyse_on(executor: Executor, store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame,
+                comps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """:func:`_analyse_missing` with per-run and per-proxy work items on ``executor``."""
+    from proxydiag.fleet.missing import missing_results
+
+    ids = runs["run"].to_list()
+    proxies = runs.filter((pl.col("role") == "proxy") & pl.col("group").is_not_null())
+    todo = set(proxies.filter(~pl.col("run").is_in(comps["proxy_run"].to_list()))["run"].to_list())
+    made_diag, made_comp = missing_results(store, executor=executor, proxies_without=todo,
+                                           runs_without=set(ids) - set(diag["run"].to_list()))
+    new_diag = [(r, d.label, d.onset_step, d.confidence) for r in ids if (d := made_diag.get(r))]
+    new_comp = [_comparison_row(p, c.fidelity, c.verdict, c.to_dict())
+                for p in proxies["run"].to_list() if (c := made_comp.get(p)) is not None]
+    return (pl.concat([diag, pl.DataFrame(new_diag, schema=diag.schema, orient="row")]),
+            pl.concat([comps, pl.DataFrame(new_comp, schema=PROXY_SCHEMA, orient="row")]))
+
+
 def _analyse_missing(store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame,
-                     comps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+                     comps: pl.DataFrame, executor: Executor | None = None,
+                     ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Diagnose and compare in memory what the store has no result for (when available).
 
     One group at a time, so memory follows the largest group, not the fleet; the new rows keep
-    the catalog's run order.
+    the catalog's run order. With an ``executor`` other than in-process, per-run and
+    per-proxy work items run on it instead.
     """
     from proxydiag.report.api import optional_analysis
+
+    if executor is not None and executor.name != "serial":
+        return _analyse_on(executor, store, runs, diag, comps)
 
     memo = _Diagnoses(optional_analysis("proxydiag.diagnose.api", "diagnose"))
     compare: Callable[..., Any] | None = optional_analysis("proxydiag.fidelity.api", "compare")
@@ -144,12 +167,14 @@ def _analyse_missing(store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame,
             pl.concat([comps, pl.DataFrame(new_comp, schema=PROXY_SCHEMA, orient="row")]))
 
 
-def load_fleet(store: RunStore, *, analyse: bool = True) -> Fleet:
-    """Runs with labels and key metrics, and proxies with fidelity, from ``store``."""
+def load_fleet(store: RunStore, *, analyse: bool = True, executor: Executor | None = None,
+               ) -> Fleet:
+    """Runs with labels and key metrics, and proxies with fidelity, from ``store`` (what is
+    analysed in memory runs on ``executor`` when one is given)."""
     runs = store.runs()
     diag, comps = _stored_results(store)
     if analyse:
-        diag, comps = _analyse_missing(store, runs, diag, comps)
+        diag, comps = _analyse_missing(store, runs, diag, comps, executor)
     diag = diag.unique("run", keep="last")
     table = runs.join(diag, on="run", how="left").join(key_metrics(store.scan()), on="run",
                                                        how="left", suffix="_data")

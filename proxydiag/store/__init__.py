@@ -81,8 +81,13 @@ class RunStore:
                 self._prepare()
             yield self
 
-    def put(self, run: Run) -> str:
-        """Store ``run`` (replacing the run with the same id); returns the run id."""
+    def put(self, run: Run, *, source_key: str | None = None, source_hash: str | None = None,
+            ) -> str:
+        """Store ``run`` (replacing the run with the same id); returns the run id.
+
+        ``source_key`` and ``source_hash`` name what the run was read from and the digest of
+        that source and its reading configuration (a fleet ingest skips it while unchanged).
+        """
         if run.frame.schema != pl.Schema(SCHEMA):
             raise StoreError(f"run {run.id}: frame does not follow the canonical schema")
         rid = run.id
@@ -90,11 +95,16 @@ class RunStore:
         with self.writing():
             path = self._file(rid)
             if path.exists() and files.metadata(path).get("content_hash") == digest:
-                return rid  # unchanged: nothing to do
+                if source_hash is not None:  # unchanged, now also known by its source
+                    with self.session() as con:
+                        con.execute("UPDATE runs SET source_key = ?, source_hash = ? WHERE run = ?",
+                                    [source_key, source_hash, rid])
+                return rid  # unchanged: nothing else to do
             self._journal({"op": "put", "run": rid})
             files.write(path, run, digest=digest)
             with self.session() as con:
-                catalog.upsert_run(con, run, path=path, digest=digest)
+                catalog.upsert_run(con, run, path=path, digest=digest, source_key=source_key,
+                                   source_hash=source_hash)
             (self.path / JOURNAL).unlink()
         return rid
 
@@ -111,25 +121,30 @@ class RunStore:
             (self.path / JOURNAL).unlink()
         return rid
 
-    def put_diagnosis(self, diagnosis: Diagnosis) -> None:
-        """Keep a diagnosis (the latest per run); it is pending for MLflow until marked synced."""
+    def put_diagnosis(self, diagnosis: Diagnosis, *, input_hash: str | None = None) -> None:
+        """Keep a diagnosis (the latest per run); it is pending for MLflow until marked synced.
+        ``input_hash``: the digest of its inputs (a fleet diagnose reuses it while unchanged)."""
         d = diagnosis.to_dict()
         with self.writing(), self.session() as con:
             con.execute(
-                "INSERT OR REPLACE INTO diagnoses VALUES (?, ?, ?, ?, ?, false, ?)",
+                "INSERT OR REPLACE INTO diagnoses (run, label, onset_step, confidence, json, "
+                "mlflow_synced, created_at, input_hash) VALUES (?, ?, ?, ?, ?, false, ?, ?)",
                 [diagnosis.run, diagnosis.label, diagnosis.onset_step, diagnosis.confidence,
-                 json.dumps(d, default=str), catalog.now()],
+                 json.dumps(d, default=str), catalog.now(), input_hash],
             )
             self.outbox.forget("diagnosis", diagnosis.run)  # stale
 
-    def put_comparison(self, comparison: Comparison) -> str:
-        """Keep a comparison (the latest per proxy and set of full runs); returns its key."""
+    def put_comparison(self, comparison: Comparison, *, input_hash: str | None = None) -> str:
+        """Keep a comparison (the latest per proxy and set of full runs); returns its key.
+        ``input_hash``: the digest of its inputs (a fleet compare reuses it while unchanged)."""
         key = comparison_key(comparison.proxy_run, comparison.full_runs)
         with self.writing(), self.session() as con:
             con.execute(
-                "INSERT OR REPLACE INTO comparisons VALUES (?, ?, ?, ?, ?, ?, false, ?)",
+                "INSERT OR REPLACE INTO comparisons (key, proxy_run, full_runs, fidelity, verdict, "
+                "json, mlflow_synced, created_at, input_hash) VALUES (?, ?, ?, ?, ?, ?, false, ?, ?)",
                 [key, comparison.proxy_run, list(comparison.full_runs), comparison.fidelity,
-                 comparison.verdict, json.dumps(comparison.to_dict(), default=str), catalog.now()],
+                 comparison.verdict, json.dumps(comparison.to_dict(), default=str), catalog.now(),
+                 input_hash],
             )
             self.outbox.forget("comparison", key)  # stale
         return key
@@ -181,6 +196,12 @@ class RunStore:
             "ORDER BY key", catalog.COMP_SCHEMA,
         )
 
+    def query(self, sql: str, schema: dict[str, pl.DataType], params: list[Any] | None = None,
+              ) -> pl.DataFrame:
+        """The rows of a read-only SQL query on the catalog, typed by ``schema`` (no rows
+        where there is no catalog yet)."""
+        return self._query(sql, schema, params)
+
     def scan(self) -> pl.LazyFrame:
         """A LazyFrame over every stored run's Parquet (only runs the catalog lists)."""
         ids = self.runs()["run"].to_list()
@@ -197,6 +218,10 @@ class RunStore:
     # -- internals -----------------------------------------------------------------------
     def _file(self, rid: str) -> Path:
         return self.path / "runs" / f"{slug(rid, max_len=200)}.parquet"
+
+    def check_writable_place(self) -> None:
+        """StoreError when ``path`` is a file (before any work is done for this store)."""
+        self._check_dir()
 
     def _check_dir(self) -> None:
         if self.path.exists() and not self.path.is_dir():

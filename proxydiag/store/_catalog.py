@@ -25,7 +25,8 @@ import polars as pl
 from proxydiag.errors import StoreError
 from proxydiag.run import Run
 
-SCHEMA_VERSION = 1
+#: 2 added the columns of :data:`GROWN` (a store of schema 1 is grown when next written)
+SCHEMA_VERSION = 2
 CATALOG_NAME = "catalog.duckdb"
 #: small tables: one thread, and never reach for DuckDB's extension server
 _CONFIG = {"threads": 1, "autoload_known_extensions": False,
@@ -48,6 +49,17 @@ DDL = (
     """CREATE TABLE IF NOT EXISTS comparisons (
         key VARCHAR PRIMARY KEY, proxy_run VARCHAR, full_runs VARCHAR[], fidelity DOUBLE,
         verdict VARCHAR, json VARCHAR, mlflow_synced BOOLEAN, created_at TIMESTAMP)""",
+)
+
+#: columns added since schema 1, never removed: where a run's source was read from and the
+#: digest of that source's content and reading configuration (a fleet ingest skips a source
+#: whose digest is unchanged), and the digest of a result's inputs (run content, config,
+#: proxydiag version: a fleet diagnose/compare reuses a result whose inputs are unchanged)
+GROWN = (
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS source_key VARCHAR",
+    "ALTER TABLE runs ADD COLUMN IF NOT EXISTS source_hash VARCHAR",
+    "ALTER TABLE diagnoses ADD COLUMN IF NOT EXISTS input_hash VARCHAR",
+    "ALTER TABLE comparisons ADD COLUMN IF NOT EXISTS input_hash VARCHAR",
 )
 
 #: columns of ``RunStore.runs()``, in order
@@ -110,6 +122,10 @@ def create(con: duckdb.DuckDBPyConnection, db: Path) -> None:
         [str(SCHEMA_VERSION)],
     )
     check_version(con, db)
+    for statement in GROWN:
+        con.execute(statement)
+    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version' AND CAST(value AS INTEGER) < ?",
+                [str(SCHEMA_VERSION), SCHEMA_VERSION])
 
 
 def check_version(con: duckdb.DuckDBPyConnection, db: Path) -> None:
@@ -129,22 +145,30 @@ def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-def upsert_run(con: duckdb.DuckDBPyConnection, run: Run, *, path: Path, digest: str) -> None:
+#: the columns ``upsert_run`` writes, in order
+_WRITTEN = (*RUN_COLUMNS, "content_hash", "schema_version", "file", "attrs", "mapping",
+            "events", "source_key", "source_hash")
+
+
+def upsert_run(con: duckdb.DuckDBPyConnection, run: Run, *, path: Path, digest: str,
+               source_key: str | None = None, source_hash: str | None = None) -> None:
     """Replace the catalog row of ``run`` (inside a write session)."""
     attrs = run.attrs
     frame = run.frame
     steps = frame["step"]
     con.execute("DELETE FROM runs WHERE run = ?", [run.id])
+    names = ", ".join(f'"{c}"' for c in _WRITTEN)
     con.execute(
-        "INSERT INTO runs VALUES (" + ", ".join(["?"] * 22) + ")",
+        f"INSERT INTO runs ({names}) VALUES ({', '.join(['?'] * len(_WRITTEN))})",
         [run.id, run.name, _text(attrs.get("role")), _text(attrs.get("group")),
          _int(attrs.get("seed")), _float(attrs.get("experts_kept")),
          _float(attrs.get("cost_per_step")), _text(attrs.get("precision")),
          _text(attrs.get("format")), _text(attrs.get("source")), frame.height,
          frame["metric"].n_unique(), steps.min() if frame.height else None,
-         steps.max() if frame.height else None, now(), digest, SCHEMA_VERSION,
-         path.name, json.dumps(attrs, default=str), json.dumps(run.mapping),
-         json.dumps([e.to_dict() for e in run.events]), _float(attrs.get("experts_total"))],
+         steps.max() if frame.height else None, now(), _float(attrs.get("experts_total")),
+         digest, SCHEMA_VERSION, path.name, json.dumps(attrs, default=str),
+         json.dumps(run.mapping), json.dumps([e.to_dict() for e in run.events]), source_key,
+         source_hash],
     )
 
 

@@ -1,0 +1,128 @@
+"""The fleet analysis drivers: every stored run diagnosed, every stored proxy compared.
+
+Work items are per run (read its file + diagnose) and per proxy (read it and its group's full
+runs + compare); they go to an executor and come back in run-id order. The driver keeps each
+new result in the store with the digest of its inputs (the runs' content digests, the
+configuration, proxydiag's version); a result whose inputs are unchanged is taken from the
+store instead of computed again, unless ``force``. With ``keep=False`` (the dashboard) the
+store is only read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from proxydiag.errors import AnalysisError
+from proxydiag.fleet.digest import config_digest
+from proxydiag.fleet.executor import Executor
+from proxydiag.fleet.index import kept_results, run_index
+from proxydiag.fleet.results import diagnosis_from_dict
+from proxydiag.fleet.tasks import ProxyItem, compare_stored, diagnose_stored
+from proxydiag.store import RunStore, comparison_key
+
+if TYPE_CHECKING:
+    from proxydiag.diagnose.config import DiagnoseConfig
+    from proxydiag.fidelity.config import FidelityConfig
+
+
+@dataclass(frozen=True)
+class Result:
+    """One item's answer: ``value`` (a Diagnosis, or a Comparison's dict) or ``reason``;
+    ``made``: the Comparison itself when it was made now (its numbers unrounded)."""
+
+    key: str
+    value: Any = None
+    reason: str = ""
+    reused: bool = False
+    made: Any = None
+
+
+def diagnose_all(store: RunStore, *, executor: Executor, config: DiagnoseConfig,
+                 force: bool = False, keep: bool = True, only: set[str] | None = None,
+                 ) -> Iterator[Result]:
+    """Every stored run's Diagnosis (or failure), in run-id order; ``only`` limits the runs."""
+    _grow(store, keep=keep)
+    runs = run_index(store)
+    if only is not None:
+        runs = runs.filter(pl.col("run").is_in(sorted(only)))
+    kept = {} if force else kept_results(store, "diagnosis")
+    digests = {rid: config_digest("diagnose", h, config)
+               for rid, h in zip(runs["run"], runs["content_hash"], strict=True)}
+    todo = [rid for rid in runs["run"] if kept.get(rid, ("",))[0] != digests[rid]]
+    made = executor.map(partial(diagnose_stored, str(store.path), config), todo)
+    fresh = set(todo)
+    for rid in runs["run"]:
+        if rid not in fresh:
+            yield Result(rid, diagnosis_from_dict(kept[rid][1]), reused=True)
+            continue
+        outcome = next(made)
+        if not outcome.ok:
+            yield Result(rid, reason=outcome.reason)
+            continue
+        if keep:
+            store.put_diagnosis(outcome.value, input_hash=digests[rid])
+        yield Result(rid, outcome.value)
+
+
+def proxy_items(store: RunStore, *, group: str | None = None) -> list[ProxyItem]:
+    """Every proxy with a group (or of ``group``), each with its group's full runs (ordered by
+    seed, then name: the first is the reference), in proxy run-id order."""
+    runs = run_index(store)
+    if group is not None and group not in set(runs["group"].drop_nulls()):
+        groups = ", ".join(sorted(set(runs["group"].drop_nulls()))) or "none"
+        raise AnalysisError(f"{store.path}: no runs in group {group!r}; groups: {groups}")
+    grouped = runs.filter(pl.col("group").is_not_null() & (
+        pl.col("group") == group if group is not None else pl.lit(True)))
+    fulls = (grouped.filter(pl.col("role").fill_null("") != "proxy")
+             .with_columns(pl.col("seed").fill_null(1 << 30).alias("_order"))
+             .sort("group", "_order", "name", "run"))
+    members = {g: tuple(f["run"]) for (g,), f in fulls.group_by("group", maintain_order=True)}
+    proxies = grouped.filter(pl.col("role") == "proxy")
+    return [ProxyItem(rid, members.get(g, ())) for rid, g in
+            zip(proxies["run"], proxies["group"], strict=True)]
+
+
+def compare_all(store: RunStore, *, executor: Executor, config: FidelityConfig | None,
+                align: str = "step", group: str | None = None, force: bool = False,
+                keep: bool = True, only: set[str] | None = None) -> Iterator[Result]:
+    """Every proxy's Comparison dict (or failure) against its group's full runs; ``only``
+    limits the proxies."""
+    _grow(store, keep=keep)
+    items = [i for i in proxy_items(store, group=group) if only is None or i.proxy in only]
+    content = dict(zip(*run_index(store).select("run", "content_hash"), strict=True))
+    kept = {} if force else kept_results(store, "comparison")
+    digests = {i.proxy: config_digest("compare", content[i.proxy], [content[f] for f in i.full],
+                                      config, align) for i in items}
+    todo = [i for i in items if i.full and
+            kept.get(comparison_key(i.proxy, i.full), ("",))[0] != digests[i.proxy]]
+    made = executor.map(partial(compare_stored, str(store.path), config, align), todo)
+    fresh = set(todo)
+    for item in items:
+        if not item.full:
+            yield Result(item.proxy, reason=f"{item.proxy}: its group has no full run to "
+                                            "compare with")
+        elif item not in fresh:
+            yield Result(item.proxy, kept[comparison_key(item.proxy, item.full)][1], reused=True)
+        else:
+            yield _kept_comparison(next(made), store, digests[item.proxy], keep=keep)
+
+
+def _kept_comparison(outcome: Any, store: RunStore, digest: str, *, keep: bool) -> Result:
+    item: ProxyItem = outcome.item
+    if not outcome.ok:
+        return Result(item.proxy, reason=outcome.reason)
+    if keep:
+        store.put_comparison(outcome.value, input_hash=digest)
+    return Result(item.proxy, outcome.value.to_dict(), made=outcome.value)
+
+
+def _grow(store: RunStore, *, keep: bool) -> None:
+    """Grow a schema-1 catalog by the digest columns (a writer's first act) before reading."""
+    if keep:
+        with store.writing():
+            pass

@@ -1,0 +1,70 @@
+"""Digests that let a fleet command skip what has not changed since it last ran.
+
+A source's digest covers its bytes (every file under a directory, with its relative path),
+the reader, the reading configuration and proxydiag's version; equal digests mean reading it
+again would store the same runs. An MLflow URI has no digest (its run may still be logging, and
+its content is on a server): it is always read. A result's digest covers the run contents it
+was computed from (the catalog's ``content_hash`` of each run), the analysis configuration and
+proxydiag's version.
+
+>>> import tempfile, pathlib
+>>> f = pathlib.Path(tempfile.mkdtemp()) / "m.csv"
+>>> _ = f.write_text("step,loss\\n1,0.5\\n")
+>>> a = source_digest(str(f), reader="csv", config="")
+>>> _ = f.write_text("step,loss\\n1,0.6\\n")
+>>> a == source_digest(str(f), reader="csv", config=""), source_digest("runs:/abc", reader="m", config="")
+(False, None)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+#: bytes read at a time while hashing a file
+CHUNK_BYTES = 1 << 20
+
+
+def _version() -> str:
+    from proxydiag import __version__
+
+    return __version__
+
+
+def source_digest(source: str, *, reader: str, config: str) -> str | None:
+    """The digest of ``source`` as read by ``reader`` under ``config`` (None for a URI)."""
+    from proxydiag.ingest import is_uri
+
+    if is_uri(source):
+        return None
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(json.dumps([_version(), reader, config]).encode())
+    path = Path(source)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in files:
+        digest.update(str(file.relative_to(path) if file != path else "").encode() + b"\0")
+        with file.open("rb") as fh:
+            while chunk := fh.read(CHUNK_BYTES):
+                digest.update(chunk)
+        digest.update(b"\0" + str(os.path.getsize(file)).encode())
+    return digest.hexdigest()
+
+
+def config_digest(*parts: Any) -> str:
+    """A digest of configuration values (anything ``json``/``repr`` can spell).
+
+    >>> config_digest("a", 1) == config_digest("a", 1) != config_digest("a", 2)
+    True
+    """
+    text = json.dumps([_version(), *parts], default=repr, sort_keys=True)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def file_digest(path: Path | None) -> str:
+    """The digest of a config file's bytes ('' for none)."""
+    if path is None:
+        return ""
+    return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()

@@ -1,0 +1,171 @@
+"""Fleet work items, as they run on a worker: read a source, diagnose a run, compare a proxy.
+
+Each function is module-level and takes picklable arguments (a worker process or a Ray node
+imports this module and calls it), reads what it needs itself (a path on shared storage, an
+MLflow URI, a run file of the store) and returns a compact result: runs as :class:`RunBlob`
+(the canonical frame as Arrow IPC bytes), a :class:`~proxydiag.diagnose.result.Diagnosis` or a
+:class:`~proxydiag.fidelity.result.Comparison`. Nothing here writes to the store.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from proxydiag.errors import IngestError
+from proxydiag.events import Event
+from proxydiag.fleet.digest import source_digest
+from proxydiag.run import Run
+
+if TYPE_CHECKING:
+    from proxydiag.diagnose.config import DiagnoseConfig
+    from proxydiag.diagnose.result import Diagnosis
+    from proxydiag.fidelity.config import FidelityConfig
+    from proxydiag.fidelity.result import Comparison
+    from proxydiag.ingest import ReadContext, Reader
+
+
+@dataclass(frozen=True)
+class RunBlob:
+    """A run on its way from a worker to the driver: Arrow IPC bytes plus JSON metadata.
+
+    >>> from proxydiag.run.build import build_run
+    >>> run = build_run(pl.DataFrame({"step": [1], "key": ["loss"], "value": [0.5]}),
+    ...                 name="r", source="s", fmt="csv")
+    >>> back = RunBlob.of(run).run()
+    >>> back.id == run.id, back.frame.equals(run.frame)
+    (True, True)
+    """
+
+    ipc: bytes
+    meta: str
+
+    @classmethod
+    def of(cls, run: Run) -> RunBlob:
+        buffer = io.BytesIO()
+        run.frame.write_ipc(buffer, compression="lz4")
+        meta = {"name": run.name, "attrs": run.attrs, "mapping": run.mapping,
+                "events": [e.to_dict() for e in run.events]}
+        return cls(buffer.getvalue(), json.dumps(meta, default=str))
+
+    def run(self) -> Run:
+        meta = json.loads(self.meta)
+        frame = pl.read_ipc(io.BytesIO(self.ipc))
+        return Run(frame, meta["name"], meta["attrs"], meta["mapping"],
+                   [Event(**e) for e in meta["events"]])
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """How every source of one ingest is read: the reading context, the role/group overrides,
+    and a digest of all that (part of each source's digest)."""
+
+    ctx: ReadContext
+    role: str | None = None
+    group: str | None = None
+    config_digest: str = ""
+    force: bool = False
+
+
+def reader_name(reader: Reader) -> str:
+    """The name ``reader`` is registered under in :data:`proxydiag.ingest.READERS` (what a
+    work item carries: a worker looks the reader up by it), else its module's dotted path."""
+    from proxydiag.ingest import READERS
+
+    for name, known in READERS.items():
+        if known is reader:
+            return name
+    return str(getattr(reader, "__name__", reader))  # a module a worker can import
+
+
+@dataclass(frozen=True)
+class SourceItem:
+    """One source to read with the reader registered as ``reader``; ``known``: the digest the
+    store holds for it (reading is skipped when the source still has that digest)."""
+
+    reader: str
+    source: str
+    known: str | None = None
+
+
+@dataclass(frozen=True)
+class Read:
+    """What reading a source gave: its digest and runs (none when ``unchanged``)."""
+
+    digest: str | None
+    runs: tuple[RunBlob, ...] = ()
+    unchanged: bool = False
+
+
+def read_source(spec: ReadSpec, item: SourceItem) -> Read:
+    """Read ``item`` (unless its digest equals the one the store holds) into run blobs."""
+    digest = source_digest(item.source, reader=item.reader, config=spec.config_digest)
+    if digest is not None and digest == item.known and not spec.force:
+        return Read(digest, unchanged=True)
+    runs: list[Run] = _reader(item.reader).read(_path_or_uri(item.source), spec.ctx)
+    if not runs:
+        raise IngestError(f"{item.source}: no runs in this source; nothing to ingest")
+    for run in runs:
+        if spec.role is not None:
+            run.attrs["role"] = spec.role
+        if spec.group is not None:
+            run.attrs["group"] = spec.group
+    return Read(digest, tuple(RunBlob.of(run) for run in runs))
+
+
+def _reader(name: str) -> Reader:
+    """The reader registered as ``name``, else the module of that dotted path (a reader a
+    plugin registered in the driver only: the worker imports it)."""
+    from proxydiag.ingest import READERS
+
+    if name in READERS:
+        return READERS[name]
+    try:
+        module: Reader = importlib.import_module(name)  # type: ignore[assignment]
+    except ImportError as exc:
+        raise IngestError(f"reader {name!r}: neither registered nor importable on this "
+                          f"worker ({exc})") from exc
+    return module
+
+
+def _path_or_uri(source: str) -> str | Path:
+    from proxydiag.ingest import is_uri
+
+    return source if is_uri(source) else Path(source)
+
+
+def diagnose_stored(store: str, config: DiagnoseConfig, run_id: str) -> Diagnosis:
+    """Diagnose the stored run ``run_id`` (its file read directly; no lock taken)."""
+    from proxydiag.diagnose.api import diagnose
+    from proxydiag.store import RunStore
+
+    return diagnose(RunStore(store).get(run_id), config=config)
+
+
+@dataclass(frozen=True)
+class ProxyItem:
+    """One proxy to compare against its group's full runs (run ids in ``store``)."""
+
+    proxy: str
+    full: tuple[str, ...]
+    known: str | None = None
+
+
+def compare_stored(store: str, config: FidelityConfig | None, align: str, item: ProxyItem,
+                   ) -> Comparison:
+    """Compare the stored proxy against its full runs (each read and diagnosed here)."""
+    from proxydiag.diagnose.api import diagnose
+    from proxydiag.fidelity.api import compare
+    from proxydiag.store import RunStore
+
+    runs = RunStore(store)
+    fulls = [runs.get(rid) for rid in item.full]
+    proxy = runs.get(item.proxy)
+    return compare(fulls, proxy, align=align, config=config,
+                   full_diagnoses=[diagnose(r) for r in fulls], proxy_diagnosis=diagnose(proxy))
