@@ -11,6 +11,8 @@ and results (:class:`RunStore`). ``docs/architecture.md`` maps the rest.
 
 from __future__ import annotations
 
+from proxydiag._version import __version__
+
 # The functions diagnose, compare and report share their names with the subpackages that hold
 # them: importing each function binds the name to the function after its package was imported
 # (a later import of a submodule sets attributes on the package, not on this module).
@@ -26,8 +28,6 @@ from proxydiag.metrics import AliasTable
 from proxydiag.report.api import report
 from proxydiag.run import Run
 from proxydiag.store import RunStore
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AliasTable",

@@ -68,6 +68,6 @@ def _root() -> None:
 @app.command()
 def version() -> None:
     """Print proxydiag's version."""
-    from proxydiag import __version__
+    from proxydiag._version import __version__
 
     out.print(__version__)

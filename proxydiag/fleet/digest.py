@@ -29,7 +29,7 @@ CHUNK_BYTES = 1 << 20
 
 
 def _version() -> str:
-    from proxydiag import __version__
+    from proxydiag._version import __version__
 
     return __version__
 

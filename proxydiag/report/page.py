@@ -57,7 +57,7 @@ class FigureSet:
 
 def render(template: str, *, figures: FigureSet, **parts: str) -> str:
     """Fill ``template`` with escaped-already ``parts``, the figures, CSS and plotly.js."""
-    from proxydiag import __version__
+    from proxydiag._version import __version__
 
     return Template(template_text(template)).substitute(
         style=template_text("style.css"),
