@@ -32,8 +32,12 @@ def make_run(scenario: str, *, n_steps: int, n_metrics: int, seed: int = 0) -> R
     columns = [values[k] for k in names] + [rng.normal(size=n_steps) for _ in extra]
     keys = np.repeat(np.array(names + extra, dtype=object), n_steps)
     steps = np.tile(np.arange(1, n_steps + 1), n_metrics)
-    return build_run(raw(steps, keys, np.concatenate(columns)), name=f"bench-{scenario}",
-                     source=f"mem://bench/{scenario}", fmt="bench")
+    return build_run(
+        raw(steps, keys, np.concatenate(columns)),
+        name=f"bench-{scenario}",
+        source=f"mem://bench/{scenario}",
+        fmt="bench",
+    )
 
 
 def run(ctx: Context) -> list[Row]:
@@ -48,9 +52,13 @@ def run(ctx: Context) -> list[Row]:
         cpu = time.process_time()
         seconds = measure(lambda r=r: diagnose(r), repeat=ctx.repeat)  # type: ignore[misc]
         cpu_each = (time.process_time() - cpu) / (ctx.repeat + 1)
-        rows.append(Row(
-            f"diagnose {points:,} points ({n_metrics} metrics × {n_steps:,} steps), {scenario}",
-            "proxydiag", seconds, points=points,
-            note=f"label {result.label}@{result.onset_step}; CPU {cpu_each:.2f} s per call",
-        ))
+        rows.append(
+            Row(
+                f"diagnose {points:,} points ({n_metrics} metrics × {n_steps:,} steps), {scenario}",
+                "proxydiag",
+                seconds,
+                points=points,
+                note=f"label {result.label}@{result.onset_step}; CPU {cpu_each:.2f} s per call",
+            )
+        )
     return rows

@@ -28,8 +28,9 @@ def make_run(seed: int, *, n_metrics: int, n_steps: int, scale: float = 1.0) -> 
     values = (shapes * scale + 0.05 * noise).ravel()
     keys = np.repeat([f"metric_{i:02d}" for i in range(n_metrics)], n_steps).tolist()
     steps = np.tile(np.arange(n_steps), n_metrics)
-    return build_run(raw(steps, keys, values), name=f"bench-{seed}", source=f"mem://bench/{seed}",
-                     fmt="bench")
+    return build_run(
+        raw(steps, keys, values), name=f"bench-{seed}", source=f"mem://bench/{seed}", fmt="bench"
+    )
 
 
 def run(ctx: Context) -> list[Row]:
@@ -44,18 +45,32 @@ def run(ctx: Context) -> list[Row]:
     label = f"compare {points:,} + {points:,} points"
     rows = []
     for n_full in (1, 3):
+
         def call(k: int = n_full) -> object:
             return compare(fulls[:k], proxy, full_diagnoses=diags[:k], proxy_diagnosis=diags[-1])
 
         cpu = time.process_time()
         seconds = measure(call, repeat=ctx.repeat)
         cpu_each = (time.process_time() - cpu) / (ctx.repeat + 1)
-        rows.append(Row(f"{label}, {n_full} full seed(s), 200 bootstrap resamples", "proxydiag",
-                        seconds, points=2 * points, note=f"CPU {cpu_each:.2f} s per call"))
+        rows.append(
+            Row(
+                f"{label}, {n_full} full seed(s), 200 bootstrap resamples",
+                "proxydiag",
+                seconds,
+                points=2 * points,
+                note=f"CPU {cpu_each:.2f} s per call",
+            )
+        )
 
     def end_to_end() -> object:
         return compare(fulls[:1], proxy)
 
-    rows.append(Row(f"{label}, 1 full seed, incl. diagnose of both runs", "proxydiag",
-                    measure(end_to_end, repeat=ctx.repeat), points=2 * points))
+    rows.append(
+        Row(
+            f"{label}, 1 full seed, incl. diagnose of both runs",
+            "proxydiag",
+            measure(end_to_end, repeat=ctx.repeat),
+            points=2 * points,
+        )
+    )
     return rows

@@ -51,8 +51,12 @@ NOISE = "azwus2f4C3:1234:5678 [3] NCCL INFO Channel 00/02 :    0   1   2   3   4
 _MEG_RE = re.compile(r"iteration\s+(\d+)/")
 _MEG_KV = re.compile(r"\|\s*([^|:]+?):\s*([-+\d.eE]+)")
 _DS_RE = re.compile(r"step=(\d+), skipped=(\d+), lr=\[([^,\]]+)")
-_TIMER_RE = re.compile(r"global_step=(\d+), RunningAvgSamplesPerSec=([^,]+), CurrSamplesPerSec=([^,]+)")
-_OVF_RE = re.compile(r"OVERFLOW! Rank \d+ Skipping step\. Attempted loss scale: (\S+), reducing to (\S+)")
+_TIMER_RE = re.compile(
+    r"global_step=(\d+), RunningAvgSamplesPerSec=([^,]+), CurrSamplesPerSec=([^,]+)"
+)
+_OVF_RE = re.compile(
+    r"OVERFLOW! Rank \d+ Skipping step\. Attempted loss scale: (\S+), reducing to (\S+)"
+)
 
 
 def run(ctx: Context) -> list[Row]:
@@ -80,9 +84,15 @@ def run(ctx: Context) -> list[Row]:
         }
         peak = _peak(path, writer(ctx.cache, 20_000))
         rows += [
-            Row(group, tool, secs, n, peak_mb=peak.mb if tool == "proxydiag" else None,
+            Row(
+                group,
+                tool,
+                secs,
+                n,
+                peak_mb=peak.mb if tool == "proxydiag" else None,
                 note=f"{notes[tool]}; {n / cpu[tool]:,.0f} lines per CPU-s"
-                     + (f"; {peak.note}" if tool == "proxydiag" else ""))
+                + (f"; {peak.note}" if tool == "proxydiag" else ""),
+            )
             for tool, secs in times.items()
         ]
     rows.append(_streaming(ctx))
@@ -95,15 +105,22 @@ def _streaming(ctx: Context) -> Row:
     t0 = time.perf_counter()
     peak = _peak(path, _write_stream(ctx.cache, 4))
     seconds = time.perf_counter() - t0  # the log is read once, in that process
-    return Row(f"console stream {mb} MB", "proxydiag", [seconds], int(peak.lines or 0),
-               peak_mb=peak.mb, note=f"lines/s incl. process start; {peak.note}, "
-                                     f"{peak.points or 0:,} points")
+    return Row(
+        f"console stream {mb} MB",
+        "proxydiag",
+        [seconds],
+        int(peak.lines or 0),
+        peak_mb=peak.mb,
+        note=f"lines/s incl. process start; {peak.note}, {peak.points or 0:,} points",
+    )
 
 
 def _peak(path: Path, small: Path) -> Peak:
     """Peak memory of reading ``path`` (after reading ``small``, which warms the reader up)."""
-    return peak_rss_mb(f"run = proxydiag.read_run(Path({str(path)!r}))",
-                       warm=f"proxydiag.read_run(Path({str(small)!r}))")
+    return peak_rss_mb(
+        f"run = proxydiag.read_run(Path({str(path)!r}))",
+        warm=f"proxydiag.read_run(Path({str(small)!r}))",
+    )
 
 
 def _cached(cache: Path, name: str) -> tuple[Path, bool]:
@@ -119,8 +136,18 @@ def _write_megatron(cache: Path, n: int) -> Path:
     rng = random.Random(0)
     with path.open("w") as fh:
         for i in range(1, n + 1):
-            fh.write(MEGATRON.format(m=(i // 60) % 60, s=i % 60, i=i, cs=i * 512, t=1234.5 + rng.random(),
-                                     lr=1e-4 * rng.random(), loss=3 * rng.random(), gn=rng.random()))
+            fh.write(
+                MEGATRON.format(
+                    m=(i // 60) % 60,
+                    s=i % 60,
+                    i=i,
+                    cs=i * 512,
+                    t=1234.5 + rng.random(),
+                    lr=1e-4 * rng.random(),
+                    loss=3 * rng.random(),
+                    gn=rng.random(),
+                )
+            )
     return path
 
 
@@ -148,11 +175,14 @@ def _write_stream(cache: Path, mb: int) -> Path:
     first = 1
     with path.open("w") as fh:
         while fh.tell() < mb * 1024 * 1024:
-            fh.write("".join(
-                NOISE * 48 + DS_STEP.format(m=0, s=0, i=i, k=0, lr=1e-5)
-                + DS_TIMER.format(m=0, s=0, i=i, c=171.0)
-                for i in range(first, first + 1000)
-            ))
+            fh.write(
+                "".join(
+                    NOISE * 48
+                    + DS_STEP.format(m=0, s=0, i=i, k=0, lr=1e-5)
+                    + DS_TIMER.format(m=0, s=0, i=i, c=171.0)
+                    for i in range(first, first + 1000)
+                )
+            )
             first += 1000
     return path
 

@@ -27,10 +27,21 @@ import polars as pl
 from benchmarks.common import Context, Row
 
 ROOT = Path(__file__).resolve().parents[1]
-NAMES = ["actor/pg_loss", "actor/grad_norm", "actor/entropy", "actor/ppo_kl", "actor/pg_clipfrac",
-         "actor/lr", "critic/score/mean", "response_length/mean", "training/rollout_probs_diff_mean",
-         "training/rollout_probs_diff_max", "rollout_corr/k3_kl", "perf/throughput",
-         "perf/time_per_step"]
+NAMES = [
+    "actor/pg_loss",
+    "actor/grad_norm",
+    "actor/entropy",
+    "actor/ppo_kl",
+    "actor/pg_clipfrac",
+    "actor/lr",
+    "critic/score/mean",
+    "response_length/mean",
+    "training/rollout_probs_diff_mean",
+    "training/rollout_probs_diff_max",
+    "rollout_corr/k3_kl",
+    "perf/throughput",
+    "perf/time_per_step",
+]
 
 
 def fleet_inputs(ctx: Context, *, n_runs: int, n_metrics: int, n_steps: int) -> Path:
@@ -113,8 +124,13 @@ print(json.dumps({"seconds": t_ingest, "points": n, "listed": listed, "list_s": 
 def _job(src: Path, mode: str, *extra: str) -> dict[str, Any]:
     dst = Path(tempfile.mkdtemp(prefix="proxydiag-bench-store-"))
     try:
-        res = subprocess.run([sys.executable, "-c", JOB, str(src), str(dst), mode, *extra],
-                             cwd=ROOT, capture_output=True, text=True, check=True)
+        res = subprocess.run(
+            [sys.executable, "-c", JOB, str(src), str(dst), mode, *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     finally:
         shutil.rmtree(dst, ignore_errors=True)
     result: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
@@ -125,7 +141,9 @@ def _keys_input(ctx: Context, n_keys: int) -> Path:
     path = ctx.cache / f"keys_{n_keys}.csv"
     if not path.exists():
         steps = np.tile(np.arange(10), n_keys)
-        keys = np.repeat([f"layer_{i // 100}/expert_{i % 100}/load <{i}>" for i in range(n_keys)], 10)
+        keys = np.repeat(
+            [f"layer_{i // 100}/expert_{i % 100}/load <{i}>" for i in range(n_keys)], 10
+        )
         pl.DataFrame({"step": steps, "key": keys, "value": np.sin(steps + 0.1)}).write_csv(path)
     return path
 
@@ -135,19 +153,39 @@ def run(ctx: Context) -> list[Row]:
     src = fleet_inputs(ctx, n_runs=n_runs, n_metrics=n_metrics, n_steps=n_steps)
     fleet = _job(src, "fleet")
     what = "ingest + diagnose" if fleet["diagnose"] else "ingest only (diagnose not importable)"
-    rows = [Row(f"fleet {n_runs} runs × {n_metrics} metrics × {n_steps:,} steps: {what}",
-                "proxydiag", [float(fleet["seconds"])], points=int(fleet["points"]),
-                peak_mb=float(fleet["peak_mb"]),
-                note=f"store {int(fleet['size']) / 1e6:,.0f} MB on disk")]
+    rows = [
+        Row(
+            f"fleet {n_runs} runs × {n_metrics} metrics × {n_steps:,} steps: {what}",
+            "proxydiag",
+            [float(fleet["seconds"])],
+            points=int(fleet["points"]),
+            peak_mb=float(fleet["peak_mb"]),
+            note=f"store {int(fleet['size']) / 1e6:,.0f} MB on disk",
+        )
+    ]
     count = ctx.size(1000, 20)
     many = _job(src, "many", str(count))
-    rows.append(Row(f"{count:,} runs in one store: put each", "proxydiag", [float(many["seconds"])],
-                    points=int(many["points"]), peak_mb=float(many["peak_mb"]),
-                    note=f"runs() {float(many['list_s']):.2f} s, scan() of all {float(many['scan_s']):.2f} s, "
-                    f"store {int(many['size']) / 1e6:,.1f} MB"))
+    rows.append(
+        Row(
+            f"{count:,} runs in one store: put each",
+            "proxydiag",
+            [float(many["seconds"])],
+            points=int(many["points"]),
+            peak_mb=float(many["peak_mb"]),
+            note=f"runs() {float(many['list_s']):.2f} s, scan() of all {float(many['scan_s']):.2f} s, "
+            f"store {int(many['size']) / 1e6:,.1f} MB",
+        )
+    )
     n_keys = ctx.size(10_000, 500)
     keys = _job(_keys_input(ctx, n_keys), "keys")
-    rows.append(Row(f"{n_keys:,} distinct metric keys in one run: read + put", "proxydiag",
-                    [float(keys["seconds"])], points=int(keys["points"]),
-                    peak_mb=float(keys["peak_mb"]), note=f"{keys['listed']} keys stored"))
+    rows.append(
+        Row(
+            f"{n_keys:,} distinct metric keys in one run: read + put",
+            "proxydiag",
+            [float(keys["seconds"])],
+            points=int(keys["points"]),
+            peak_mb=float(keys["peak_mb"]),
+            note=f"{keys['listed']} keys stored",
+        )
+    )
     return rows

@@ -89,9 +89,13 @@ print(json.dumps({"start_s": t_start, "trivial_s": t_trivial, "ingest_s": t_inge
 def _job(src: Path, flag: str, n_trivial: int) -> dict[str, Any]:
     dst = Path(tempfile.mkdtemp(prefix="proxydiag-bench-exec-"))
     try:
-        res = subprocess.run([sys.executable, "-c", JOB, str(src), str(dst), flag,
-                              str(n_trivial)], cwd=ROOT, capture_output=True, text=True,
-                             check=True)
+        res = subprocess.run(
+            [sys.executable, "-c", JOB, str(src), str(dst), flag, str(n_trivial)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     finally:
         shutil.rmtree(dst, ignore_errors=True)
     result: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
@@ -117,14 +121,24 @@ def run(ctx: Context) -> list[Row]:
             continue  # the row is missing: proxydiag[ray] is not installed
         got = _job(src, flag, n_trivial)
         seconds = float(got["ingest_s"]) + float(got["diagnose_s"])
-        per_task = (f", {1e3 * float(got['trivial_s']) / n_trivial:.2f} ms/trivial task"
-                    if flag != "--workers 1" else "")
+        per_task = (
+            f", {1e3 * float(got['trivial_s']) / n_trivial:.2f} ms/trivial task"
+            if flag != "--workers 1"
+            else ""
+        )
         start = f", start {float(got['start_s']):.1f} s (not counted)" if flag == "--ray" else ""
-        rows.append(Row(group, tool, [seconds], points=int(got["points"]),
-                        peak_mb=float(got["peak_mb"]),
-                        note=f"ingest {float(got['ingest_s']):.1f} s + diagnose "
-                             f"{float(got['diagnose_s']):.1f} s; driver in store "
-                             f"{float(got['in_store_s']):.1f} s{per_task}{start}; "
-                             f"{got['runs']} stored, {got['failed']} failed",
-                        extra=got))
+        rows.append(
+            Row(
+                group,
+                tool,
+                [seconds],
+                points=int(got["points"]),
+                peak_mb=float(got["peak_mb"]),
+                note=f"ingest {float(got['ingest_s']):.1f} s + diagnose "
+                f"{float(got['diagnose_s']):.1f} s; driver in store "
+                f"{float(got['in_store_s']):.1f} s{per_task}{start}; "
+                f"{got['runs']} stored, {got['failed']} failed",
+                extra=got,
+            )
+        )
     return rows

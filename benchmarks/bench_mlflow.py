@@ -50,19 +50,26 @@ def make_sqlite(path: Path, runs: dict[str, tuple[int, int]]) -> tuple[str, dict
     uri = f"sqlite:///{path}"
     client = MlflowClient(uri)
     exp = client.create_experiment("bench", artifact_location=(path.parent / "art").as_uri())
-    ids = {name: client.create_run(exp, run_name=name, tags={"role": "proxy"}).info.run_id
-           for name in runs}
+    ids = {
+        name: client.create_run(exp, run_name=name, tags={"role": "proxy"}).info.run_id
+        for name in runs
+    }
     with sqlite3.connect(path) as con:
         for seed, (name, (n_keys, n_steps)) in enumerate(runs.items()):
             rid = ids[name]
             values = _values(n_keys, n_steps, seed)
             for k in range(n_keys):
                 rows = _sql_rows(f"actor/metric_{k:02d}", values[k], rid)
-                con.executemany("INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan)"
-                                " VALUES (?, ?, ?, ?, ?, ?)", rows)
-                con.execute("INSERT INTO latest_metrics (key, value, timestamp, step, is_nan, "
-                            "run_uuid) VALUES (?, ?, ?, ?, ?, ?)",
-                            (rows[-1][0], rows[-1][1], rows[-1][2], rows[-1][4], rows[-1][5], rid))
+                con.executemany(
+                    "INSERT INTO metrics (key, value, timestamp, run_uuid, step, is_nan)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    rows,
+                )
+                con.execute(
+                    "INSERT INTO latest_metrics (key, value, timestamp, step, is_nan, "
+                    "run_uuid) VALUES (?, ?, ?, ?, ?, ?)",
+                    (rows[-1][0], rows[-1][1], rows[-1][2], rows[-1][4], rows[-1][5], rid),
+                )
     return uri, ids
 
 
@@ -85,8 +92,11 @@ def make_file_store(root: Path, n_keys: int, n_steps: int) -> tuple[Path, str]:
     for k in range(n_keys):
         path = run_dir / "metrics" / "actor" / f"metric_{k:02d}"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"{1_700_000_000_000 + s} {v!r} {s}\n"
-                                for s, v in enumerate(values[k].tolist())))
+        path.write_text(
+            "".join(
+                f"{1_700_000_000_000 + s} {v!r} {s}\n" for s, v in enumerate(values[k].tolist())
+            )
+        )
     return run_dir, run.info.run_id
 
 
@@ -105,8 +115,15 @@ def _inputs(ctx: Context) -> dict[str, Any]:
     uri = f"sqlite:///{base / 'mlflow.db'}"
     ids = {**_run_ids(uri), **_run_ids(f"sqlite:///{base / 'server-src.db'}")}
     run_dir = next(p for p in (base / "mlruns").glob("*/*") if (p / "metrics").is_dir())
-    return {"base": base, "uri": uri, "ids": ids, "keys": keys, "steps": steps,
-            "run_dir": run_dir, "server_points": server_keys * server_steps}
+    return {
+        "base": base,
+        "uri": uri,
+        "ids": ids,
+        "keys": keys,
+        "steps": steps,
+        "run_dir": run_dir,
+        "server_points": server_keys * server_steps,
+    }
 
 
 def _run_ids(uri: str) -> dict[str, str]:
@@ -142,30 +159,59 @@ def _sqlite_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
     opts = ReadContext(options={"run_ids": [rid]})
     mlflow.set_tracking_uri(uri)
     db = str(data["base"] / "mlflow.db")
-    times = alternate({
-        "proxydiag": lambda: mlflow_sql.read(uri, opts),
-        "get_metric_history": lambda: _history_loop(client, rid, sub),
-        "mlflow.search_runs": lambda: mlflow.search_runs(search_all_experiments=True),
-        "sqlite3 fetchall": lambda: sqlite3.connect(db).execute(
-            "SELECT key, step, value, is_nan, timestamp FROM metrics WHERE run_uuid = ?",
-            (rid,)).fetchall(),
-    }, repeat=ctx.repeat)
+    times = alternate(
+        {
+            "proxydiag": lambda: mlflow_sql.read(uri, opts),
+            "get_metric_history": lambda: _history_loop(client, rid, sub),
+            "mlflow.search_runs": lambda: mlflow.search_runs(search_all_experiments=True),
+            "sqlite3 fetchall": lambda: (
+                sqlite3.connect(db)
+                .execute(
+                    "SELECT key, step, value, is_nan, timestamp FROM metrics WHERE run_uuid = ?",
+                    (rid,),
+                )
+                .fetchall()
+            ),
+        },
+        repeat=ctx.repeat,
+    )
     group = f"mlflow sqlite store, {n:,} points"
     read = "mlflow_sql.read({uri!r}, ReadContext(options={{'run_ids': [{rid!r}]}}))[0]"
     peak = peak_rss_mb(
         f"run = {read.format(uri=uri, rid=rid)}",
         warm="from proxydiag.ingest import ReadContext, mlflow_sql\n"
-             + read.format(uri=f"sqlite:///{data['base'] / 'server-src.db'}",
-                           rid=data["ids"]["server"]))
+        + read.format(uri=f"sqlite:///{data['base'] / 'server-src.db'}", rid=data["ids"]["server"]),
+    )
     return [
-        Row(group, "proxydiag", times["proxydiag"], n, peak_mb=peak.mb,
-            note=f"direct SQL per key into numpy, canonical frame out; {peak.note}"),
-        Row(group, "MlflowClient.get_metric_history", [t * scale for t in times["get_metric_history"]],
-            n, note=f"measured on {len(sub)} of {data['keys']} keys, scaled ×{scale:g}"),
-        Row(group, "mlflow.search_runs", times["mlflow.search_runs"], 0,
-            note="latest value per key only, not the history"),
-        Row(group, "sqlite3 fetchall", times["sqlite3 fetchall"], n,
-            note="floor: rows as Python tuples, no decoding"),
+        Row(
+            group,
+            "proxydiag",
+            times["proxydiag"],
+            n,
+            peak_mb=peak.mb,
+            note=f"direct SQL per key into numpy, canonical frame out; {peak.note}",
+        ),
+        Row(
+            group,
+            "MlflowClient.get_metric_history",
+            [t * scale for t in times["get_metric_history"]],
+            n,
+            note=f"measured on {len(sub)} of {data['keys']} keys, scaled ×{scale:g}",
+        ),
+        Row(
+            group,
+            "mlflow.search_runs",
+            times["mlflow.search_runs"],
+            0,
+            note="latest value per key only, not the history",
+        ),
+        Row(
+            group,
+            "sqlite3 fetchall",
+            times["sqlite3 fetchall"],
+            n,
+            note="floor: rows as Python tuples, no decoding",
+        ),
     ]
 
 
@@ -184,21 +230,35 @@ def _file_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
     schema = {"ts": pl.Int64, "value": pl.Float64, "step": pl.Int64}
 
     def polars_alone() -> pl.DataFrame:
-        return pl.concat([pl.read_csv(f, has_header=False, separator=" ", schema=schema)
-                          for f in files])
+        return pl.concat(
+            [pl.read_csv(f, has_header=False, separator=" ", schema=schema) for f in files]
+        )
 
-    times = alternate({
-        "proxydiag": lambda: mlflow_files.read(run_dir, ReadContext()),
-        "polars alone": polars_alone,
-        "get_metric_history": lambda: _history_loop(client, run_dir.name, sub),
-    }, repeat=ctx.repeat)
+    times = alternate(
+        {
+            "proxydiag": lambda: mlflow_files.read(run_dir, ReadContext()),
+            "polars alone": polars_alone,
+            "get_metric_history": lambda: _history_loop(client, run_dir.name, sub),
+        },
+        repeat=ctx.repeat,
+    )
     group = f"mlflow file store, {n:,} points"
     return [
         Row(group, "proxydiag", times["proxydiag"], n, note="one polars parse of all files"),
-        Row(group, "polars alone (read_csv per file)", times["polars alone"], n,
-            note="no keys, no checks"),
-        Row(group, "MlflowClient.get_metric_history", [t * scale for t in times["get_metric_history"]],
-            n, note=f"measured on {len(sub)} of {data['keys']} keys, scaled ×{scale:g}"),
+        Row(
+            group,
+            "polars alone (read_csv per file)",
+            times["polars alone"],
+            n,
+            note="no keys, no checks",
+        ),
+        Row(
+            group,
+            "MlflowClient.get_metric_history",
+            [t * scale for t in times["get_metric_history"]],
+            n,
+            note=f"measured on {len(sub)} of {data['keys']} keys, scaled ×{scale:g}",
+        ),
     ]
 
 
@@ -215,15 +275,22 @@ def _server_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
         rid, n = data["ids"]["server"], data["server_points"]
         client = MlflowClient(server.uri)
         keys = sorted(client.get_run(rid).data.metrics)
-        times = alternate({
-            "proxydiag": lambda: mlflow_uri.read_mlflow_runs(server.uri, [rid]),
-            "sequential": lambda: _history_loop(client, rid, keys),
-        }, repeat=ctx.repeat)
+        times = alternate(
+            {
+                "proxydiag": lambda: mlflow_uri.read_mlflow_runs(server.uri, [rid]),
+                "sequential": lambda: _history_loop(client, rid, keys),
+            },
+            repeat=ctx.repeat,
+        )
     group = f"mlflow tracking server, {n:,} points"
     return [
-        Row(group, "proxydiag", times["proxydiag"], n,
+        Row(
+            group,
+            "proxydiag",
+            times["proxydiag"],
+            n,
             note="one bulk history request per key (paged get-history from 25,000 points), "
-                 "8 concurrent, completeness checked"),
+            "8 concurrent, completeness checked",
+        ),
         Row(group, "get_metric_history loop", times["sequential"], n, note="one key after another"),
     ]
-

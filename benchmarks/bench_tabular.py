@@ -34,8 +34,15 @@ from proxydiag.ingest import read_run
 
 #: veRL keys that proxydiag's aliases map to canonical names (grad_norm, entropy, ...): a real
 #: run has some, and they make the reader build a metric column apart from the key column
-VERL_KEYS = ("actor/grad_norm", "actor/entropy", "actor/pg_loss", "actor/ppo_kl",
-             "critic/score/mean", "response_length/mean", "actor/pg_clipfrac")
+VERL_KEYS = (
+    "actor/grad_norm",
+    "actor/entropy",
+    "actor/pg_loss",
+    "actor/ppo_kl",
+    "critic/score/mean",
+    "response_length/mean",
+    "actor/pg_clipfrac",
+)
 
 
 #: more rounds than the other modules: these reads take 10-100 ms and their medians move with
@@ -57,9 +64,14 @@ def _table(n_metrics: int, n_steps: int) -> pl.DataFrame:
 def inputs(ctx: Context) -> dict[str, Path]:
     n_metrics, n_steps = ctx.size(50, 5), ctx.size(20_000, 2_000)
     folder = ctx.cache / f"tabular_{n_metrics}x{n_steps}_verl"
-    paths = {"csv": folder / "m.csv", "jsonl": folder / "m.jsonl", "parquet": folder / "m.parquet",
-             "long csv": folder / "long.csv", "long parquet": folder / "long.parquet",
-             "late jsonl": folder / "late.jsonl"}
+    paths = {
+        "csv": folder / "m.csv",
+        "jsonl": folder / "m.jsonl",
+        "parquet": folder / "m.parquet",
+        "long csv": folder / "long.csv",
+        "long parquet": folder / "long.parquet",
+        "late jsonl": folder / "late.jsonl",
+    }
     if all(p.exists() for p in paths.values()):
         return paths
     folder.mkdir(parents=True, exist_ok=True)
@@ -94,15 +106,30 @@ def _polars(fmt: str, path: Path) -> pl.DataFrame:
 def _floor(fmt: str, path: Path) -> pl.DataFrame:
     """polars' read, then the canonical frame built the cheapest way (no checks)."""
     if fmt.startswith("long"):
-        return _polars(fmt, path).sort("key", maintain_order=True).select(
-            pl.lit("run").alias("run"), "step", pl.col("key").alias("metric"), "key", "value",
-            pl.lit(None, dtype=pl.Float64).alias("wall_time"),
+        return (
+            _polars(fmt, path)
+            .sort("key", maintain_order=True)
+            .select(
+                pl.lit("run").alias("run"),
+                "step",
+                pl.col("key").alias("metric"),
+                "key",
+                "value",
+                pl.lit(None, dtype=pl.Float64).alias("wall_time"),
+            )
         )
-    wide = pl.read_ndjson(path, infer_schema_length=None) if fmt == "late jsonl" else _polars(fmt, path)
+    wide = (
+        pl.read_ndjson(path, infer_schema_length=None)
+        if fmt == "late jsonl"
+        else _polars(fmt, path)
+    )
     if fmt.endswith("jsonl"):
         wide = wide.unnest("data")
     return wide.unpivot(index="step", variable_name="key").select(
-        pl.lit("run").alias("run"), "step", pl.col("key").alias("metric"), "key",
+        pl.lit("run").alias("run"),
+        "step",
+        pl.col("key").alias("metric"),
+        "key",
         pl.col("value").cast(pl.Float64),
         pl.lit(None, dtype=pl.Float64).alias("wall_time"),  # one value, as proxydiag's frame has
     )
@@ -132,16 +159,27 @@ def run(ctx: Context) -> list[Row]:
         }
         if fmt == "late jsonl":  # polars' default drops the late keys
             tools["polars, every record's schema"] = partial(
-                pl.read_ndjson, path, infer_schema_length=None)
+                pl.read_ndjson, path, infer_schema_length=None
+            )
         times = alternate(
             tools,
             repeat=ctx.repeat * _ROUNDS,
         )
         group = f"{fmt} {points:,} points ({path.stat().st_size / 1e6:.0f} MB)"
-        peak = peak_rss_mb(f"run = proxydiag.read_run(Path({str(path)!r}))",
-                           warm=f"proxydiag.read_run(Path({str(small[fmt])!r}))")
+        peak = peak_rss_mb(
+            f"run = proxydiag.read_run(Path({str(path)!r}))",
+            warm=f"proxydiag.read_run(Path({str(small[fmt])!r}))",
+        )
         for tool, seconds in times.items():
             mine = tool == "proxydiag"
-            rows.append(Row(group, tool, seconds, points=points,
-                            peak_mb=peak.mb if mine else None, note=peak.note if mine else ""))
+            rows.append(
+                Row(
+                    group,
+                    tool,
+                    seconds,
+                    points=points,
+                    peak_mb=peak.mb if mine else None,
+                    note=peak.note if mine else "",
+                )
+            )
     return rows

@@ -35,8 +35,11 @@ def _input(ctx: Context, *, form: str, n_steps: int) -> Path:
         rng = np.random.default_rng(0)
         steps = np.arange(1, n_steps + 1)
         write_scalars(
-            path, tags=[f"train/metric_{i:02d}" for i in range(N_TAGS)], steps=steps,
-            values=rng.normal(size=(n_steps, N_TAGS)), wall_times=1.7e9 + steps * 0.5,
+            path,
+            tags=[f"train/metric_{i:02d}" for i in range(N_TAGS)],
+            steps=steps,
+            values=rng.normal(size=(n_steps, N_TAGS)),
+            wall_times=1.7e9 + steps * 0.5,
             form="simple" if form == "simple_value" else "tensor_f32",
         )
     return path
@@ -101,8 +104,11 @@ _MEMORY = {
 
 def _group(ctx: Context, form: str) -> list[Row]:
     full_steps = ctx.size(20_000, 200)
-    small = {"tbparse": ctx.size(2_000, 200), "EventAccumulator": ctx.size(2_000, 200),
-             "EventFileLoader": ctx.size(1_000, 200)}
+    small = {
+        "tbparse": ctx.size(2_000, 200),
+        "EventAccumulator": ctx.size(2_000, 200),
+        "EventFileLoader": ctx.size(1_000, 200),
+    }
     paths = {"proxydiag": _input(ctx, form=form, n_steps=full_steps)}
     paths.update({tool: _input(ctx, form=form, n_steps=n) for tool, n in small.items()})
     fns: dict[str, Callable[[], Any]] = {
@@ -111,6 +117,7 @@ def _group(ctx: Context, form: str) -> list[Row]:
         "EventAccumulator": _accumulator(paths["EventAccumulator"], form),
         "EventFileLoader": _loader(paths["EventFileLoader"]),
     }
+
     def reads_every_point(tool: str, points: Any) -> None:
         assert points == N_TAGS * (full_steps if tool == "proxydiag" else small[tool]), tool
 
@@ -121,18 +128,36 @@ def _group(ctx: Context, form: str) -> list[Row]:
     for tool, seconds in times.items():
         n_steps = full_steps if tool == "proxydiag" else small[tool]
         scale = full_steps / n_steps
-        note = "" if scale == 1 else f"measured on {N_TAGS * n_steps:,} points, time ×{scale:g} (linear)"
+        note = (
+            ""
+            if scale == 1
+            else f"measured on {N_TAGS * n_steps:,} points, time ×{scale:g} (linear)"
+        )
         attr = "scalars" if form == "simple_value" else "tensors"
         snippet = _MEMORY.get(tool) or _MEMORY[f"{tool}-{form}"]
         code = snippet.format(p=str(paths[tool]), a=attr)
         # proxydiag's baseline includes numba's start-up (loading the cached machine code)
-        warm = f"proxydiag.read_run(Path({str(paths['EventFileLoader'])!r}))" if tool == "proxydiag" else ""
+        warm = (
+            f"proxydiag.read_run(Path({str(paths['EventFileLoader'])!r}))"
+            if tool == "proxydiag"
+            else ""
+        )
         peak = peak_rss_mb(code, warm=warm)
-        rows.append(Row(
-            group=f"tensorboard {label} points ({form})", tool=tool,
-            seconds=[s * scale for s in seconds], points=points, peak_mb=peak.mb,
-            note=note + ("" if tool != "proxydiag" else f"read_run: CRCs + decode + build_run; {peak.note}"),
-        ))
+        rows.append(
+            Row(
+                group=f"tensorboard {label} points ({form})",
+                tool=tool,
+                seconds=[s * scale for s in seconds],
+                points=points,
+                peak_mb=peak.mb,
+                note=note
+                + (
+                    ""
+                    if tool != "proxydiag"
+                    else f"read_run: CRCs + decode + build_run; {peak.note}"
+                ),
+            )
+        )
     return rows
 
 

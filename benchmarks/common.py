@@ -61,8 +61,11 @@ def measure(fn: Callable[[], Any], *, repeat: int, warmup: int = 1) -> list[floa
 
 
 def alternate(
-    fns: dict[str, Callable[[], Any]], *, repeat: int,
-    check: Callable[[str, Any], None] | None = None, cpu: dict[str, float] | None = None,
+    fns: dict[str, Callable[[], Any]],
+    *,
+    repeat: int,
+    check: Callable[[str, Any], None] | None = None,
+    cpu: dict[str, float] | None = None,
 ) -> dict[str, list[float]]:
     """Time several tools alternately in the same run (fairer than one after the other).
 
@@ -140,5 +143,9 @@ def peak_rss_mb(code: str, *, warm: str = "") -> Peak:
     res = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, check=True)
     data = json.loads(res.stdout.strip().splitlines()[-1])
     frame = data["frame"]
-    return Peak((data["peak"] - data["base"]) / 1024.0, frame / 2**20 if frame else None,
-                data["points"], data["lines"])
+    return Peak(
+        (data["peak"] - data["base"]) / 1024.0,
+        frame / 2**20 if frame else None,
+        data["points"],
+        data["lines"],
+    )

@@ -28,7 +28,16 @@ from pathlib import Path
 from benchmarks.common import Context, Row
 
 HERE = Path(__file__).parent
-PACKAGES = ("proxydiag", "polars", "numpy", "duckdb", "tensorboard", "tbparse", "mlflow", "google-crc32c")
+PACKAGES = (
+    "proxydiag",
+    "polars",
+    "numpy",
+    "duckdb",
+    "tensorboard",
+    "tbparse",
+    "mlflow",
+    "google-crc32c",
+)
 
 
 def machine_line() -> str:
@@ -58,7 +67,9 @@ def table(rows: list[Row]) -> str:
                 ratio = f"{ours.median / r.median:.1f}× faster"
             pps = f"{r.points_per_s:,.0f}" if r.points else ""
             peak = f"{r.peak_mb:.0f}" if r.peak_mb is not None else ""
-            lines.append(f"| {group} | {r.tool} | {r.median:.3f} | {pps} | {peak} | {ratio} | {r.note} |")
+            lines.append(
+                f"| {group} | {r.tool} | {r.median:.3f} | {pps} | {peak} | {ratio} | {r.note} |"
+            )
     return "\n".join(lines)
 
 
@@ -105,8 +116,14 @@ def results_page(table_text: str) -> str:
 def commit() -> str:
     """The measured tree's commit (``-dirty`` when it has uncommitted changes), or ``unknown``."""
     try:
-        out = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], cwd=HERE,
-                             capture_output=True, text=True, check=True, timeout=10)
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty", "--abbrev=7"],
+            cwd=HERE,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return out.stdout.strip() or "unknown"
@@ -116,8 +133,18 @@ def _in_own_process(module: str, *, smoke: bool, repeat: int) -> list[Row]:
     """The rows of one benchmark module, run in a fresh interpreter."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
-        cmd = [sys.executable, "-m", "benchmarks.run", "--module", module, "--rows", str(out),
-               "--repeat", str(repeat), *(["--smoke"] if smoke else [])]
+        cmd = [
+            sys.executable,
+            "-m",
+            "benchmarks.run",
+            "--module",
+            module,
+            "--rows",
+            str(out),
+            "--repeat",
+            str(repeat),
+            *(["--smoke"] if smoke else []),
+        ]
         subprocess.run(cmd, check=True, cwd=HERE.parent)
         return [Row(**r) for r in json.loads(out.read_text())]
 

@@ -93,7 +93,9 @@ def write_scalars(
                     continue
                 vbytes = len(value) + width + len(after)
                 summary = b"\x0a" + _varint(vbytes)
-                event_len = 9 + 1 + vl + 1 + len(_varint(len(summary) + vbytes)) + len(summary) + vbytes
+                event_len = (
+                    9 + 1 + vl + 1 + len(_varint(len(summary) + vbytes)) + len(summary) + vbytes
+                )
                 lengths[rows, j] = event_len
                 groups.append((rows, j, vl, summary, value, after, width, event_len))
     sizes = lengths.reshape(-1) + 16
@@ -108,7 +110,9 @@ def write_scalars(
         mat[:, 9] = 0x10
         step_bytes = steps[rows].astype(np.uint64)
         for k in range(vl):
-            mat[:, 10 + k] = ((step_bytes >> np.uint64(7 * k)) & np.uint64(0x7F)) | (0x80 if k < vl - 1 else 0)
+            mat[:, 10 + k] = ((step_bytes >> np.uint64(7 * k)) & np.uint64(0x7F)) | (
+                0x80 if k < vl - 1 else 0
+            )
         pos = 10 + vl
         rest = b"\x2a" + _varint(len(summary) + len(value) + width + len(after)) + summary + value
         mat[:, pos : pos + len(rest)] = np.frombuffer(rest, dtype=np.uint8)

@@ -60,7 +60,9 @@ class AliasTable:
             user = read_toml(path, kind="alias file", option="--aliases")
             unknown = sorted(set(user) - {"metrics", "normalise"})
             if unknown:  # a typo such as [metric.loss] would otherwise be ignored silently
-                raise ConfigError(f"{path}: unknown table [{unknown[0]}]; use [metrics.NAME] or [normalise]")
+                raise ConfigError(
+                    f"{path}: unknown table [{unknown[0]}]; use [metrics.NAME] or [normalise]"
+                )
             data = _merge(data, user)
         return cls.from_dict(data, origin=str(paths[-1]) if paths else str(DEFAULT_ALIASES))
 

@@ -42,7 +42,9 @@ Bound = float | str  # a number, or the name of another field of the same datacl
 _TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 
 
-def read_toml(path: str | Path, *, kind: str = "config file", option: str = "--config") -> dict[str, Any]:
+def read_toml(
+    path: str | Path, *, kind: str = "config file", option: str = "--config"
+) -> dict[str, Any]:
     """The tables of a TOML file.
 
     ``kind`` and ``option`` word the message for a missing file (``alias file``, ``--aliases``).

@@ -13,9 +13,16 @@ import pytest
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-sync",
-        "--window-size=1400,1000")
+ARGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+    "--window-size=1400,1000",
+)
 
 
 def chrome() -> Iterator[Any]:
@@ -44,7 +51,8 @@ def open_page(driver: Any, path: Path, *, timeout_s: float = 30.0) -> int:
     """Load a proxydiag page and wait until every figure is drawn; return the figure count."""
     driver.get(path.resolve().as_uri())
     expected = driver.execute_script(
-        "return JSON.parse(document.getElementById('proxydiag-figures').textContent).length")
+        "return JSON.parse(document.getElementById('proxydiag-figures').textContent).length"
+    )
     deadline = time.monotonic() + timeout_s
     while driver.execute_script("return window.proxydiagPlotted") != expected:
         if time.monotonic() > deadline:

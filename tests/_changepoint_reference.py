@@ -29,7 +29,9 @@ def step_fit(y: np.ndarray, *, min_points: int = 3, sign: int = 1) -> ChangeFit 
     if not np.isfinite(sse[best]):
         return None
     sse_null = total2 - total**2 / n
-    return ChangeFit("step", int(k[best]), float(shift[best]), float(max(sse[best], 0.0)), float(sse_null))
+    return ChangeFit(
+        "step", int(k[best]), float(shift[best]), float(max(sse[best], 0.0)), float(sse_null)
+    )
 
 
 def ramp_fit(
@@ -41,6 +43,7 @@ def ramp_fit(
     scale = max(float(t[-1] - t[0]), 1.0)
     tt = (t - t[0]) / scale
     k = np.arange(min_points - 1, n - min_points)
+
     # suffix sums from each candidate hinge (inclusive)
     def suffix(a: np.ndarray) -> np.ndarray:
         return np.cumsum(a[::-1])[::-1]
@@ -64,7 +67,12 @@ def ramp_fit(
         return None
     sse_null = total2 - total**2 / n
     return ChangeFit(
-        "ramp", int(k[best]), float(shift[best]), float(max(sse[best], 0.0)), float(sse_null), "hinge"
+        "ramp",
+        int(k[best]),
+        float(shift[best]),
+        float(max(sse[best], 0.0)),
+        float(sse_null),
+        "hinge",
     )
 
 

@@ -12,8 +12,16 @@ from proxydiag.run import Run
 from proxydiag.run.build import build_run
 
 
-def curves(n: int, *, seed: int, ceiling: float = 0.8, tau: float = 0.25, noise: float = 1.0,
-           learns: bool = True, reward_dir: float = 1.0) -> dict[str, np.ndarray]:
+def curves(
+    n: int,
+    *,
+    seed: int,
+    ceiling: float = 0.8,
+    tau: float = 0.25,
+    noise: float = 1.0,
+    learns: bool = True,
+    reward_dir: float = 1.0,
+) -> dict[str, np.ndarray]:
     """The metrics of one run of ``n`` steps."""
     rng = np.random.default_rng(seed)
     t = np.linspace(0, 1, n)
@@ -27,8 +35,9 @@ def curves(n: int, *, seed: int, ceiling: float = 0.8, tau: float = 0.25, noise:
     }
 
 
-def make_run(name: str, data: dict[str, np.ndarray], *, steps: np.ndarray | None = None,
-             role: str = "full") -> Run:
+def make_run(
+    name: str, data: dict[str, np.ndarray], *, steps: np.ndarray | None = None, role: str = "full"
+) -> Run:
     """A canonical Run from columns (NaN/inf kept as logged values)."""
     n = len(next(iter(data.values())))
     steps = np.arange(n) if steps is None else steps
@@ -43,5 +52,13 @@ def make_run(name: str, data: dict[str, np.ndarray], *, steps: np.ndarray | None
 
 def diag(run: Run, label: str = "healthy", onset: int | None = None) -> Diagnosis:
     """A Diagnosis with a given label (the verdict tests do not depend on the detectors)."""
-    return Diagnosis(source="test", run=run.id, label=label, onset_step=onset, confidence=1.0,
-                     root_cause=None, first_step=run.first_step, last_step=run.last_step)
+    return Diagnosis(
+        source="test",
+        run=run.id,
+        label=label,
+        onset_step=onset,
+        confidence=1.0,
+        root_cause=None,
+        first_step=run.first_step,
+        last_step=run.last_step,
+    )

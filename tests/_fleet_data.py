@@ -13,8 +13,11 @@ from proxydiag.fidelity.result import FaultComparison
 from proxydiag.report.fleet import Fleet, load_fleet
 from proxydiag.store import RunStore
 
-PROXIES = (("p50", 0.5, 0.55, 0.93, "faithful"), ("p25", 0.25, 0.3, 0.81, "partial"),
-           ("p12", 0.125, 0.17, 0.35, "unfaithful"))
+PROXIES = (
+    ("p50", 0.5, 0.55, 0.93, "faithful"),
+    ("p25", 0.25, 0.3, 0.81, "partial"),
+    ("p12", 0.125, 0.17, 0.35, "unfaithful"),
+)
 
 
 def fleet_store(path: Path, *, name: str = "full") -> RunStore:
@@ -22,17 +25,27 @@ def fleet_store(path: Path, *, name: str = "full") -> RunStore:
     first proxy are diagnosed, every proxy is compared (fidelity and verdict from ``PROXIES``)."""
     store = RunStore(path)
     full = make_run(name, seed=0, n_steps=400, onset=240)
-    proxies = [make_run(p, seed=1 + i, n_steps=400, role="proxy", experts_kept=k)
-               for i, (p, k, *_rest) in enumerate(PROXIES)]
+    proxies = [
+        make_run(p, seed=1 + i, n_steps=400, role="proxy", experts_kept=k)
+        for i, (p, k, *_rest) in enumerate(PROXIES)
+    ]
     for run in (full, *proxies):
         store.put(run)
     store.put_diagnosis(make_diagnosis(full, onset=None))
     store.put_diagnosis(make_diagnosis(proxies[0], onset=240))
     for proxy, (*_, fidelity, verdict) in zip(proxies, PROXIES, strict=True):
-        faults = FaultComparison({"label": "loss_divergence"}, {"label": "healthy"}, None, None,
-                                 reproduced=verdict != "unfaithful")
-        store.put_comparison(dataclasses.replace(
-            make_comparison([full], proxy), fidelity=fidelity, verdict=verdict, faults=faults))
+        faults = FaultComparison(
+            {"label": "loss_divergence"},
+            {"label": "healthy"},
+            None,
+            None,
+            reproduced=verdict != "unfaithful",
+        )
+        store.put_comparison(
+            dataclasses.replace(
+                make_comparison([full], proxy), fidelity=fidelity, verdict=verdict, faults=faults
+            )
+        )
     return store
 
 
@@ -40,6 +53,7 @@ def fleet_with(*, name: str = "full") -> Fleet:
     """Four proxies in two groups (one from a second fleet), for rendering tests."""
     with tempfile.TemporaryDirectory() as tmp:  # the fleet is read whole: the store may go
         fleet = load_fleet(fleet_store(Path(tmp) / "store", name=name), analyse=False)
-    extra = fleet.proxies.head(1).with_columns(pl.lit("g2").alias("group"),
-                                               pl.lit(0.6).alias("fidelity"))
+    extra = fleet.proxies.head(1).with_columns(
+        pl.lit("g2").alias("group"), pl.lit(0.6).alias("fidelity")
+    )
     return Fleet(fleet.runs, pl.concat([fleet.proxies, extra]), fleet.store)

@@ -11,7 +11,11 @@ from scipy.signal import lfilter
 
 
 def ar1(
-    rng: np.random.Generator, n: int, *, phi: float = 0.6, sigma: float = 1.0,
+    rng: np.random.Generator,
+    n: int,
+    *,
+    phi: float = 0.6,
+    sigma: float = 1.0,
     stationary: bool = True,
 ) -> np.ndarray:
     """``n`` steps of Gaussian AR(1) noise with lag-1 autocorrelation ``phi``.

@@ -36,7 +36,9 @@ def assert_same_rows(got: list[Row], expected: list[Row]) -> None:
         )
 
 
-def tensor_value(tag: str, number: float, *, dtype: str, metadata: bool) -> summary_pb2.Summary.Value:
+def tensor_value(
+    tag: str, number: float, *, dtype: str, metadata: bool
+) -> summary_pb2.Summary.Value:
     """A tensor-form scalar as torch ``new_style`` (float_val/double_val) or tensorboard's
     ``make_tensor_proto`` (half, int) write it, with ``scalars`` plugin metadata or none."""
     if dtype == "float":

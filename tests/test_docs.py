@@ -22,8 +22,9 @@ def test_a_page_s_python_runs(page: str, tmp_path: Path) -> None:
     """The worked examples of a page run in order, as one script, in a fresh process."""
     code = "\n".join(_python_blocks(DOCS / page))
     assert code
-    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout.splitlines()
     assert out[0] == "grad_norm [0.9, inf, 2.5, 2.4]"  # the kv reader: inf kept

@@ -7,9 +7,22 @@ import inspect
 import proxydiag
 
 PUBLIC = {
-    "AliasTable", "Comparison", "Diagnosis", "Event", "ProxyCost", "ProxydiagError",
-    "Recommendation", "Run", "RunStore", "__version__", "compare", "diagnose", "read_run",
-    "read_runs", "recommend", "report",
+    "AliasTable",
+    "Comparison",
+    "Diagnosis",
+    "Event",
+    "ProxyCost",
+    "ProxydiagError",
+    "Recommendation",
+    "Run",
+    "RunStore",
+    "__version__",
+    "compare",
+    "diagnose",
+    "read_run",
+    "read_runs",
+    "recommend",
+    "report",
 }
 
 

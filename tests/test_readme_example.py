@@ -42,14 +42,21 @@ def test_the_ten_lines_run_and_print_what_the_readme_shows() -> None:
     section = _section()
     code, shown = _block(section, "python"), _block(section, "text")
     assert len([line for line in code.splitlines() if line.strip()]) <= 10
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     printed, expected = proc.stdout.splitlines(), shown.strip().splitlines()
     assert len(printed) == len(expected), proc.stdout
     # the labels exactly: failure class, onset, root cause, verdict
-    assert printed[0].split()[::2] == expected[0].split()[::2] == ["precision_fault",
-                                                                   "mismatch_climb"]
+    assert (
+        printed[0].split()[::2] == expected[0].split()[::2] == ["precision_fault", "mismatch_climb"]
+    )
     assert printed[1].split()[0] == expected[1].split()[0] == "faithful"
     for line, want in zip(printed, expected, strict=True):
         assert _same(line, want), f"printed {line!r}, README shows {want!r}"

@@ -7,5 +7,13 @@ from proxydiag.align.alignment import ALIGNERS, Alignment, align_runs
 from proxydiag.align.axis import Axis
 from proxydiag.align.grid import Grid, MetricGrid, build_grid, resample_grid
 
-__all__ = ["ALIGNERS", "Alignment", "Axis", "Grid", "MetricGrid", "align_runs", "build_grid",
-           "resample_grid"]
+__all__ = [
+    "ALIGNERS",
+    "Alignment",
+    "Axis",
+    "Grid",
+    "MetricGrid",
+    "align_runs",
+    "build_grid",
+    "resample_grid",
+]

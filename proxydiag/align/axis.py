@@ -45,5 +45,8 @@ class Axis:
 
 def linear(unit: str, *, first_step: float, last_step: float, first: float, last: float) -> Axis:
     """An axis that maps ``first_step..last_step`` linearly onto ``first..last``."""
-    return Axis(unit, np.array([first_step, last_step], dtype=np.float64),
-                np.array([first, last], dtype=np.float64))
+    return Axis(
+        unit,
+        np.array([first_step, last_step], dtype=np.float64),
+        np.array([first, last], dtype=np.float64),
+    )

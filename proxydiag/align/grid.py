@@ -37,8 +37,15 @@ BUCKETS = 1000
 MIN_POINTS = 8
 #: metrics whose changes are taken on log scale when positive
 LOG_SCALE_METRICS: tuple[str, ...] = ("grad_norm", "loss_scale")
-__all__ = ["ALIGNERS", "Alignment", "Grid", "MetricGrid", "build_grid", "resample_grid",
-           "shared_series"]
+__all__ = [
+    "ALIGNERS",
+    "Alignment",
+    "Grid",
+    "MetricGrid",
+    "build_grid",
+    "resample_grid",
+    "shared_series",
+]
 
 
 @dataclass(frozen=True)
@@ -91,9 +98,16 @@ class Grid(Alignment):
         return [m for m, why in self.skipped.items() if why.startswith(NO_FINITE)]
 
 
-def build_grid(full: list[Run], proxy: Run, *, align: str = "step", buckets: int = BUCKETS,
-               min_points: int = MIN_POINTS, log_scale_metrics: tuple[str, ...] = LOG_SCALE_METRICS,
-               register_onsets: tuple[float, float] | None = None) -> Grid:
+def build_grid(
+    full: list[Run],
+    proxy: Run,
+    *,
+    align: str = "step",
+    buckets: int = BUCKETS,
+    min_points: int = MIN_POINTS,
+    log_scale_metrics: tuple[str, ...] = LOG_SCALE_METRICS,
+    register_onsets: tuple[float, float] | None = None,
+) -> Grid:
     """Align ``full`` runs and ``proxy`` and resample every metric the proxy and a full run have.
 
     ``register_onsets = (proxy_onset_step, full_onset_progress)`` warps the proxy's axis so its
@@ -104,15 +118,27 @@ def build_grid(full: list[Run], proxy: Run, *, align: str = "step", buckets: int
     if register_onsets is not None:
         onset_step, full_progress = register_onsets
         aligned = aligned.registered(proxy, onset_step=onset_step, full_progress=full_progress)
-    return resample_grid(aligned, full, proxy, buckets=buckets, min_points=min_points,
-                         log_scale_metrics=log_scale_metrics)
+    return resample_grid(
+        aligned,
+        full,
+        proxy,
+        buckets=buckets,
+        min_points=min_points,
+        log_scale_metrics=log_scale_metrics,
+    )
 
 
-def resample_grid(aligned: Alignment, full: list[Run], proxy: Run, *, buckets: int = BUCKETS,
-                  min_points: int = MIN_POINTS,
-                  log_scale_metrics: tuple[str, ...] = LOG_SCALE_METRICS,
-                  x_range: tuple[float, float] | None = None,
-                  series: list[Series] | None = None) -> Grid:
+def resample_grid(
+    aligned: Alignment,
+    full: list[Run],
+    proxy: Run,
+    *,
+    buckets: int = BUCKETS,
+    min_points: int = MIN_POINTS,
+    log_scale_metrics: tuple[str, ...] = LOG_SCALE_METRICS,
+    x_range: tuple[float, float] | None = None,
+    series: list[Series] | None = None,
+) -> Grid:
     """Resample every metric the proxy and a full run share onto ``aligned``.
 
     ``buckets`` per metric (each keeps its min and max), never more than the sparsest run has
@@ -128,8 +154,15 @@ def resample_grid(aligned: Alignment, full: list[Run], proxy: Run, *, buckets: i
     for metric in sorted(per_run[-1]):
         rows = [i for i in range(len(full)) if metric in per_run[i]] + [len(full)]
         points = [(aligned.axes[i](per_run[i][metric][0]), per_run[i][metric][1]) for i in rows]
-        result = _metric_grid(metric, points, grid.x_range, rows=tuple(rows), buckets=buckets,
-                              min_points=min_points, log_scale=metric in log_scale_metrics)
+        result = _metric_grid(
+            metric,
+            points,
+            grid.x_range,
+            rows=tuple(rows),
+            buckets=buckets,
+            min_points=min_points,
+            log_scale=metric in log_scale_metrics,
+        )
         if isinstance(result, str):
             grid.skipped[metric] = result
         else:
@@ -163,18 +196,29 @@ def _by_metric(run: Run, metrics: set[str]) -> dict[str, tuple[Floats, Floats]]:
     return out
 
 
-def _metric_grid(metric: str, series: list[tuple[Floats, Floats]], x_range: tuple[float, float],
-                 *, rows: tuple[int, ...], buckets: int, min_points: int, log_scale: bool
-                 ) -> MetricGrid | str:
+def _metric_grid(
+    metric: str,
+    series: list[tuple[Floats, Floats]],
+    x_range: tuple[float, float],
+    *,
+    rows: tuple[int, ...],
+    buckets: int,
+    min_points: int,
+    log_scale: bool,
+) -> MetricGrid | str:
     lo, hi = x_range
     counts = [int(np.count_nonzero(np.isfinite(v) & (x >= lo) & (x <= hi))) for x, v in series]
     buckets = min(buckets, min(counts))
     if max(counts) == 0:
-        n_bad = sum(int(np.count_nonzero(~np.isfinite(v) & (x >= lo) & (x <= hi))) for x, v in series)
+        n_bad = sum(
+            int(np.count_nonzero(~np.isfinite(v) & (x >= lo) & (x <= hi))) for x, v in series
+        )
         return f"{NO_FINITE} in the compared range ({n_bad} non-finite points)"
     if buckets < min_points:
-        return (f"too few finite points in the compared range ({min(counts)} < "
-                f"{min_points}) in at least one run")
+        return (
+            f"too few finite points in the compared range ({min(counts)} < "
+            f"{min_points}) in at least one run"
+        )
     edges = np.linspace(lo, hi, buckets + 1)
     parts = [resample(x, v, edges) for x, v in series]
     # the tests compare the first full run with the metric and the proxy where both have a
@@ -184,9 +228,11 @@ def _metric_grid(metric: str, series: list[tuple[Floats, Floats]], x_range: tupl
     # and are compared as long as that many finite steps are shared
     both = int(np.count_nonzero(np.isfinite(parts[0].sample) & np.isfinite(parts[-1].sample)))
     if both < _MIN_SHARED:
-        return (f"{both} of {buckets} buckets where the full run and the proxy both have a finite "
-                f"value (< {_MIN_SHARED}): logged at other steps, or non-finite where the other "
-                "has values")
+        return (
+            f"{both} of {buckets} buckets where the full run and the proxy both have a finite "
+            f"value (< {_MIN_SHARED}): logged at other steps, or non-finite where the other "
+            "has values"
+        )
     finite_values = [v[np.isfinite(v)] for _, v in series]
     positive = all(fv.size > 0 and bool(np.all(fv > 0)) for fv in finite_values)
     ref = finite_values[0]

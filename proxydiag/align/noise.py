@@ -35,8 +35,14 @@ class Baseline:
     description: str
 
 
-def baseline(full: Floats, *, n_pseudo_seeds: int, trend_fraction: float,
-             block_points: int, rng: np.random.Generator) -> Baseline:
+def baseline(
+    full: Floats,
+    *,
+    n_pseudo_seeds: int,
+    trend_fraction: float,
+    block_points: int,
+    rng: np.random.Generator,
+) -> Baseline:
     """Baseline pairs from the full runs' curves ``full`` (seeds × points).
 
     >>> rng = np.random.default_rng(0)
@@ -49,18 +55,21 @@ def baseline(full: Floats, *, n_pseudo_seeds: int, trend_fraction: float,
     if n_seeds >= 2:
         pairs = tuple((full[i], full[j]) for i, j in combinations(range(n_seeds), 2))[:MAX_PAIRS]
         return Baseline("seeds", pairs, f"{n_seeds} full seeds ({len(pairs)} seed pairs)")
-    seeds = pseudo_seeds(full[0], n=n_pseudo_seeds, trend_fraction=trend_fraction,
-                         block_points=block_points, rng=rng)
+    seeds = pseudo_seeds(
+        full[0], n=n_pseudo_seeds, trend_fraction=trend_fraction, block_points=block_points, rng=rng
+    )
     pairs = tuple((seeds[k], seeds[k + 1]) for k in range(0, seeds.shape[0] - 1, 2))
     return Baseline(
-        "bootstrap", pairs,
+        "bootstrap",
+        pairs,
         f"1 full seed: {seeds.shape[0]} pseudo-seeds by block bootstrap of its residuals "
         f"(blocks of {block_points} points)",
     )
 
 
-def pseudo_seeds(curve: Floats, *, n: int, trend_fraction: float, block_points: int,
-                 rng: np.random.Generator) -> Floats:
+def pseudo_seeds(
+    curve: Floats, *, n: int, trend_fraction: float, block_points: int, rng: np.random.Generator
+) -> Floats:
     """``n`` pseudo-seeds of ``curve``: trend + block-bootstrapped residuals (NaN gaps kept)."""
     trend = smooth(curve, window_points=window_for(curve.size, fraction=trend_fraction))
     finite = np.isfinite(curve)
@@ -72,8 +81,9 @@ def pseudo_seeds(curve: Floats, *, n: int, trend_fraction: float, block_points: 
     return out
 
 
-def circular_block_indices(n: int, *, n_rows: int, block_points: int,
-                           rng: np.random.Generator) -> npt.NDArray[np.int64]:
+def circular_block_indices(
+    n: int, *, n_rows: int, block_points: int, rng: np.random.Generator
+) -> npt.NDArray[np.int64]:
     """``n_rows`` × ``n`` indices: random blocks of ``block_points`` consecutive positions
     (wrapping around), the circular block bootstrap of Politis & Romano (1992).
 

@@ -22,5 +22,10 @@ def axis(run: Run) -> Axis:
     >>> axis(run)(200).item()
     0.5
     """
-    return linear("progress", first_step=run.first_step, last_step=max(run.last_step, run.first_step + 1),
-                  first=0.0, last=1.0)
+    return linear(
+        "progress",
+        first_step=run.first_step,
+        last_step=max(run.last_step, run.first_step + 1),
+        first=0.0,
+        last=1.0,
+    )

@@ -14,8 +14,9 @@ import numpy as np
 from proxydiag.align.axis import Axis
 
 
-def register(axis: Axis, *, first_step: float, last_step: float, onset_step: float,
-             to_position: float) -> Axis | None:
+def register(
+    axis: Axis, *, first_step: float, last_step: float, onset_step: float, to_position: float
+) -> Axis | None:
     """``axis`` warped so that ``onset_step`` maps to ``to_position`` (None when impossible).
 
     >>> from proxydiag.align.axis import linear

@@ -26,8 +26,8 @@ def smooth(values: Floats, *, window_points: int) -> Floats:
     csum = np.cumsum(np.pad(filled, pad), axis=-1)
     ccount = np.cumsum(np.pad(finite.astype(np.float64), pad), axis=-1)
     n = values.shape[-1]
-    sums = csum[..., window_points:window_points + n] - csum[..., :n]
-    counts = ccount[..., window_points:window_points + n] - ccount[..., :n]
+    sums = csum[..., window_points : window_points + n] - csum[..., :n]
+    counts = ccount[..., window_points : window_points + n] - ccount[..., :n]
     with np.errstate(invalid="ignore", divide="ignore"):
         out = sums / counts
     return np.where(finite, out, np.nan)

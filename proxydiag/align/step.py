@@ -19,5 +19,10 @@ def axis(run: Run) -> Axis:
     >>> axis(run)(15).item()
     15.0
     """
-    return linear("step", first_step=run.first_step, last_step=run.last_step,
-                  first=run.first_step, last=run.last_step)
+    return linear(
+        "step",
+        first_step=run.first_step,
+        last_step=run.last_step,
+        first=run.first_step,
+        last=run.last_step,
+    )

@@ -19,8 +19,18 @@ from proxydiag.errors import ProxydiagError
 
 #: command modules; each registers its commands on ``app``
 COMMAND_MODULES = (
-    "ingest", "diagnose", "compare", "report", "dashboard", "mlflow", "synth", "demo", "bench",
-    "lab", "proxy", "watch",
+    "ingest",
+    "diagnose",
+    "compare",
+    "report",
+    "dashboard",
+    "mlflow",
+    "synth",
+    "demo",
+    "bench",
+    "lab",
+    "proxy",
+    "watch",
 )
 
 for _name in COMMAND_MODULES:
@@ -31,7 +41,9 @@ for _name in COMMAND_MODULES:
             raise
 
 
-def _show_warning(message: Any, category: Any, filename: str, lineno: int, *a: Any, **k: Any) -> None:
+def _show_warning(
+    message: Any, category: Any, filename: str, lineno: int, *a: Any, **k: Any
+) -> None:
     text = str(message).splitlines()[0] if str(message) else category.__name__
     err.print(f"warning: {text}", markup=False)
 

@@ -36,6 +36,8 @@ AliasesOpt = Annotated[
 ConfigOpt = Annotated[
     Path | None, typer.Option("--config", help="TOML file overriding detector/test parameters")
 ]
+
+
 def _export_tracking_uri(value: str | None) -> str | None:
     """``--tracking-uri`` also applies to reading ``runs:/`` sources, as MLFLOW_TRACKING_URI."""
     if value:
@@ -45,12 +47,13 @@ def _export_tracking_uri(value: str | None) -> str | None:
 
 TrackingOpt = Annotated[
     str | None,
-    typer.Option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)",
-                 callback=_export_tracking_uri),
+    typer.Option(
+        "--tracking-uri",
+        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)",
+        callback=_export_tracking_uri,
+    ),
 ]
-FormatOpt = Annotated[
-    str, typer.Option("--format", "-f", help="text | json | markdown")
-]
+FormatOpt = Annotated[str, typer.Option("--format", "-f", help="text | json | markdown")]
 
 
 def output_dir(path: Path) -> Path:

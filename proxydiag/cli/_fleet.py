@@ -16,15 +16,27 @@ import typer
 from proxydiag.cli._app import err
 from proxydiag.fleet.executor import Executor, failure_line, make_executor
 
-WorkersOpt = Annotated[int, typer.Option(
-    "--workers", min=1, help="local worker processes for the fleet's work items (1: in-process)")]
-RayOpt = Annotated[bool, typer.Option(
-    "--ray", help="run the work items as Ray tasks (needs proxydiag[ray])")]
-RayAddressOpt = Annotated[str | None, typer.Option(
-    "--ray-address", help="Ray cluster to join with --ray: 'auto', or ray://HOST:PORT "
-                          "(default: start a local Ray)")]
-ForceOpt = Annotated[bool, typer.Option(
-    "--force", help="redo work whose inputs are unchanged since it was last stored")]
+WorkersOpt = Annotated[
+    int,
+    typer.Option(
+        "--workers", min=1, help="local worker processes for the fleet's work items (1: in-process)"
+    ),
+]
+RayOpt = Annotated[
+    bool, typer.Option("--ray", help="run the work items as Ray tasks (needs proxydiag[ray])")
+]
+RayAddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="Ray cluster to join with --ray: 'auto', or ray://HOST:PORT "
+        "(default: start a local Ray)",
+    ),
+]
+ForceOpt = Annotated[
+    bool,
+    typer.Option("--force", help="redo work whose inputs are unchanged since it was last stored"),
+]
 
 
 def executor(workers: int, ray: bool, ray_address: str | None) -> Executor:

@@ -53,8 +53,9 @@ def existing(store: Path) -> RunStore:
     from proxydiag.store import RunStore
 
     if not (store / "catalog.duckdb").exists():
-        raise StoreError(f"{store}: no store here; ingest runs first (proxydiag ingest ... "
-                         "--store DIR)")
+        raise StoreError(
+            f"{store}: no store here; ingest runs first (proxydiag ingest ... --store DIR)"
+        )
     return RunStore(store)
 
 
@@ -81,23 +82,36 @@ def stored_diagnoses(results: Iterable[Result], *, fmt: str, failing: frozenset[
     return tally
 
 
-def diagnose_source(config: DiagnoseConfig, read_options: dict[str, Any], source: str,
-                    ) -> list[Diagnosis]:
+def diagnose_source(
+    config: DiagnoseConfig,
+    read_options: dict[str, Any],
+    source: str,
+) -> list[Diagnosis]:
     """The work item of ``diagnose SOURCE...`` (run on a worker): diagnose every run of a CLI
     source (a path, an MLflow URI, or a run id in a store)."""
     from proxydiag.cli.sources import load as load_source
     from proxydiag.diagnose.api import diagnose
 
-    return [diagnose(run, config=config, source=source)
-            for run in load_source(source, **read_options)]
+    return [
+        diagnose(run, config=config, source=source) for run in load_source(source, **read_options)
+    ]
 
 
-def source_diagnoses(sources: list[str], *, pool: Executor, config: DiagnoseConfig,
-                     store: Path | None, aliases: Path | None, to: Destination, fmt: str,
-                     failing: frozenset[str]) -> Tally:
+def source_diagnoses(
+    sources: list[str],
+    *,
+    pool: Executor,
+    config: DiagnoseConfig,
+    store: Path | None,
+    aliases: Path | None,
+    to: Destination,
+    fmt: str,
+    failing: frozenset[str],
+) -> Tally:
     """Diagnose every run of ``sources`` on ``pool``; print and keep each in order."""
     task: Callable[[Any], list[Diagnosis]] = partial(
-        diagnose_source, config, {"store": store, "aliases": aliases})
+        diagnose_source, config, {"store": store, "aliases": aliases}
+    )
     tally = Tally()
     for outcome in pool.map(task, sources):
         if not outcome.ok:
@@ -117,15 +131,23 @@ def source_diagnoses(sources: list[str], *, pool: Executor, config: DiagnoseConf
     return tally
 
 
-def stored_comparisons(store: Path, *, pool: Executor, group: str | None, align: str,
-                       config: FidelityConfig | None, force: bool,
-                       failing: frozenset[str]) -> Tally:
+def stored_comparisons(
+    store: Path,
+    *,
+    pool: Executor,
+    group: str | None,
+    align: str,
+    config: FidelityConfig | None,
+    force: bool,
+    failing: frozenset[str],
+) -> Tally:
     """``compare --store DIR [--group G]``: one JSON line per proxy (kept in the store)."""
     from proxydiag.fleet.analyse import compare_all
 
     tally = Tally()
-    for result in compare_all(existing(store), executor=pool, config=config, align=align,
-                              group=group, force=force):
+    for result in compare_all(
+        existing(store), executor=pool, config=config, align=align, group=group, force=force
+    ):
         if result.reason:
             tally.failures.append((result.key, result.reason))
             continue
@@ -134,8 +156,13 @@ def stored_comparisons(store: Path, *, pool: Executor, group: str | None, align:
     return tally
 
 
-def group_results(jobs: Sequence[Job], *, store: Path, pool: Executor, align: str,
-                  ) -> tuple[dict[str, Diagnosis], dict[str, Comparison]]:
+def group_results(
+    jobs: Sequence[Job],
+    *,
+    store: Path,
+    pool: Executor,
+    align: str,
+) -> tuple[dict[str, Diagnosis], dict[str, Comparison]]:
     """``report --group``'s analyses as work items on ``pool``: each run's diagnosis and each
     proxy's comparison (default configuration, as the report makes them). An item that fails
     is left out: the report then makes it itself, and says its error as it always did."""
@@ -143,10 +170,19 @@ def group_results(jobs: Sequence[Job], *, store: Path, pool: Executor, align: st
     from proxydiag.fleet.tasks import ProxyItem, compare_stored, diagnose_stored
 
     ids = list(dict.fromkeys(run.id for job in jobs for run in job.every))
-    diagnoses = {o.item: o.value for o in
-                 pool.map(partial(diagnose_stored, str(store), DiagnoseConfig()), ids) if o.ok}
-    items = [ProxyItem(job.proxy.id, tuple(run.id for run in job.full))
-             for job in jobs if job.proxy is not None]
-    comparisons = {o.item.proxy: o.value for o in
-                   pool.map(partial(compare_stored, str(store), None, align), items) if o.ok}
+    diagnoses = {
+        o.item: o.value
+        for o in pool.map(partial(diagnose_stored, str(store), DiagnoseConfig()), ids)
+        if o.ok
+    }
+    items = [
+        ProxyItem(job.proxy.id, tuple(run.id for run in job.full))
+        for job in jobs
+        if job.proxy is not None
+    ]
+    comparisons = {
+        o.item.proxy: o.value
+        for o in pool.map(partial(compare_stored, str(store), None, align), items)
+        if o.ok
+    }
     return diagnoses, comparisons

@@ -95,33 +95,58 @@ def load_one(source: str, store: Path | None, aliases: Path | None = None) -> Ru
 
 def keep_diagnosis(d: Diagnosis, run: Run, *, to: Destination) -> None:
     """Store ``d`` and/or log it to ``run``'s MLflow run."""
+
     def log(run_store: RunStore | None) -> str:
         from proxydiag.mlflow.sink import log_diagnosis
 
         html = _report_html(lambda report: report(runs=[run], diagnoses=[d], fmt="html"))
-        return log_diagnosis(d, run, report_html=html, tracking_uri=to.tracking_uri,
-                             experiment=to.experiment, store=run_store)
+        return log_diagnosis(
+            d,
+            run,
+            report_html=html,
+            tracking_uri=to.tracking_uri,
+            experiment=to.experiment,
+            store=run_store,
+        )
 
     _keep(lambda s: s.put_diagnosis(d), log, to=to)
 
 
-def keep_comparison(c: Comparison, fulls: list[Run], proxy: Run, *, to: Destination,
-                    diagnoses: Sequence[Diagnosis] | None = None) -> None:
+def keep_comparison(
+    c: Comparison,
+    fulls: list[Run],
+    proxy: Run,
+    *,
+    to: Destination,
+    diagnoses: Sequence[Diagnosis] | None = None,
+) -> None:
     """Store ``c`` and/or log it to the proxy's MLflow run (with its report, which shows
     ``diagnoses`` when given instead of diagnosing the runs again)."""
+
     def log(run_store: RunStore | None) -> str:
         from proxydiag.mlflow.sink import log_comparison
 
-        html = _report_html(lambda report: report(
-            full=fulls, proxy=proxy, comparison=c, diagnoses=diagnoses, fmt="html"))
-        return log_comparison(c, proxy, fulls, report_html=html, tracking_uri=to.tracking_uri,
-                              experiment=to.experiment, store=run_store)
+        html = _report_html(
+            lambda report: report(
+                full=fulls, proxy=proxy, comparison=c, diagnoses=diagnoses, fmt="html"
+            )
+        )
+        return log_comparison(
+            c,
+            proxy,
+            fulls,
+            report_html=html,
+            tracking_uri=to.tracking_uri,
+            experiment=to.experiment,
+            store=run_store,
+        )
 
     _keep(lambda s: s.put_comparison(c), log, to=to)
 
 
-def _keep(put: Callable[[RunStore], object], log: Callable[[RunStore | None], str], *,
-          to: Destination) -> None:
+def _keep(
+    put: Callable[[RunStore], object], log: Callable[[RunStore | None], str], *, to: Destination
+) -> None:
     run_store = None
     if to.store is not None:
         from proxydiag.store import RunStore

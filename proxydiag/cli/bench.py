@@ -11,8 +11,9 @@ import typer
 from proxydiag.cli._app import ConfigOpt, FormatOpt, app, out
 from proxydiag.cli._fleet import RayAddressOpt, RayOpt, WorkersOpt, executor
 
-bench_app = typer.Typer(help="Score diagnose/compare against a labelled corpus (labels.json).",
-                        no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Score diagnose/compare against a labelled corpus (labels.json).", no_args_is_help=True
+)
 app.add_typer(bench_app, name="bench")
 
 
@@ -61,8 +62,9 @@ def bench_compare(
 def bench_watch(
     corpus: Annotated[Path, typer.Argument(help="folder with labels.json")],
     every: Annotated[int, typer.Option("--every", help="logged steps per check")] = 10,
-    oracle: Annotated[bool, typer.Option("--oracle/--no-oracle",
-                                         help="also run offline diagnose on every prefix")] = True,
+    oracle: Annotated[
+        bool, typer.Option("--oracle/--no-oracle", help="also run offline diagnose on every prefix")
+    ] = True,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text | json")] = "text",
     workers: WorkersOpt = 1,
     ray: RayOpt = False,
@@ -76,8 +78,9 @@ def bench_watch(
         raise ConfigError(f"--format {fmt!r}: use text or json")
     if every < 1:
         raise ConfigError(f"--every must be at least 1, not {every}")
-    summary = score(corpus, every=every, oracle=oracle,
-                    executor=executor(workers, ray, ray_address))
+    summary = score(
+        corpus, every=every, oracle=oracle, executor=executor(workers, ray, ray_address)
+    )
     if fmt == "json":
         out.print(json.dumps(summary), markup=False, soft_wrap=True, highlight=False)
     else:

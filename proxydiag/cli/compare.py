@@ -26,18 +26,28 @@ from proxydiag.cli._results import (
 
 @app.command()
 def compare(
-    full: Annotated[list[str] | None, typer.Option("--full", help="full run (repeat for seeds; the first is the reference)")] = None,
+    full: Annotated[
+        list[str] | None,
+        typer.Option("--full", help="full run (repeat for seeds; the first is the reference)"),
+    ] = None,
     proxy: Annotated[str | None, typer.Option("--proxy", help="proxy run")] = None,
     align: Annotated[str, typer.Option("--align", help="step | tokens | progress")] = "step",
     fmt: FormatOpt = "text",
-    fail_on: Annotated[str | None, typer.Option("--fail-on", help="exit 1 on this verdict or worse: unfaithful | partial")] = None,
+    fail_on: Annotated[
+        str | None,
+        typer.Option("--fail-on", help="exit 1 on this verdict or worse: unfaithful | partial"),
+    ] = None,
     config: ConfigOpt = None,
     store: ResultStoreOpt = None,
     log_to_mlflow: LogToMlflowOpt = False,
     mlflow_experiment: MlflowExperimentOpt = None,
     tracking_uri: TrackingOpt = None,
-    group: Annotated[str | None, typer.Option(
-        "--group", help="with --store and no --full/--proxy: only this group's proxies")] = None,
+    group: Annotated[
+        str | None,
+        typer.Option(
+            "--group", help="with --store and no --full/--proxy: only this group's proxies"
+        ),
+    ] = None,
     workers: WorkersOpt = 1,
     ray: RayOpt = False,
     ray_address: RayAddressOpt = None,
@@ -58,27 +68,52 @@ def compare(
     failing = fail_classes(fail_on, labels=False, verdicts=True)
     if not full and proxy is None and store is not None:
         if log_to_mlflow:
-            raise typer.BadParameter("comparing a store keeps results there; `proxydiag mlflow "
-                                     "sync` logs them to MLflow")
-        stored_comparisons(store, pool=executor(workers, ray, ray_address), group=group,
-                           align=align, config=load_config(config) if config else None,
-                           force=force, failing=failing).finish()
+            raise typer.BadParameter(
+                "comparing a store keeps results there; `proxydiag mlflow sync` logs them to MLflow"
+            )
+        stored_comparisons(
+            store,
+            pool=executor(workers, ray, ray_address),
+            group=group,
+            align=align,
+            config=load_config(config) if config else None,
+            force=force,
+            failing=failing,
+        ).finish()
         return
     if not full or proxy is None or group is not None:
-        raise typer.BadParameter("give --full SOURCE... --proxy SOURCE, or --store DIR "
-                                 "[--group G] for every stored proxy")
+        raise typer.BadParameter(
+            "give --full SOURCE... --proxy SOURCE, or --store DIR "
+            "[--group G] for every stored proxy"
+        )
     fulls = [run for source in full for run in load(source, store)]
     proxies = [load_one(proxy, store)]
     cfg = load_config(config) if config is not None else FidelityConfig()
     # diagnosed once here: the comparison and the report logged to MLflow both use them
     diagnoses = [diagnose(run) for run in [*fulls, proxies[0]]]
-    result = run_compare(fulls, proxies[0], align=align, config=cfg,
-                         full_diagnoses=diagnoses[:-1], proxy_diagnosis=diagnoses[-1])
+    result = run_compare(
+        fulls,
+        proxies[0],
+        align=align,
+        config=cfg,
+        full_diagnoses=diagnoses[:-1],
+        proxy_diagnosis=diagnoses[-1],
+    )
     if fmt == "json":
         out.print(json.dumps(result.to_dict()), markup=False, soft_wrap=True)
     else:
         out.print(markdown(result, cfg) if fmt == "markdown" else text(result, cfg), markup=False)
-    keep_comparison(result, fulls, proxies[0], diagnoses=diagnoses, to=Destination(
-        store=store, mlflow=log_to_mlflow, experiment=mlflow_experiment, tracking_uri=tracking_uri))
+    keep_comparison(
+        result,
+        fulls,
+        proxies[0],
+        diagnoses=diagnoses,
+        to=Destination(
+            store=store,
+            mlflow=log_to_mlflow,
+            experiment=mlflow_experiment,
+            tracking_uri=tracking_uri,
+        ),
+    )
     if result.verdict in failing:
         raise typer.Exit(1)

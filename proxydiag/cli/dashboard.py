@@ -16,10 +16,15 @@ from proxydiag.errors import StoreError
 def dashboard(
     store: StoreOpt = DEFAULT_STORE,
     output: Annotated[Path, typer.Option("--output", "-o", help="directory to write")] = Path(
-        "dashboard"),
-    analyse: Annotated[bool, typer.Option(
-        "--analyse/--no-analyse",
-        help="diagnose/compare in memory what the store has no result for")] = True,
+        "dashboard"
+    ),
+    analyse: Annotated[
+        bool,
+        typer.Option(
+            "--analyse/--no-analyse",
+            help="diagnose/compare in memory what the store has no result for",
+        ),
+    ] = True,
     workers: WorkersOpt = 1,
     ray: RayOpt = False,
     ray_address: RayAddressOpt = None,
@@ -28,8 +33,12 @@ def dashboard(
     from proxydiag.report.dashboard import write_dashboard
 
     if not store.is_dir():
-        raise StoreError(f"{store}: no store here; ingest runs first (proxydiag ingest ... "
-                         "--store DIR) or pass --store DIR")
+        raise StoreError(
+            f"{store}: no store here; ingest runs first (proxydiag ingest ... "
+            "--store DIR) or pass --store DIR"
+        )
     pool = executor(workers, ray, ray_address)
-    out.print(str(write_dashboard(store, output_dir(output), analyse=analyse, executor=pool)),
-              markup=False)
+    out.print(
+        str(write_dashboard(store, output_dir(output), analyse=analyse, executor=pool)),
+        markup=False,
+    )

@@ -94,7 +94,9 @@ def groups(runs: list[Run]) -> dict[str, tuple[list[Run], list[Run]]]:
     return by
 
 
-def compare_all(runs: list[Run], diagnoses: dict[str, Diagnosis], store: RunStore) -> list[Comparison]:
+def compare_all(
+    runs: list[Run], diagnoses: dict[str, Diagnosis], store: RunStore
+) -> list[Comparison]:
     """Compare every proxy with the full seeds of its group; keep each comparison."""
     from proxydiag.fidelity.api import compare
 
@@ -103,8 +105,12 @@ def compare_all(runs: list[Run], diagnoses: dict[str, Diagnosis], store: RunStor
         if not fulls:
             continue
         for proxy in proxies:
-            c = compare(fulls, proxy, full_diagnoses=[diagnoses.get(f.id) for f in fulls],
-                        proxy_diagnosis=diagnoses.get(proxy.id))
+            c = compare(
+                fulls,
+                proxy,
+                full_diagnoses=[diagnoses.get(f.id) for f in fulls],
+                proxy_diagnosis=diagnoses.get(proxy.id),
+            )
             store.put_comparison(c)
             out.append(c)
     return out
@@ -116,14 +122,16 @@ def write_report(runs: list[Run], result: DemoResult, out_dir: Path) -> Path:
     from proxydiag.report.api import report
 
     by = groups(runs)
-    name = "divergence" if by.get("divergence", ([], []))[1] else next(
-        (g for g, (f, p) in by.items() if f and p), None)
+    name = (
+        "divergence"
+        if by.get("divergence", ([], []))[1]
+        else next((g for g, (f, p) in by.items() if f and p), None)
+    )
     if name is None:
         raise StoreError("no group with a full run and a proxy to report on")
     fulls, proxies = by[name]
     comparison = next((c for c in result.comparisons if c.proxy_run == proxies[0].id), None)
-    html = report(full=fulls, proxy=proxies[0], comparison=comparison,
-                  diagnoses=result.diagnoses)
+    html = report(full=fulls, proxy=proxies[0], comparison=comparison, diagnoses=result.diagnoses)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "report.html"
     path.write_text(html, encoding="utf-8")
@@ -144,8 +152,11 @@ def run_demo(*, samples: Path | None, store_path: Path, out_dir: Path) -> DemoRe
     result.diagnoses = _stage(result, "diagnose", lambda: diagnose_all(result.runs, store), {})
     if result.diagnoses or "diagnose" in result.unavailable:
         result.comparisons = _stage(
-            result, "compare", lambda: compare_all(result.runs, result.diagnoses, store), [])
-    result.report = _stage(result, "report", lambda: write_report(result.runs, result, out_dir), None)
+            result, "compare", lambda: compare_all(result.runs, result.diagnoses, store), []
+        )
+    result.report = _stage(
+        result, "report", lambda: write_report(result.runs, result, out_dir), None
+    )
     result.dashboard = _stage(result, "dashboard", lambda: write_dashboard(store, out_dir), None)
     return result
 

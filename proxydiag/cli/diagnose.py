@@ -25,13 +25,17 @@ from proxydiag.cli._results import (
 
 @app.command()
 def diagnose(
-    sources: Annotated[list[str] | None, typer.Argument(
-        help="run paths, MLflow URIs, or run ids in --store")] = None,
+    sources: Annotated[
+        list[str] | None, typer.Argument(help="run paths, MLflow URIs, or run ids in --store")
+    ] = None,
     fmt: FormatOpt = "text",
     fail_on: Annotated[
         str | None,
-        typer.Option("--fail-on", help="exit 1 when a run is labelled so: CLASS[,CLASS] "
-                                       "(gradient_overflow, loss_divergence, precision_fault)"),
+        typer.Option(
+            "--fail-on",
+            help="exit 1 when a run is labelled so: CLASS[,CLASS] "
+            "(gradient_overflow, loss_divergence, precision_fault)",
+        ),
     ] = None,
     config: ConfigOpt = None,
     aliases: AliasesOpt = None,
@@ -39,8 +43,10 @@ def diagnose(
     log_to_mlflow: LogToMlflowOpt = False,
     mlflow_experiment: MlflowExperimentOpt = None,
     tracking_uri: TrackingOpt = None,
-    every: Annotated[bool, typer.Option(
-        "--all", help="diagnose every run in --store (and keep the results there)")] = False,
+    every: Annotated[
+        bool,
+        typer.Option("--all", help="diagnose every run in --store (and keep the results there)"),
+    ] = False,
     workers: WorkersOpt = 1,
     ray: RayOpt = False,
     ray_address: RayAddressOpt = None,
@@ -61,15 +67,25 @@ def diagnose(
         raise typer.BadParameter("give SOURCE..., or --store DIR --all (one of them)")
     if every:
         if log_to_mlflow:
-            raise typer.BadParameter("--all keeps results in --store; `proxydiag mlflow sync` "
-                                     "logs them to MLflow")
+            raise typer.BadParameter(
+                "--all keeps results in --store; `proxydiag mlflow sync` logs them to MLflow"
+            )
         from proxydiag.fleet.analyse import diagnose_all
 
         assert store is not None
         results = diagnose_all(existing(store), executor=pool, config=cfg, force=force)
         stored_diagnoses(results, fmt=fmt, failing=failing).finish()
         return
-    to = Destination(store=store, mlflow=log_to_mlflow, experiment=mlflow_experiment,
-                     tracking_uri=tracking_uri)
-    source_diagnoses(list(sources or []), pool=pool, config=cfg, store=store, aliases=aliases,
-                     to=to, fmt=fmt, failing=failing).finish()
+    to = Destination(
+        store=store, mlflow=log_to_mlflow, experiment=mlflow_experiment, tracking_uri=tracking_uri
+    )
+    source_diagnoses(
+        list(sources or []),
+        pool=pool,
+        config=cfg,
+        store=store,
+        aliases=aliases,
+        to=to,
+        fmt=fmt,
+        failing=failing,
+    ).finish()

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 #: summary rows printed before eliding the rest
 MAX_ROWS = 40
 
+
 class Role(StrEnum):
     full = "full"
     proxy = "proxy"
@@ -45,13 +46,18 @@ RoleOpt = Annotated[
     typer.Option("--role", help="role of every run read (overrides sidecars and tags)"),
 ]
 GroupOpt = Annotated[
-    str | None, typer.Option("--group", help="group of every run read (pairs proxies with full runs)")
+    str | None,
+    typer.Option("--group", help="group of every run read (pairs proxies with full runs)"),
 ]
 
 LockTimeoutOpt = Annotated[
     float,
-    typer.Option("--lock-timeout", envvar="PROXYDIAG_LOCK_TIMEOUT_S", min=0,
-                 help="seconds to wait for another process writing to the store"),
+    typer.Option(
+        "--lock-timeout",
+        envvar="PROXYDIAG_LOCK_TIMEOUT_S",
+        min=0,
+        help="seconds to wait for another process writing to the store",
+    ),
 ]
 
 
@@ -65,12 +71,20 @@ def ingest(
     group: GroupOpt = None,
     aliases: AliasesOpt = None,
     lock_timeout_s: LockTimeoutOpt = 10.0,
-    mlflow_experiment: Annotated[str | None, typer.Option(
-        "--mlflow-experiment", help="also ingest the runs of this MLflow experiment")] = None,
-    mlflow_filter: Annotated[str, typer.Option(
-        "--filter", help="MLflow filter for --mlflow-experiment, e.g. \"tags.role = 'proxy'\"")] = "",
-    tracking_uri: Annotated[str | None, typer.Option(
-        "--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)")] = None,
+    mlflow_experiment: Annotated[
+        str | None,
+        typer.Option("--mlflow-experiment", help="also ingest the runs of this MLflow experiment"),
+    ] = None,
+    mlflow_filter: Annotated[
+        str,
+        typer.Option(
+            "--filter", help="MLflow filter for --mlflow-experiment, e.g. \"tags.role = 'proxy'\""
+        ),
+    ] = "",
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)"),
+    ] = None,
     workers: WorkersOpt = 1,
     ray: RayOpt = False,
     ray_address: RayAddressOpt = None,
@@ -83,8 +97,10 @@ def ingest(
     from proxydiag.ingest.mlflow import uri as mlflow_uri
     from proxydiag.store import RunStore
 
-    ctx = ReadContext(AliasTable.load(aliases) if aliases else AliasTable.default(),
-                      {"tracking_uri": tracking_uri} if tracking_uri else {})
+    ctx = ReadContext(
+        AliasTable.load(aliases) if aliases else AliasTable.default(),
+        {"tracking_uri": tracking_uri} if tracking_uri else {},
+    )
     target = RunStore(store, lock_timeout_s=lock_timeout_s)
     pool = executor(workers, ray, ray_address)
     stored: list[Run] = []
@@ -98,33 +114,47 @@ def ingest(
         work.extend((reader_name(mlflow_uri), f"runs:/{rid}") for rid in ids)
     for source in sources or []:
         try:
-            work.extend((reader_name(reader), str(item))
-                        for reader, item in discover(_absolute(source)))
+            work.extend(
+                (reader_name(reader), str(item)) for reader, item in discover(_absolute(source))
+            )
         except ProxydiagError as exc:
             failures.append((len(work), _absolute(source), str(exc)))
-    spec = ReadSpec(ctx, role=role.value if role else None, group=group, force=force,
-                    config_digest=config_digest(file_digest(aliases), role and role.value, group,
-                                                tracking_uri))
+    spec = ReadSpec(
+        ctx,
+        role=role.value if role else None,
+        group=group,
+        force=force,
+        config_digest=config_digest(file_digest(aliases), role and role.value, group, tracking_uri),
+    )
     # a fleet (several sources, or workers) skips unchanged sources; one source is re-read
     fleet = len(work) > 1 or pool.name != "serial"
     with _progress() as progress:
         task = progress.add_task("ingest", total=len(work))
         result = ingest_sources(
-            work, store=target, executor=pool, spec=spec, skip_unchanged=fleet,
+            work,
+            store=target,
+            executor=pool,
+            spec=spec,
+            skip_unchanged=fleet,
             on_run=lambda run: stored.append(_summary_only(run)),
-            on_item=lambda item: progress.update(task, advance=1, description=_short(item)))
+            on_item=lambda item: progress.update(task, advance=1, description=_short(item)),
+        )
     # in the sources' order: a source that could not be listed before the ones listed after it
     failures = sorted([*failures, *result.failures], key=lambda f: (f[0], f in result.failures))
     if result.skipped:
-        err.print(f"{len(result.skipped)} source(s) unchanged since they were stored, not read "
-                  "again (--force reads them)", markup=False)
+        err.print(
+            f"{len(result.skipped)} source(s) unchanged since they were stored, not read "
+            "again (--force reads them)",
+            markup=False,
+        )
     if stored:
         show(_table(stored, store=target.path))
     if report_failures((source, reason) for _, source, reason in failures):
         raise typer.Exit(2)
     if not stored and not result.skipped:
-        err.print(f"error: {' '.join(sources or [])}: no runs found; nothing to ingest",
-                  markup=False)
+        err.print(
+            f"error: {' '.join(sources or [])}: no runs found; nothing to ingest", markup=False
+        )
         raise typer.Exit(2)
 
 
@@ -141,7 +171,9 @@ def _summary_only(run: Run) -> Run:
     summary = frame.head(0)
     kept = Run(summary, run.name, dict(run.attrs), run.mapping, [])
     kept.attrs.update(
-        run_id=run.id, _points=frame.height, _metrics=frame["metric"].n_unique(),
+        run_id=run.id,
+        _points=frame.height,
+        _metrics=frame["metric"].n_unique(),
         _steps=f"{run.first_step}–{run.last_step}" if frame.height else "",
     )
     return kept
@@ -158,8 +190,12 @@ def _progress() -> Progress:
     )
 
     return Progress(
-        TextColumn("[progress.description]{task.description}"), BarColumn(),
-        MofNCompleteColumn(), TimeElapsedColumn(), console=err, transient=True,
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
         disable=not err.is_terminal,
     )
 
@@ -172,13 +208,22 @@ def _short(item: str | Path, width: int = 40) -> str:
 def _table(runs: list[Run], *, store: Path) -> Table:
     table = Table(title=cell(f"{len(runs)} run(s) stored in {store}"), title_justify="left")
     for column in ("run", "name", "format", "points", "metrics", "steps", "role", "group"):
-        table.add_column(column, justify="right" if column in ("points", "metrics") else "left",
-                         no_wrap=column == "run")
+        table.add_column(
+            column,
+            justify="right" if column in ("points", "metrics") else "left",
+            no_wrap=column == "run",
+        )
     for run in runs[:MAX_ROWS]:
         a = run.attrs
         table.add_row(
-            cell(a["run_id"]), cell(run.name), cell(a.get("format")), f"{a['_points']:,}",
-            str(a["_metrics"]), str(a["_steps"]), cell(a.get("role")), cell(a.get("group")),
+            cell(a["run_id"]),
+            cell(run.name),
+            cell(a.get("format")),
+            f"{a['_points']:,}",
+            str(a["_metrics"]),
+            str(a["_steps"]),
+            cell(a.get("role")),
+            cell(a.get("group")),
         )
     if len(runs) > MAX_ROWS:
         table.add_row(f"… and {len(runs) - MAX_ROWS} more", *[""] * 7)

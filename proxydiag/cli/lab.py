@@ -10,8 +10,9 @@ import typer
 from proxydiag.cli._app import app, out
 from proxydiag.errors import ConfigError
 
-lab_app = typer.Typer(help="Real tiny MoE GRPO runs with proxies and injected faults.",
-                      no_args_is_help=True)
+lab_app = typer.Typer(
+    help="Real tiny MoE GRPO runs with proxies and injected faults.", no_args_is_help=True
+)
 app.add_typer(lab_app, name="lab")
 
 OutOpt = Annotated[Path, typer.Option("-o", "--out", help="output directory")]
@@ -20,14 +21,21 @@ OutOpt = Annotated[Path, typer.Option("-o", "--out", help="output directory")]
 @lab_app.command("run")
 def lab_run(
     output: OutOpt,
-    fault: Annotated[str, typer.Option(help="none, fp16_static_scale, lr_blowup, bf16_sampler, "
-                                       "fp8_sampler, stale_sync, partial_sync, bf16_increment")] = "none",
+    fault: Annotated[
+        str,
+        typer.Option(
+            help="none, fp16_static_scale, lr_blowup, bf16_sampler, "
+            "fp8_sampler, stale_sync, partial_sync, bf16_increment"
+        ),
+    ] = "none",
     fault_step: Annotated[int, typer.Option(help="step the fault starts")] = 60,
     experts_kept: Annotated[int, typer.Option(help="experts kept per layer (8 = full model)")] = 8,
     seed: Annotated[int, typer.Option()] = 0,
     steps: Annotated[int, typer.Option(help="GRPO steps")] = 150,
     precision: Annotated[str, typer.Option(help="learner gradients: fp32 | fp16")] = "fp32",
-    mlflow_uri: Annotated[str | None, typer.Option(help="also log to this MLflow tracking URI")] = None,
+    mlflow_uri: Annotated[
+        str | None, typer.Option(help="also log to this MLflow tracking URI")
+    ] = None,
 ) -> None:
     """Train one run into OUT/<name>/ (TensorBoard events + proxydiag.json sidecar)."""
     from proxydiag.lab import require_torch
@@ -42,16 +50,26 @@ def lab_run(
         raise ConfigError(f"--precision {precision!r} is unknown; use fp32 or fp16")
     if not 1 <= experts_kept <= 8:
         raise ConfigError(f"--experts-kept must be 1..8, got {experts_kept}")
-    spec = LabRun(fault=fault, fault_step=fault_step, experts_kept=experts_kept, seed=seed,
-                  steps=steps, precision=precision)
-    truth = run_lab(spec, output, cache_dir=output / ".pretrained", mlflow_uri=mlflow_uri, threads=2)
+    spec = LabRun(
+        fault=fault,
+        fault_step=fault_step,
+        experts_kept=experts_kept,
+        seed=seed,
+        steps=steps,
+        precision=precision,
+    )
+    truth = run_lab(
+        spec, output, cache_dir=output / ".pretrained", mlflow_uri=mlflow_uri, threads=2
+    )
     out.print(f"{output / spec.name}  label={truth['label']} onset={truth['onset_step']}")
 
 
 @lab_app.command("suite")
 def lab_suite(
     output: OutOpt,
-    faults: Annotated[str | None, typer.Option(help="comma-separated faults (default: all kinds)")] = None,
+    faults: Annotated[
+        str | None, typer.Option(help="comma-separated faults (default: all kinds)")
+    ] = None,
     steps: Annotated[int, typer.Option(help="GRPO steps per run")] = 150,
     workers: Annotated[int, typer.Option(help="parallel runs (one core each)")] = 2,
 ) -> None:

@@ -8,20 +8,26 @@ import typer
 
 from proxydiag.cli._app import DEFAULT_STORE, StoreOpt, TrackingOpt, app, err, out
 
-mlflow_app = typer.Typer(help="MLflow: push stored diagnoses and comparisons to MLflow runs.",
-                         no_args_is_help=True)
+mlflow_app = typer.Typer(
+    help="MLflow: push stored diagnoses and comparisons to MLflow runs.", no_args_is_help=True
+)
 app.add_typer(mlflow_app, name="mlflow")
 
 ExperimentOpt = Annotated[
     str | None,
-    typer.Option("--mlflow-experiment",
-                 help="experiment for runs that did not come from MLflow (default: proxydiag)"),
+    typer.Option(
+        "--mlflow-experiment",
+        help="experiment for runs that did not come from MLflow (default: proxydiag)",
+    ),
 ]
 
 
 @mlflow_app.command("sync")
-def sync_command(store: StoreOpt = DEFAULT_STORE, tracking_uri: TrackingOpt = None,
-                 experiment: ExperimentOpt = None) -> None:
+def sync_command(
+    store: StoreOpt = DEFAULT_STORE,
+    tracking_uri: TrackingOpt = None,
+    experiment: ExperimentOpt = None,
+) -> None:
     """Log every pending result in the store to MLflow (exit 2 if any failed)."""
     from proxydiag.errors import MlflowError
     from proxydiag.mlflow.sync import sync
@@ -35,7 +41,9 @@ def sync_command(store: StoreOpt = DEFAULT_STORE, tracking_uri: TrackingOpt = No
     if not result.pushed and not result.failed:
         out.print("nothing to sync")
     if result.failed:
-        raise MlflowError(f"{len(result.failed)} result(s) not synced; they stay pending in {store}")
+        raise MlflowError(
+            f"{len(result.failed)} result(s) not synced; they stay pending in {store}"
+        )
 
 
 FilterOpt = Annotated[
@@ -44,9 +52,11 @@ FilterOpt = Annotated[
 
 
 @mlflow_app.command("runs")
-def runs_command(experiment: Annotated[str, typer.Option("--mlflow-experiment",
-                                                         help="MLflow experiment name")],
-                 filter_string: FilterOpt = "", tracking_uri: TrackingOpt = None) -> None:
+def runs_command(
+    experiment: Annotated[str, typer.Option("--mlflow-experiment", help="MLflow experiment name")],
+    filter_string: FilterOpt = "",
+    tracking_uri: TrackingOpt = None,
+) -> None:
     """List the MLflow runs of an experiment (with proxydiag's tags and fidelity if logged)."""
     from proxydiag.ingest.mlflow.uri import resolve_tracking_uri, search_ids
     from proxydiag.mlflow.sink import fast_fail
@@ -55,8 +65,14 @@ def runs_command(experiment: Annotated[str, typer.Option("--mlflow-experiment",
     with fast_fail():
         ids = search_ids(experiment, filter_string, uri)
         rows = _describe(uri, ids)
-    header = ["mlflow_run_id", "name", "role", "experts_kept", "proxydiag.label",
-              "proxydiag.fidelity"]
+    header = [
+        "mlflow_run_id",
+        "name",
+        "role",
+        "experts_kept",
+        "proxydiag.label",
+        "proxydiag.fidelity",
+    ]
     for row in [header, *rows]:
         typer.echo("\t".join(row))  # tab-separated for scripts (rich would expand the tabs)
 
@@ -69,9 +85,14 @@ def _describe(uri: str, ids: list[str]) -> list[list[str]]:
     for rid in ids:
         run = client.get_run(rid)
         tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
-        rows.append([
-            rid, run.info.run_name or "", tags.get("role", ""),
-            tags.get("experts_kept", params.get("experts_kept", "")),
-            tags.get("proxydiag.label", ""), f"{metrics.get('proxydiag.fidelity', '')}",
-        ])
+        rows.append(
+            [
+                rid,
+                run.info.run_name or "",
+                tags.get("role", ""),
+                tags.get("experts_kept", params.get("experts_kept", "")),
+                tags.get("proxydiag.label", ""),
+                f"{metrics.get('proxydiag.fidelity', '')}",
+            ]
+        )
     return rows

@@ -23,12 +23,22 @@ def _load(sources: list[str], *, store: Path, aliases: Path | None) -> list[Run]
     return [run for source in sources for run in load(source, store, aliases)]
 
 
-def _jobs(sources: list[str], full: list[str], proxy: str | None, group: str | None, *,
-          store: Path, output: Path, aliases: Path | None) -> list[Job]:
+def _jobs(
+    sources: list[str],
+    full: list[str],
+    proxy: str | None,
+    group: str | None,
+    *,
+    store: Path,
+    output: Path,
+    aliases: Path | None,
+) -> list[Job]:
     modes = sum([bool(sources), bool(full or proxy), group is not None])
     if modes != 1:
-        raise AnalysisError("give SOURCE..., or --full SOURCE... --proxy SOURCE, "
-                            "or --store DIR --group NAME (exactly one of them)")
+        raise AnalysisError(
+            "give SOURCE..., or --full SOURCE... --proxy SOURCE, "
+            "or --store DIR --group NAME (exactly one of them)"
+        )
     if group is not None:
         fulls, proxies = group_runs(store, group)
         return comparison_jobs(output, full=fulls, proxies=proxies)
@@ -37,12 +47,18 @@ def _jobs(sources: list[str], full: list[str], proxy: str | None, group: str | N
     if not full or proxy is None:
         raise AnalysisError("a comparison report needs --full SOURCE and --proxy SOURCE")
     proxies = [load_one(proxy, store, aliases)]
-    return comparison_jobs(output, full=_load(full, store=store, aliases=aliases),
-                           proxies=proxies)
+    return comparison_jobs(output, full=_load(full, store=store, aliases=aliases), proxies=proxies)
 
 
-def _log_to_mlflow(content: ReportContent, html: str, *, tracking_uri: str | None,
-                   experiment: str | None, logged: set[str], store: Path) -> None:
+def _log_to_mlflow(
+    content: ReportContent,
+    html: str,
+    *,
+    tracking_uri: str | None,
+    experiment: str | None,
+    logged: set[str],
+    store: Path,
+) -> None:
     """Log the report's results; a diagnosis already logged by an earlier report of the
     group (its full runs) is not logged again (``logged`` holds those run ids). With a store
     at ``store`` the results are kept there first (a server that is down loses nothing)."""
@@ -54,15 +70,29 @@ def _log_to_mlflow(content: ReportContent, html: str, *, tracking_uri: str | Non
         d = content.diagnoses.get(run.id)
         if d is not None and run.id not in logged:
             logged.add(run.id)
-            log_diagnosis(d, run, report_html=html, tracking_uri=tracking_uri,
-                          experiment=experiment, store=kept)
+            log_diagnosis(
+                d,
+                run,
+                report_html=html,
+                tracking_uri=tracking_uri,
+                experiment=experiment,
+                store=kept,
+            )
     if content.comparison is not None and content.proxy is not None:
-        log_comparison(content.comparison, content.proxy, list(content.full), report_html=html,
-                       tracking_uri=tracking_uri, experiment=experiment, store=kept)
+        log_comparison(
+            content.comparison,
+            content.proxy,
+            list(content.full),
+            report_html=html,
+            tracking_uri=tracking_uri,
+            experiment=experiment,
+            store=kept,
+        )
 
 
-def _print_recommendation(store: Path, group: str, compared: list[Comparison], *,
-                          to_stderr: bool) -> None:
+def _print_recommendation(
+    store: Path, group: str, compared: list[Comparison], *, to_stderr: bool
+) -> None:
     """How small may a proxy be: the group's smallest proxy faithful in every phase."""
     from proxydiag.report.recommend import group_recommendation, lines
     from proxydiag.store import RunStore
@@ -77,25 +107,42 @@ def _print_recommendation(store: Path, group: str, compared: list[Comparison], *
 @app.command()
 def report(
     sources: Annotated[list[str] | None, typer.Argument(help="runs to diagnose and show")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="file to write ('-' for stdout)")] = Path(
-        "report.html"),
-    full: Annotated[list[str] | None, typer.Option(
-        "--full", help="full run (repeat for seeds; the first is the reference)")] = None,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="file to write ('-' for stdout)")
+    ] = Path("report.html"),
+    full: Annotated[
+        list[str] | None,
+        typer.Option("--full", help="full run (repeat for seeds; the first is the reference)"),
+    ] = None,
     proxy: Annotated[str | None, typer.Option("--proxy", help="proxy run")] = None,
-    group: Annotated[str | None, typer.Option(
-        "--group", help="report a group from --store (one report per proxy)")] = None,
+    group: Annotated[
+        str | None,
+        typer.Option("--group", help="report a group from --store (one report per proxy)"),
+    ] = None,
     store: StoreOpt = DEFAULT_STORE,
     fmt: Annotated[str, typer.Option("--format", "-f", help="html | markdown | json")] = "html",
-    align: Annotated[str, typer.Option(
-        "--align", help="step | tokens | samples | progress")] = "step",
-    fail_on: Annotated[str | None, typer.Option(
-        "--fail-on", help="exit 1 when a run is labelled so, or the proxy's verdict is (partial "
-        "means partial or worse), "
-        "e.g. loss_divergence,precision_fault or unfaithful")] = None,
-    log_to_mlflow: Annotated[bool, typer.Option(
-        "--log-to-mlflow", help="also log the results and the HTML report to MLflow")] = False,
-    mlflow_experiment: Annotated[str | None, typer.Option(
-        "--mlflow-experiment", help="experiment for runs that did not come from MLflow")] = None,
+    align: Annotated[
+        str, typer.Option("--align", help="step | tokens | samples | progress")
+    ] = "step",
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            help="exit 1 when a run is labelled so, or the proxy's verdict is (partial "
+            "means partial or worse), "
+            "e.g. loss_divergence,precision_fault or unfaithful",
+        ),
+    ] = None,
+    log_to_mlflow: Annotated[
+        bool,
+        typer.Option("--log-to-mlflow", help="also log the results and the HTML report to MLflow"),
+    ] = False,
+    mlflow_experiment: Annotated[
+        str | None,
+        typer.Option(
+            "--mlflow-experiment", help="experiment for runs that did not come from MLflow"
+        ),
+    ] = None,
     tracking_uri: TrackingOpt = None,
     aliases: AliasesOpt = None,
     workers: WorkersOpt = 1,
@@ -113,17 +160,29 @@ def report(
     logged: set[str] = set()  # ... and logged to MLflow once
     compared: list[Comparison] = []  # a group's proxies: which is the smallest faithful one
     pool = executor(workers, ray, ray_address)
-    jobs = _jobs(list(sources or []), list(full or []), proxy, group, store=store,
-                 output=output, aliases=aliases)
+    jobs = _jobs(
+        list(sources or []),
+        list(full or []),
+        proxy,
+        group,
+        store=store,
+        output=output,
+        aliases=aliases,
+    )
     made: dict[str, Comparison] = {}
     if group is not None and pool.name != "serial":  # the group's analyses as work items
         found, made = group_results(jobs, store=store, pool=pool, align=align)
         known.update(found)
     for job in jobs:
         ids = {r.id for r in job.every}
-        content = resolve(runs=job.runs, full=job.full, proxy=job.proxy, align=align,
-                          diagnoses={rid: d for rid, d in known.items() if rid in ids},
-                          comparison=made.get(job.proxy.id) if job.proxy is not None else None)
+        content = resolve(
+            runs=job.runs,
+            full=job.full,
+            proxy=job.proxy,
+            align=align,
+            diagnoses={rid: d for rid, d in known.items() if rid in ids},
+            comparison=made.get(job.proxy.id) if job.proxy is not None else None,
+        )
         known.update(content.diagnoses)
         text = render(content, fmt=fmt)
         if str(job.output) == "-":  # e.g. Markdown straight into a PR comment
@@ -134,9 +193,17 @@ def report(
             out.print(str(job.output), markup=False)
         if log_to_mlflow:
             html = text if fmt == "html" else render(content, fmt="html")
-            _log_to_mlflow(content, html, tracking_uri=tracking_uri, experiment=mlflow_experiment,
-                           logged=logged, store=store)
-        matched += [f"{name}: {d.label}" for name, d in content.named_diagnoses() if d.label in gate]
+            _log_to_mlflow(
+                content,
+                html,
+                tracking_uri=tracking_uri,
+                experiment=mlflow_experiment,
+                logged=logged,
+                store=store,
+            )
+        matched += [
+            f"{name}: {d.label}" for name, d in content.named_diagnoses() if d.label in gate
+        ]
         c = content.comparison
         if c is not None and c.verdict in gate:
             matched.append(f"{content.proxy.name if content.proxy else 'proxy'}: {c.verdict}")

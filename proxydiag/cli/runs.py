@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 runs_app = typer.Typer(
     help="List stored runs; `runs show RUN` and `runs rm RUN`.",
-    invoke_without_command=True, no_args_is_help=False,
+    invoke_without_command=True,
+    no_args_is_help=False,
 )
 app.add_typer(runs_app, name="runs")
 
@@ -31,10 +32,13 @@ SubStoreOpt = Annotated[
 @runs_app.callback()
 def runs_list(
     ctx: typer.Context,
-    store: Annotated[Path, typer.Option("--store", help="store directory (env PROXYDIAG_STORE)")]
-    = DEFAULT_STORE,
-    fmt: Annotated[str, typer.Option(
-        "--format", "-f", help="text | json (one object per run and line, by run id)")] = "text",
+    store: Annotated[
+        Path, typer.Option("--store", help="store directory (env PROXYDIAG_STORE)")
+    ] = DEFAULT_STORE,
+    fmt: Annotated[
+        str,
+        typer.Option("--format", "-f", help="text | json (one object per run and line, by run id)"),
+    ] = "text",
 ) -> None:
     """List the runs in the store."""
     ctx.obj = store
@@ -50,16 +54,33 @@ def runs_list(
         return
     frame = target.runs()
     if frame.height == 0:
-        out.print(f"no runs in {store} (add some with `proxydiag ingest SOURCE --store {store}`)",
-                  markup=False)
+        out.print(
+            f"no runs in {store} (add some with `proxydiag ingest SOURCE --store {store}`)",
+            markup=False,
+        )
         return
-    table = Table(title=cell(f"{frame.height} run(s) in {store} ({target.size_bytes() / 1e6:.1f} MB)"),
-                  title_justify="left")
-    shown = ("run", "name", "role", "group", "experts_kept", "format", "n_points", "n_metrics",
-             "first_step", "last_step")
+    table = Table(
+        title=cell(f"{frame.height} run(s) in {store} ({target.size_bytes() / 1e6:.1f} MB)"),
+        title_justify="left",
+    )
+    shown = (
+        "run",
+        "name",
+        "role",
+        "group",
+        "experts_kept",
+        "format",
+        "n_points",
+        "n_metrics",
+        "first_step",
+        "last_step",
+    )
     for column in shown:
-        table.add_column(column, justify="right" if frame.schema[column].is_numeric() else "left",
-                         no_wrap=column == "run")
+        table.add_column(
+            column,
+            justify="right" if frame.schema[column].is_numeric() else "left",
+            no_wrap=column == "run",
+        )
     for row in frame.select(shown).iter_rows():
         table.add_row(*[cell(_number(v)) for v in row])
     show(table)
@@ -72,8 +93,12 @@ def _print_json(target: RunStore) -> None:
     names = {"run": "id", "n_points": "points", "n_metrics": "metrics"}
     listed = ("run", "name", "role", "group", "n_points", "n_metrics", "source")
     for row in run_index(target).select(listed).iter_rows(named=True):
-        out.print(json.dumps({names.get(k, k): v for k, v in row.items()}), markup=False,
-                  soft_wrap=True, highlight=False)
+        out.print(
+            json.dumps({names.get(k, k): v for k, v in row.items()}),
+            markup=False,
+            soft_wrap=True,
+            highlight=False,
+        )
 
 
 def _number(value: object) -> object:
@@ -89,8 +114,11 @@ def _number(value: object) -> object:
 
 
 @runs_app.command("show")
-def runs_show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="run id or unique name")],
-              store: SubStoreOpt = None) -> None:
+def runs_show(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="run id or unique name")],
+    store: SubStoreOpt = None,
+) -> None:
     """Attributes, the metric mapping used, events, and per-metric counts of one run."""
     from proxydiag.store import RunStore
 
@@ -108,8 +136,11 @@ def runs_show(ctx: typer.Context, run: Annotated[str, typer.Argument(help="run i
 
 
 @runs_app.command("rm")
-def runs_rm(ctx: typer.Context, run: Annotated[str, typer.Argument(help="run id or unique name")],
-            store: SubStoreOpt = None) -> None:
+def runs_rm(
+    ctx: typer.Context,
+    run: Annotated[str, typer.Argument(help="run id or unique name")],
+    store: SubStoreOpt = None,
+) -> None:
     """Remove a run (its Parquet file, catalog row and diagnosis)."""
     from proxydiag.store import RunStore
 
@@ -134,6 +165,12 @@ def _metrics_table(run: Run) -> Table:
         table.add_column(column, justify="left" if column in ("metric", "key") else "right")
     for metric, key, points, nonfinite, first, last in stats.iter_rows():
         mapped = "canonical" if run.mapping.get(metric) == key else "raw"
-        table.add_row(cell(metric if mapped == "canonical" else f"{metric} (raw)"), cell(key),
-                      f"{points:,}", str(nonfinite), str(first), str(last))
+        table.add_row(
+            cell(metric if mapped == "canonical" else f"{metric} (raw)"),
+            cell(key),
+            f"{points:,}",
+            str(nonfinite),
+            str(first),
+            str(last),
+        )
     return table

@@ -99,7 +99,9 @@ def _step_fit(s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
     if not np.isfinite(sse[best]):
         return None
     sse_null = total2 - total**2 / n
-    return ChangeFit("step", int(k[best]), float(shift[best]), float(max(sse[best], 0.0)), float(sse_null))
+    return ChangeFit(
+        "step", int(k[best]), float(shift[best]), float(max(sse[best], 0.0)), float(sse_null)
+    )
 
 
 def ramp_fit(
@@ -142,7 +144,12 @@ def _ramp_fit(s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
         return None
     sse_null = total2 - np.float64(total) ** 2 / n  # a Python float's ** raises on overflow
     return ChangeFit(
-        "ramp", int(k[best]), float(shift[best]), float(max(sse[best], 0.0)), float(sse_null), "hinge"
+        "ramp",
+        int(k[best]),
+        float(shift[best]),
+        float(max(sse[best], 0.0)),
+        float(sse_null),
+        "hinge",
     )
 
 

@@ -55,8 +55,12 @@ def rolling_median(values: np.ndarray, *, window_points: int, center: bool = Fal
     [3.0, 2.0, 5.0, 2.0, 4.0]
     """
     n = values.size
-    if center and window_points % 2 == 1 and 3 <= window_points <= n and window_points <= 15 and (
-        np.isfinite(values).all()
+    if (
+        center
+        and window_points % 2 == 1
+        and 3 <= window_points <= n
+        and window_points <= 15
+        and (np.isfinite(values).all())
     ):
         # short centred windows (the smoothing before a fit): numpy, without a query's overhead
         h = window_points // 2
@@ -71,9 +75,7 @@ def rolling_median(values: np.ndarray, *, window_points: int, center: bool = Fal
     return rolled.fill_null(np.nan).to_numpy().astype(np.float64)
 
 
-def rolling_mad(
-    values: np.ndarray, median: np.ndarray, *, window_points: int
-) -> np.ndarray:
+def rolling_mad(values: np.ndarray, median: np.ndarray, *, window_points: int) -> np.ndarray:
     """Rolling robust σ (1.4826·MAD) of ``values`` around ``median``, trailing."""
     dev = np.abs(values - median)
     return MAD_TO_SIGMA * rolling_median(dev, window_points=window_points)
@@ -102,7 +104,9 @@ def runs_of(mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
 
 
-def downsample(steps: np.ndarray, values: np.ndarray, *, max_points: int) -> tuple[np.ndarray, np.ndarray]:
+def downsample(
+    steps: np.ndarray, values: np.ndarray, *, max_points: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Bucket means of at most ``max_points`` buckets (for O(n²) tests like Theil-Sen)."""
     if steps.size <= max_points:
         return steps.astype(np.float64), values

@@ -92,7 +92,9 @@ def sustained_change(
     n = y.size
     if n < 8:
         return None
-    located = _locate_change(t, y, sign=sign, tail_fraction=tail_fraction, locate_power=locate_power)
+    located = _locate_change(
+        t, y, sign=sign, tail_fraction=tail_fraction, locate_power=locate_power
+    )
     if located is None:
         return None
     k, kind, lo, model = located
@@ -101,7 +103,9 @@ def sustained_change(
     sigma = max(spread, noise_sigma(base), sigma_floor)
     level_w = max(3, int(tail_fraction * n))
     if after == "tail":
-        level = _tail_level(t, y, k, sign=sign, level_points=level_w, min_after_steps=min_after_steps)
+        level = _tail_level(
+            t, y, k, sign=sign, level_points=level_w, min_after_steps=min_after_steps
+        )
     else:
         rolled = block_level(y[k:], window_points=level_w)
         if peak_points and peak_points <= n - k <= 3 * level_w:
@@ -112,8 +116,15 @@ def sustained_change(
     return Change(k, kind, before, level, sigma, onset)
 
 
-def _tail_level(t: np.ndarray, y: np.ndarray, k: int, *, sign: int, level_points: int,
-                min_after_steps: float | None) -> float:
+def _tail_level(
+    t: np.ndarray,
+    y: np.ndarray,
+    k: int,
+    *,
+    sign: int,
+    level_points: int,
+    min_after_steps: float | None,
+) -> float:
     """The level at the end of the series: the median of its last ``level_points``, or, for a
     change at ``k`` inside them that has lasted ``min_after_steps`` and
     :data:`MIN_AFTER_POINTS` to the end, of the points from the change on, unless their last
@@ -123,13 +134,20 @@ def _tail_level(t: np.ndarray, y: np.ndarray, k: int, *, sign: int, level_points
     little."""
     level = float(np.median(y[-level_points:]))
     after = y.size - k
-    if (min_after_steps is None or after >= level_points or after < MIN_AFTER_POINTS
-            or t[-1] - t[k] < min_after_steps):
+    if (
+        min_after_steps is None
+        or after >= level_points
+        or after < MIN_AFTER_POINTS
+        or t[-1] - t[k] < min_after_steps
+    ):
         return level
     # a change that has come back: the nearest of the medians of its points, their last
     # half and their last quarter (at least MIN_AFTER_POINTS) to the level before
-    ends = (float(np.median(y[k:])), float(np.median(y[k + after // 2 :])),
-            float(np.median(y[-max(MIN_AFTER_POINTS, after // 4):])))
+    ends = (
+        float(np.median(y[k:])),
+        float(np.median(y[k + after // 2 :])),
+        float(np.median(y[-max(MIN_AFTER_POINTS, after // 4) :])),
+    )
     return min(ends) if sign > 0 else max(ends)
 
 
@@ -145,7 +163,9 @@ def _locate_change(
     n = y.size
     if n > MAX_FIT_POINTS:
         tb, yb, starts = bucket_medians(t, y, max_points=MAX_FIT_POINTS)
-        found = _locate_change(tb, yb, sign=sign, tail_fraction=tail_fraction, locate_power=locate_power)
+        found = _locate_change(
+            tb, yb, sign=sign, tail_fraction=tail_fraction, locate_power=locate_power
+        )
         if found is None:
             return None
         return int(starts[found[0]]), found[1], int(starts[found[2]]), found[3]
@@ -162,7 +182,9 @@ def _locate_change(
     lo = _settled(ys, fit.index)
     window = space[lo:end]  # the hinge is refined on this stretch only
     if (lo > 0 or end < n) and end - fit.index >= min_points and fit.index - lo >= min_points:
-        refound = _locate(t[lo:end], ys[lo:end], sign=sign, min_points=min_points, locate_power=locate_power)
+        refound = _locate(
+            t[lo:end], ys[lo:end], sign=sign, min_points=min_points, locate_power=locate_power
+        )
         if refound is not None:
             refit, window = refound
             fit = replace(refit, index=refit.index + lo)

@@ -13,10 +13,26 @@ from proxydiag.run import Run
 
 #: the canonical metrics the detectors read (plus every ``mismatch*`` metric)
 USED = (
-    "loss", "pg_loss", "grad_norm", "loss_scale", "skipped", "skipped_total", "nonfinite", "lr",
-    "entropy", "kl", "reward", "response_length", "clip_frac", "throughput", "step_time",
+    "loss",
+    "pg_loss",
+    "grad_norm",
+    "loss_scale",
+    "skipped",
+    "skipped_total",
+    "nonfinite",
+    "lr",
+    "entropy",
+    "kl",
+    "reward",
+    "response_length",
+    "clip_frac",
+    "throughput",
+    "step_time",
     "perplexity",
-    "router_aux_loss", "router_z_loss", "router_entropy", "expert_load_max",
+    "router_aux_loss",
+    "router_z_loss",
+    "router_entropy",
+    "expert_load_max",
 )
 
 

@@ -23,8 +23,16 @@ DETECTORS: Registry[Detector] = Registry(
     "detector",
     {
         name: f"proxydiag.diagnose.{name}"
-        for name in ("nonfinite", "scaler", "spikes", "divergence", "short", "mismatch", "router",
-                     "drift")
+        for name in (
+            "nonfinite",
+            "scaler",
+            "spikes",
+            "divergence",
+            "short",
+            "mismatch",
+            "router",
+            "drift",
+        )
     },
 )
 
@@ -61,8 +69,10 @@ def diagnose(
     >>> d.label, d.onset_step
     ('gradient_overflow', 150)
     """
-    cfg = config if isinstance(config, DiagnoseConfig) else (
-        load_config(config) if config is not None else DiagnoseConfig()
+    cfg = (
+        config
+        if isinstance(config, DiagnoseConfig)
+        else (load_config(config) if config is not None else DiagnoseConfig())
     )
     main = _diagnose_one(run, cfg, source)
     if not run.superseded:

@@ -218,7 +218,9 @@ def _from_mapping(data: Mapping[str, Any], *, base: DiagnoseConfig, origin: str)
     known = {f.name for f in fields(DiagnoseConfig)}
     for name, table in data.items():
         if name not in known:
-            raise ConfigError(f"{origin}: unknown section [{name}]; known: {', '.join(sorted(known))}")
+            raise ConfigError(
+                f"{origin}: unknown section [{name}]; known: {', '.join(sorted(known))}"
+            )
         if not isinstance(table, Mapping):
             raise ConfigError(f"{origin}: [{name}] must be a table of parameters")
         sections[name] = override(getattr(base, name), table, section=name, origin=origin)

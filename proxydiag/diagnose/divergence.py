@@ -49,7 +49,8 @@ def _rules(rv: RunView) -> tuple[_Rule, ...]:
     rl_loss = rv.has("reward") and not rv.has("pg_loss")
     return (
         _Rule("grad_norm", "divergence", 1, "critical", _log_pos, True),
-        _Rule("loss", "pg_loss_blowup", 1, "warning", _log_pos, True) if rl_loss
+        _Rule("loss", "pg_loss_blowup", 1, "warning", _log_pos, True)
+        if rl_loss
         else _Rule("loss", "divergence", 1, "critical", _log_pos, True),
         _Rule("pg_loss", "pg_loss_blowup", 1, "warning", _log_pos, True),
         _Rule("reward", "reward_collapse", -1, "warning", _ident, False),
@@ -81,10 +82,18 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
         event = _check(s, rule, cfg)
         if event is None:
             continue
-        if event.severity == "critical" and event.onset_step is not None and event.onset_step < warm:
+        if (
+            event.severity == "critical"
+            and event.onset_step is not None
+            and event.onset_step < warm
+        ):
             # grad norms often settle at a new level while the learning rate warms up
-            event = replace(event, severity="warning", confidence=0.4,
-                            evidence=f"{event.evidence} (starts during warm-up, before step {warm})")
+            event = replace(
+                event,
+                severity="warning",
+                confidence=0.4,
+                evidence=f"{event.evidence} (starts during warm-up, before step {warm})",
+            )
         events.append(event)
     return events
 
@@ -98,8 +107,12 @@ def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:
     keep = np.isfinite(y)
     steps, y = steps[keep], y[keep]
     change = sustained_change(
-        steps.astype(np.float64), y, sign=rule.sign, tail_fraction=c.tail_fraction,
-        sigma_floor=1e-3 if rule.log else 1e-9, min_after_steps=cfg.spikes.revert_steps,
+        steps.astype(np.float64),
+        y,
+        sign=rule.sign,
+        tail_fraction=c.tail_fraction,
+        sigma_floor=1e-3 if rule.log else 1e-9,
+        min_after_steps=cfg.spikes.revert_steps,
     )
     if change is None:
         return None
@@ -109,11 +122,16 @@ def _check(s: Series, rule: _Rule, cfg: DiagnoseConfig) -> Event | None:
             return None
         kind, severity = "reward_decline", "info"
     evidence = _evidence(s.name, change.onset_step, change, rule)
-    if (rule.kind == "kl_blowup" and float(np.exp(change.after)) < c.kl_quiet_level
-            and ok[s.steps >= change.onset_step].all()):  # an inf or NaN after it is no quiet KL
+    if (
+        rule.kind == "kl_blowup"
+        and float(np.exp(change.after)) < c.kl_quiet_level
+        and ok[s.steps >= change.onset_step].all()
+    ):  # an inf or NaN after it is no quiet KL
         severity = "info"
-        evidence += (f" (it ends below {c.kl_quiet_level:g}, where a policy leaving its reference "
-                     "is in healthy runs too)")
+        evidence += (
+            f" (it ends below {c.kl_quiet_level:g}, where a policy leaving its reference "
+            "is in healthy runs too)"
+        )
     z = change.z
     strength = 1.0 - c.z_min / max(z, c.z_min)
     # a symptom alone is weak evidence (KL grows and entropy falls in healthy RL runs too)
@@ -128,8 +146,11 @@ def _large(change: Change, rule: _Rule, cfg: DiagnoseConfig) -> bool:
         return False
     if rule.metric == "reward":
         return change.z >= c.reward_z_min
-    fold = (c.loss_fold if rule.metric == "loss" else c.min_fold) if rule.severity == "critical" \
+    fold = (
+        (c.loss_fold if rule.metric == "loss" else c.min_fold)
+        if rule.severity == "critical"
         else c.symptom_fold
+    )
     big = abs(change.rise) >= np.log(fold) if rule.log else True
     return bool(big and change.z >= c.z_min)
 
@@ -138,8 +159,11 @@ def _below_start(change: Change, rule: _Rule, cfg: DiagnoseConfig, y: np.ndarray
     """A reward that rose (by more than the spread of its level), then fell and ends below
     where the run started (its first 5%), lost all it learned: a collapse, although that
     learning rise inflates the spread and keeps the fall's z under ``reward_z_min``."""
-    if not (rule.metric == "reward" and rule.sign * change.rise > 0
-            and change.z >= cfg.divergence.reward_z_weak):
+    if not (
+        rule.metric == "reward"
+        and rule.sign * change.rise > 0
+        and change.z >= cfg.divergence.reward_z_weak
+    ):
         return False
     start = float(np.median(y[: max(5, y.size // 20)]))
     return change.after < start < change.before - change.sigma
@@ -147,8 +171,11 @@ def _below_start(change: Change, rule: _Rule, cfg: DiagnoseConfig, y: np.ndarray
 
 def _weak_reward_fall(change: Change, rule: _Rule, cfg: DiagnoseConfig) -> bool:
     """A reward that falls and stays down, but less than a collapse (see the taxonomy)."""
-    return (rule.metric == "reward" and rule.sign * change.rise > 0
-            and change.z >= cfg.divergence.reward_z_weak)
+    return (
+        rule.metric == "reward"
+        and rule.sign * change.rise > 0
+        and change.z >= cfg.divergence.reward_z_weak
+    )
 
 
 def _evidence(name: str, step: int, change: Change, rule: _Rule) -> str:

@@ -70,7 +70,12 @@ def _drift(s: Series, direction: int, c: DriftConfig) -> Event | None:
         return None
     word = "rises" if direction > 0 else "falls"
     return Event(
-        "drift", s.name, int(s.steps[0]), int(s.steps[-1]), "info", float(min(0.99, abs(tau) + 0.3)),
+        "drift",
+        s.name,
+        int(s.steps[0]),
+        int(s.steps[-1]),
+        "info",
+        float(min(0.99, abs(tau) + 0.3)),
         f"{s.name} {word} steadily over the run: Theil-Sen change {change:+.4g} "
         f"(Mann-Kendall τ {tau:+.2f}, p {p:.1e})",
     )
@@ -80,11 +85,18 @@ def _stall(s: Series, c: DriftConfig) -> list[Event]:
     _, p, change, spread = _trend(s, c)
     if p < 0.05 and abs(change) >= 0.25 * max(spread, 1e-12):
         return []
-    return [Event(
-        "stall", s.name, int(s.steps[0]), int(s.steps[-1]), "info", 0.6,
-        f"{s.name} makes no progress over the run: Theil-Sen change {change:+.4g} "
-        f"against a spread of {spread:.4g} (Mann-Kendall p {p:.2f})",
-    )]
+    return [
+        Event(
+            "stall",
+            s.name,
+            int(s.steps[0]),
+            int(s.steps[-1]),
+            "info",
+            0.6,
+            f"{s.name} makes no progress over the run: Theil-Sen change {change:+.4g} "
+            f"against a spread of {spread:.4g} (Mann-Kendall p {p:.2f})",
+        )
+    ]
 
 
 def _throughput(s: Series, sign: int, c: DriftConfig) -> list[Event]:
@@ -99,8 +111,15 @@ def _throughput(s: Series, sign: int, c: DriftConfig) -> list[Event]:
     slow = ratio < c.throughput_drop_ratio if sign < 0 else ratio > 1 / c.throughput_drop_ratio
     if not slow:
         return []
-    return [Event(
-        "throughput_drop", s.name, int(steps[fit.index]), None, "info", 0.7,
-        f"{s.name} changes at step {int(steps[fit.index])}: {before:.4g} -> {after:.4g} "
-        f"({ratio:.2f}×) and stays",
-    )]
+    return [
+        Event(
+            "throughput_drop",
+            s.name,
+            int(steps[fit.index]),
+            None,
+            "info",
+            0.7,
+            f"{s.name} changes at step {int(steps[fit.index])}: {before:.4g} -> {after:.4g} "
+            f"({ratio:.2f}×) and stays",
+        )
+    ]

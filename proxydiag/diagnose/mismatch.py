@@ -72,7 +72,9 @@ def _order(metric: str) -> int:
     return 2 if metric.startswith(second) else 1
 
 
-def _beyond_bound(metric: str, level: np.ndarray, c: MismatchConfig) -> tuple[np.ndarray, str] | None:
+def _beyond_bound(
+    metric: str, level: np.ndarray, c: MismatchConfig
+) -> tuple[np.ndarray, str] | None:
     """Where the (smoothed) value is beyond its published bound, and the bound as text."""
     if metric == "mismatch_prob_diff":
         return level > c.prob_diff_bound, f"> {c.prob_diff_bound:g} (veRL Ascend guide)"
@@ -130,7 +132,10 @@ def _check(s: Series, c: MismatchConfig) -> Event | None:
 
 
 def _level_event(
-    s: Series, steps: np.ndarray, level: np.ndarray, bound: tuple[np.ndarray, str],
+    s: Series,
+    steps: np.ndarray,
+    level: np.ndarray,
+    bound: tuple[np.ndarray, str],
     c: MismatchConfig,
 ) -> Event:
     """Beyond the published bound without a change against the run's own baseline: a
@@ -141,17 +146,28 @@ def _level_event(
     base_n = max(int(c.baseline_fraction * beyond.size), 3)
     from_start = bool(beyond[:base_n].mean() > 0.5 and beyond.mean() >= 0.8)
     return Event(
-        "mismatch_level", s.name, int(steps[first]), None,
-        "critical" if from_start else "warning", 0.7 if from_start else 0.5,
+        "mismatch_level",
+        s.name,
+        int(steps[first]),
+        None,
+        "critical" if from_start else "warning",
+        0.7 if from_start else 0.5,
         f"{s.name} is beyond its published bound {bound[1]} from step {int(steps[first])} "
         f"(level {level[first]:.4g}) "
-        + (f"and stays there ({beyond.mean():.0%} of the run): disagreement from the start"
-           if from_start else "without a change against its own early baseline"),
+        + (
+            f"and stays there ({beyond.mean():.0%} of the run): disagreement from the start"
+            if from_start
+            else "without a change against its own early baseline"
+        ),
     )
 
 
 def _earliest_change(
-    t: np.ndarray, y: np.ndarray, *, bound: tuple[np.ndarray, str] | None, c: MismatchConfig,
+    t: np.ndarray,
+    y: np.ndarray,
+    *,
+    bound: tuple[np.ndarray, str] | None,
+    c: MismatchConfig,
     order: int,
 ) -> tuple[Change, bool] | None:
     """The earliest significant change: after finding one, look again before it (binary
@@ -164,16 +180,25 @@ def _earliest_change(
         if end < 12:
             break
         change = sustained_change(
-            t[:end], y[:end], sign=1, after="peak", baseline_points=base_n, sigma_floor=0.02,
-            locate_power=1.0 / order, peak_points=PEAK_POINTS,
+            t[:end],
+            y[:end],
+            sign=1,
+            after="peak",
+            baseline_points=base_n,
+            sigma_floor=0.02,
+            locate_power=1.0 / order,
+            peak_points=PEAK_POINTS,
         )
         if change is None:
             break
         over = bound is not None and bool(bound[0][change.index : end].any())
         # min_fold is a first-order disagreement's: a second-order measure (KL, χ², 1 − ESS)
         # moves with its square (a benign 2.2x drift of |Δp| is 4.3x in k3)
-        relative = (change.rise >= order * np.log(c.min_fold) and change.z >= c.z_min
-                    and _holds(y[change.index : end], change.before + 0.5 * change.rise))
+        relative = (
+            change.rise >= order * np.log(c.min_fold)
+            and change.z >= c.z_min
+            and _holds(y[change.index : end], change.before + 0.5 * change.rise)
+        )
         if relative and best is not None:
             # left of a decisive change, a relative one dates where the climb began (an
             # accelerating climb has reached only ~3x where the decisive change is found)
@@ -197,13 +222,18 @@ def _holds(y: np.ndarray, floor: float) -> bool:
     above = rolling_median(y, window_points=3)[2:] >= floor  # full windows only
     if not above.any() or not above[-1]:
         return False
-    starts, ends = runs_of(~above[int(np.argmax(above)):])
+    starts, ends = runs_of(~above[int(np.argmax(above)) :])
     longest = int((ends - starts).max()) if starts.size else 0
     return longest < max(3, y.size // 10)
 
 
 def _event(
-    s: Series, steps: np.ndarray, x: np.ndarray, change: Change, bound: str | None, c: MismatchConfig
+    s: Series,
+    steps: np.ndarray,
+    x: np.ndarray,
+    change: Change,
+    bound: str | None,
+    c: MismatchConfig,
 ) -> Event:
     k = change.index
     base_x = float(np.median(x[: max(min(int(c.baseline_fraction * x.size), k), 3)]))
@@ -219,9 +249,16 @@ def _event(
     else:
         kind, shape = "mismatch_climb", "starts climbing" if peak_x >= base_x else "starts falling"
     fold = float(np.exp(change.rise))
-    conf = float(min(0.99, 0.6 + 0.2 * (bound is not None) + 0.2 * (1 - c.z_min / max(change.z, c.z_min))))
+    conf = float(
+        min(0.99, 0.6 + 0.2 * (bound is not None) + 0.2 * (1 - c.z_min / max(change.z, c.z_min)))
+    )
     return Event(
-        kind, s.name, change.onset_step, None, "critical", conf,
+        kind,
+        s.name,
+        change.onset_step,
+        None,
+        "critical",
+        conf,
         f"{s.name} {shape} at step {change.onset_step}: {base_x:.4g} in the early baseline, "
         f"{peak_x:.4g} after ({fold:.3g}× the baseline's disagreement, robust z {change.z:.1f})"
         + (f"; beyond the published bound {bound}" if bound else ""),

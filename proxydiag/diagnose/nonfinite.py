@@ -40,16 +40,32 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     # a run without a scaler skips nothing by design: a lower skipped fraction persists.
     # HF's fp16 AMP logs neither its scale nor its precision: a run that may be fp16 has a
     # short start-up burst read as the scaler's calibration
-    scaler = cfg.scaler if fp16 or scaled else replace(
-        cfg.scaler, max_skip_fraction=min(cfg.scaler.max_skip_fraction,
-                                          cfg.scaler.unscaled_skip_fraction))
+    scaler = (
+        cfg.scaler
+        if fp16 or scaled
+        else replace(
+            cfg.scaler,
+            max_skip_fraction=min(cfg.scaler.max_skip_fraction, cfg.scaler.unscaled_skip_fraction),
+        )
+    )
     calibration = scaler if fp16 else None
     if calibration is None and rv.precision is None:
-        calibration = replace(scaler, calibration_steps=min(
-            scaler.calibration_steps, scaler.unknown_calibration_steps))
-    events = [e for m in cfg.nonfinite.metrics if (s := rv.get(m)) is not None
-              for e in _values(s, min_count=cfg.nonfinite.min_count, scaler=scaler,
-                               calibration=calibration, scaler_owned=scaled and m == "grad_norm")]
+        calibration = replace(
+            scaler,
+            calibration_steps=min(scaler.calibration_steps, scaler.unknown_calibration_steps),
+        )
+    events = [
+        e
+        for m in cfg.nonfinite.metrics
+        if (s := rv.get(m)) is not None
+        for e in _values(
+            s,
+            min_count=cfg.nonfinite.min_count,
+            scaler=scaler,
+            calibration=calibration,
+            scaler_owned=scaled and m == "grad_norm",
+        )
+    ]
     counter = rv.get("nonfinite")
     if counter is not None:
         events.extend(_counter(counter))
@@ -71,7 +87,11 @@ def _dynamic_scaler(rv: RunView) -> bool:
 
 
 def _values(
-    s: Series, *, min_count: int, scaler: ScalerConfig, calibration: ScalerConfig | None = None,
+    s: Series,
+    *,
+    min_count: int,
+    scaler: ScalerConfig,
+    calibration: ScalerConfig | None = None,
     scaler_owned: bool = False,
 ) -> list[Event]:
     """The event of one metric's non-finite values; ``calibration``: the rules of the loss
@@ -84,35 +104,70 @@ def _values(
     first = int(idx[0])
     tail = bad[-min_count:]
     terminal = bool(tail.size >= min_count and tail.all())
-    calib_end = (calibration_end(_overflow_steps(s, bad), calibration)
-                 if calibration is not None else None)
+    calib_end = (
+        calibration_end(_overflow_steps(s, bad), calibration) if calibration is not None else None
+    )
     burst = _burst(s, bad, scaler, calib_end=calib_end)
     critical = (burst is not None or terminal) and not scaler_owned
-    onset = burst if burst is not None else (int(s.steps[first]) if not terminal else
-                                             int(s.steps[_trailing_start(bad)]))
+    onset = (
+        burst
+        if burst is not None
+        else (int(s.steps[first]) if not terminal else int(s.steps[_trailing_start(bad)]))
+    )
     nan = int(np.isnan(s.values).sum())
     pos = int(np.isposinf(s.values).sum())
     neg = int(np.isneginf(s.values).sum())
     evidence = (
         f"{s.name}: {n_bad} of {len(s)} points non-finite (nan={nan}, +inf={pos}, -inf={neg}); "
         f"first at step {int(s.steps[first])}"
-        + (f"; persistent from step {burst} (more than {scaler.max_skip_fraction:.0%} of the "
-           f"points of a {scaler.window_steps}-step window)" if burst is not None else "")
+        + (
+            f"; persistent from step {burst} (more than {scaler.max_skip_fraction:.0%} of the "
+            f"points of a {scaler.window_steps}-step window)"
+            if burst is not None
+            else ""
+        )
         + ("; the run ends non-finite" if terminal else "")
-        + (f"; the burst up to step {calib_end} is the fp16 loss scaler's calibration"
-           if calib_end is not None else "")
-        + ("; under fp16 dynamic loss scaling these are overflow steps the scaler skipped "
-           "(judged by the scaler events)" if scaler_owned else "")
-        + ("; perplexity is exp(loss): a non-finite perplexity is a non-finite loss"
-           if s.name == "perplexity" else "")
+        + (
+            f"; the burst up to step {calib_end} is the fp16 loss scaler's calibration"
+            if calib_end is not None
+            else ""
+        )
+        + (
+            "; under fp16 dynamic loss scaling these are overflow steps the scaler skipped "
+            "(judged by the scaler events)"
+            if scaler_owned
+            else ""
+        )
+        + (
+            "; perplexity is exp(loss): a non-finite perplexity is a non-finite loss"
+            if s.name == "perplexity"
+            else ""
+        )
     )
-    severity: Severity = "critical" if critical else (
-        "info" if scaler_owned or (calib_end is not None and idx[-1] <= np.searchsorted(
-            s.steps, calib_end, side="right") - 1) else "warning")
-    return [Event(
-        "nonfinite", s.name, onset if critical else int(s.steps[first]), int(s.steps[idx[-1]]),
-        severity, 0.95 if critical else 0.5, evidence,
-    )]
+    severity: Severity = (
+        "critical"
+        if critical
+        else (
+            "info"
+            if scaler_owned
+            or (
+                calib_end is not None
+                and idx[-1] <= np.searchsorted(s.steps, calib_end, side="right") - 1
+            )
+            else "warning"
+        )
+    )
+    return [
+        Event(
+            "nonfinite",
+            s.name,
+            onset if critical else int(s.steps[first]),
+            int(s.steps[idx[-1]]),
+            severity,
+            0.95 if critical else 0.5,
+            evidence,
+        )
+    ]
 
 
 def _overflow_steps(s: Series, bad: np.ndarray) -> Series:
@@ -138,8 +193,9 @@ def _burst(s: Series, bad: np.ndarray, c: ScalerConfig, *, calib_end: int | None
     # the stretch of such windows
     a, b = int(starts[0]), int(ends[0])
     inside = (s.steps > s.steps[a] - window) & (s.steps <= s.steps[b - 1])
-    gap = burst_gap(c, s.interval, rate=float(hits[inside].mean()),
-                    hits=int(np.count_nonzero(hits[inside])))
+    gap = burst_gap(
+        c, s.interval, rate=float(hits[inside].mean()), hits=int(np.count_nonzero(hits[inside]))
+    )
     start = cluster_start(s.steps[hits > 0], s.steps[a], gap_steps=gap)
     # logged every k steps, the burst began after the last logged point before it
     i = int(np.searchsorted(s.steps, start))

@@ -45,11 +45,18 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
         calib_end = calibration_end(counts, c)
         if calib_end is not None:
             n = int(counts.values[counts.steps <= calib_end].sum())
-            events.append(Event(
-                "calibration", counts.name, int(counts.steps[0]), calib_end, "info", 0.9,
-                f"{counts.name}: {n} overflow(s) up to step {calib_end} while the scaler "
-                "calibrates (benign)",
-            ))
+            events.append(
+                Event(
+                    "calibration",
+                    counts.name,
+                    int(counts.steps[0]),
+                    calib_end,
+                    "info",
+                    0.9,
+                    f"{counts.name}: {n} overflow(s) up to step {calib_end} while the scaler "
+                    "calibrates (benign)",
+                )
+            )
         events.extend(_persistent(counts, c, calib_end=calib_end))
     scale = rv.get("loss_scale")
     if scale is not None:
@@ -85,8 +92,11 @@ def _from_run_start(counts: Series, first_step: int | None) -> Series:
     """
     if first_step is None or len(counts) == 0 or counts.steps[0] <= first_step:
         return counts
-    return Series(counts.name, np.r_[first_step, counts.steps].astype(counts.steps.dtype),
-                  np.r_[0.0, counts.values])
+    return Series(
+        counts.name,
+        np.r_[first_step, counts.steps].astype(counts.steps.dtype),
+        np.r_[0.0, counts.values],
+    )
 
 
 def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
@@ -177,9 +187,9 @@ def descent_end(counts: Series, c: ScalerConfig) -> int | None:
     end = int(counts.steps[clean[0] - 1])
     # a run not known to be fp16 gets the shorter ``unknown_calibration_steps`` (the caller's
     # ``calibration_steps``): a bf16 run has no calibration at all
-    if end - int(counts.steps[0]) > min(MAX_DESCENT_STEPS, c.calibration_steps) or not _settles_after(
-        counts, c, end
-    ):
+    if end - int(counts.steps[0]) > min(
+        MAX_DESCENT_STEPS, c.calibration_steps
+    ) or not _settles_after(counts, c, end):
         return None
     return end
 
@@ -263,17 +273,25 @@ def _persistent(counts: Series, c: ScalerConfig, *, calib_end: int | None) -> li
         onset = int(counts.steps[first] - max(span, 1.0) + 1)
         total = int(vals[first:b].sum())
         end_step = int(counts.steps[b - 1])
-        events.append(Event(
-            "skip_burst", counts.name, onset, end_step, "critical", 0.9,
-            f"{counts.name}: {total} steps skipped between steps {onset} and {end_step}; "
-            f"peak skipped fraction {rate[a:b].max():.0%} over {window:.0f} steps "
-            f"(> {c.max_skip_fraction:.0%})",
-        ))
+        events.append(
+            Event(
+                "skip_burst",
+                counts.name,
+                onset,
+                end_step,
+                "critical",
+                0.9,
+                f"{counts.name}: {total} steps skipped between steps {onset} and {end_step}; "
+                f"peak skipped fraction {rate[a:b].max():.0%} over {window:.0f} steps "
+                f"(> {c.max_skip_fraction:.0%})",
+            )
+        )
     return events
 
 
-def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
-                  interval: float = 1.0) -> list[Event]:
+def _scale_events(
+    scale: Series, c: ScalerConfig, *, calib_end: int | None, interval: float = 1.0
+) -> list[Event]:
     """``scale_min`` / ``scale_collapse`` of the scale after calibration. ``interval`` is the
     run's log interval: a scale logged at its overflows takes the step of the next progress
     line, so one descent's drops lie one or two intervals apart (a DeepSpeed collapse: 10-20
@@ -304,24 +322,40 @@ def _scale_events(scale: Series, c: ScalerConfig, *, calib_end: int | None,
     final = _descent_start(steps, lg, hit=lg.size - 1, gap_steps=gap) if deep else None
     fall = float(lg[final - 1] - lg[-1]) if final is not None else 0.0
     falling = fall >= c.collapse_halvings
-    collapsed = (peak[-1] - tail_level >= c.collapse_halvings and lg[-1] <= tail_level + 1) or falling
+    collapsed = (
+        peak[-1] - tail_level >= c.collapse_halvings and lg[-1] <= tail_level + 1
+    ) or falling
     if at_min.size >= 2 or collapsed:
         hit = int(at_min[0]) if at_min.size >= 2 else lg.size - 1 if falling else lg.size - tail
-        start = final if falling and hit == lg.size - 1 else _descent_start(
-            steps, lg, hit=hit, gap_steps=gap)
+        start = (
+            final
+            if falling and hit == lg.size - 1
+            else _descent_start(steps, lg, hit=hit, gap_steps=gap)
+        )
         start = hit if start is None else start
         # a scale logged only at overflows is sparse: the descent starts just before its
         # first drop (one overflow is absorbed by hysteresis), not after the previous point
-        onset = max(int(steps[start - 1]) + 1, int(steps[start]) - 1) if start > 0 else int(steps[0])
+        onset = (
+            max(int(steps[start - 1]) + 1, int(steps[start]) - 1) if start > 0 else int(steps[0])
+        )
         kind = "scale_min" if at_min.size >= 2 else "scale_collapse"
-        events.append(Event(
-            kind, "loss_scale", onset, int(steps[-1]), "critical", 0.9,
-            f"loss_scale falls from {2 ** lg[max(start - 1, 0)]:.4g} at step {onset} to "
-            f"{2 ** lg[hit]:.4g} and ends at {2 ** lg[-1]:.4g}"
-            + (f" (at its minimum {c.min_scale:g} at {np.unique(at_min).size} point(s))"
-               if at_min.size >= 2
-               else f" ({max(peak[-1] - tail_level, fall):.0f} halvings below its peak, no recovery)"),
-        ))
+        events.append(
+            Event(
+                kind,
+                "loss_scale",
+                onset,
+                int(steps[-1]),
+                "critical",
+                0.9,
+                f"loss_scale falls from {2 ** lg[max(start - 1, 0)]:.4g} at step {onset} to "
+                f"{2 ** lg[hit]:.4g} and ends at {2 ** lg[-1]:.4g}"
+                + (
+                    f" (at its minimum {c.min_scale:g} at {np.unique(at_min).size} point(s))"
+                    if at_min.size >= 2
+                    else f" ({max(peak[-1] - tail_level, fall):.0f} halvings below its peak, no recovery)"
+                ),
+            )
+        )
     return events
 
 

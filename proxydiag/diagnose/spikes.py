@@ -66,21 +66,27 @@ def _spikes(s: Series, c: SpikeConfig) -> list[Event]:
     for i in sorted(order):
         a, b = int(starts[i]), int(ends[i])
         after = y[b : b + revert_pts]
-        reverted = after.size == 0 or bool(np.median(after) - base[a] < (y[a:b].max() - base[a]) / 2)
+        reverted = after.size == 0 or bool(
+            np.median(after) - base[a] < (y[a:b].max() - base[a]) / 2
+        )
         ratio = float(np.exp(y[a:b].max() - base[a])) if logs else float(y[a:b].max() - base[a])
-        what = f"{ratio:.1f}× its rolling median" if logs else f"+{ratio:.4g} over its rolling median"
-        events.append(Event(
-            "spike" if reverted else "level_shift",
-            s.name,
-            int(steps[a]),
-            int(steps[min(b, steps.size - 1)]) if reverted else None,
-            "info" if reverted else "warning",
-            float(min(0.99, 0.5 + peaks[i] / (4 * c.z_threshold))),
-            f"{s.name}: {x[a:b].max():.4g} at step {int(steps[a])} = {what} "
-            f"({_unlog(base[a], logs):.4g}), robust z {peaks[i]:.1f}; "
-            + ("returned within " if reverted else "did not return within ")
-            + f"{c.revert_steps} steps",
-        ))
+        what = (
+            f"{ratio:.1f}× its rolling median" if logs else f"+{ratio:.4g} over its rolling median"
+        )
+        events.append(
+            Event(
+                "spike" if reverted else "level_shift",
+                s.name,
+                int(steps[a]),
+                int(steps[min(b, steps.size - 1)]) if reverted else None,
+                "info" if reverted else "warning",
+                float(min(0.99, 0.5 + peaks[i] / (4 * c.z_threshold))),
+                f"{s.name}: {x[a:b].max():.4g} at step {int(steps[a])} = {what} "
+                f"({_unlog(base[a], logs):.4g}), robust z {peaks[i]:.1f}; "
+                + ("returned within " if reverted else "did not return within ")
+                + f"{c.revert_steps} steps",
+            )
+        )
     return events
 
 

@@ -25,15 +25,28 @@ from proxydiag.metrics import SKIP_COUNTERS
 
 #: ``loss_scale_minimum`` is the console reader's "minimum loss scale reached" message,
 #: ``overflow_crash`` its traceback right after overflows
-OVERFLOW = frozenset({
-    "skip_burst", "scale_collapse", "scale_min", "nonfinite", "nonfinite_counter",
-    "loss_scale_minimum", "overflow_crash",
-})
+OVERFLOW = frozenset(
+    {
+        "skip_burst",
+        "scale_collapse",
+        "scale_min",
+        "nonfinite",
+        "nonfinite_counter",
+        "loss_scale_minimum",
+        "overflow_crash",
+    }
+)
 DIVERGENCE = frozenset({"divergence"})
-SYMPTOMS = frozenset({
-    "reward_collapse", "entropy_collapse", "entropy_explosion", "kl_blowup", "clip_blowup",
-    "pg_loss_blowup",
-})
+SYMPTOMS = frozenset(
+    {
+        "reward_collapse",
+        "entropy_collapse",
+        "entropy_explosion",
+        "kl_blowup",
+        "clip_blowup",
+        "pg_loss_blowup",
+    }
+)
 #: symptoms that mark a policy breaking down (reward, entropy), not just moving
 SYMPTOM_CORE = frozenset({"reward_collapse", "entropy_collapse", "entropy_explosion"})
 MISMATCH = frozenset({"mismatch_step", "mismatch_climb", "mismatch_corr_drop", "mismatch_level"})
@@ -81,19 +94,34 @@ def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
     crit = [e for e in events if e.severity == "critical" and e.onset_step is not None]
     mismatch = _consensus([e for e in crit if e.kind in MISMATCH])
     diverge = _first(e for e in crit if e.kind in DIVERGENCE) or _symptoms_for_divergence(
-        events, rv, mismatch=mismatch, tol=tol)
+        events, rv, mismatch=mismatch, tol=tol
+    )
     overflow = _first(e for e in crit if e.kind in OVERFLOW)
     label, root = _decide(mismatch, diverge, overflow, tol=tol)
     missing = _missing(rv)
     chain = _chain(events, root)
     if not any(len(s) for s in rv.series.values()):
-        return Verdict(label, None, 0.0, None, chain, (), missing,
-                       "healthy by default (confidence 0.00): the run has none of the metrics "
-                       "the detectors read.")
+        return Verdict(
+            label,
+            None,
+            0.0,
+            None,
+            chain,
+            (),
+            missing,
+            "healthy by default (confidence 0.00): the run has none of the metrics "
+            "the detectors read.",
+        )
     confidence = _confidence(label, root, events, missing)
     return Verdict(
-        label, root.onset_step if root else None, confidence, root, chain, HINTS[label],
-        missing, _summary(label, root, chain, confidence),
+        label,
+        root.onset_step if root else None,
+        confidence,
+        root,
+        chain,
+        HINTS[label],
+        missing,
+        _summary(label, root, chain, confidence),
     )
 
 
@@ -121,18 +149,23 @@ def _symptoms_for_divergence(
     norm too noisy may not show the divergence itself)."""
     gradient = any(rv.has(m) for m in ("grad_norm", "loss", "pg_loss"))
     start = warmup_end(rv)  # RL symptoms that start before it are not counted
-    cluster = _symptom_cluster(events, rv, start=start,
-                               core=SYMPTOM_CORE if gradient else {"reward_collapse"})
+    cluster = _symptom_cluster(
+        events, rv, start=start, core=SYMPTOM_CORE if gradient else {"reward_collapse"}
+    )
     if not gradient:
         return cluster
-    follows = cluster is not None and mismatch is not None and (
-        0 <= _at(mismatch) + tol - _at(cluster) <= 0.1 * rv.span + tol)
+    follows = (
+        cluster is not None
+        and mismatch is not None
+        and (0 <= _at(mismatch) + tol - _at(cluster) <= 0.1 * rv.span + tol)
+    )
     if follows:
         return cluster
     # a reward collapse with two more symptoms (KL and clip fraction blowing up: a policy
     # collapsing into repetition) is a breakdown however the gradient looks
-    return (_corroborated(events, rv, start=start, tol=tol)
-            or _symptom_cluster(events, rv, start=start, core={"reward_collapse"}, least=3))
+    return _corroborated(events, rv, start=start, tol=tol) or _symptom_cluster(
+        events, rv, start=start, core={"reward_collapse"}, least=3
+    )
 
 
 def _corroborated(events: list[Event], rv: RunView, *, start: int, tol: int) -> Event | None:
@@ -146,28 +179,51 @@ def _corroborated(events: list[Event], rv: RunView, *, start: int, tol: int) -> 
     three or more spikes within 10% of the run from the decline on (two isolated spikes that
     reverted are what healthy runs show); never with the reward-and-entropy pair alone."""
     near = 0.2 * rv.span + tol
-    for reward in sorted((e for e in events if e.kind in ("reward_collapse", "reward_decline")
-                          and e.onset_step is not None and _at(e) >= start), key=_at):
+    for reward in sorted(
+        (
+            e
+            for e in events
+            if e.kind in ("reward_collapse", "reward_decline")
+            and e.onset_step is not None
+            and _at(e) >= start
+        ),
+        key=_at,
+    ):
         weak = reward.kind == "reward_decline"
-        entropy = [e for e in events if e.kind in (
-                       ("entropy_collapse",) if weak else ("entropy_collapse", "entropy_explosion"))
-                   and e.onset_step is not None and abs(_at(e) - _at(reward)) <= near]
-        grad = [e for e in events if e.kind in ("level_shift", "spike")
-                and e.metric in ("grad_norm", "loss")
-                and e.onset_step is not None and -near / 2 <= _at(e) - _at(reward) <= near]
+        entropy = [
+            e
+            for e in events
+            if e.kind
+            in (("entropy_collapse",) if weak else ("entropy_collapse", "entropy_explosion"))
+            and e.onset_step is not None
+            and abs(_at(e) - _at(reward)) <= near
+        ]
+        grad = [
+            e
+            for e in events
+            if e.kind in ("level_shift", "spike")
+            and e.metric in ("grad_norm", "loss")
+            and e.onset_step is not None
+            and -near / 2 <= _at(e) - _at(reward) <= near
+        ]
         # a lasting shift, or a gradient gone erratic (repeated spikes): either way unstable;
         # a mere decline needs a shift or a burst of spikes after it, and only a shift (not a
         # spike that reverted) may set its onset
         level = [e for e in grad if e.kind == "level_shift"]
         if weak:
-            shifts = level or _burst([e for e in grad if e.kind == "spike"
-                                      and _at(e) >= _at(reward) - tol], width=0.1 * rv.span + tol)
+            shifts = level or _burst(
+                [e for e in grad if e.kind == "spike" and _at(e) >= _at(reward) - tol],
+                width=0.1 * rv.span + tol,
+            )
         else:
             shifts = level or (grad if len(grad) >= 2 else [])
         # reward and entropy collapsing together within 10% of the run is a policy collapse
         # on its own: healthy RL trades entropy for reward, it does not lose both
-        together = [e for e in entropy if e.kind == "entropy_collapse"
-                    and abs(_at(e) - _at(reward)) <= 0.1 * rv.span]
+        together = [
+            e
+            for e in entropy
+            if e.kind == "entropy_collapse" and abs(_at(e) - _at(reward)) <= 0.1 * rv.span
+        ]
         if together and not shifts and not weak:
             shifts = together
         if entropy and shifts:
@@ -175,7 +231,11 @@ def _corroborated(events: list[Event], rv: RunView, *, start: int, tol: int) -> 
             # shift, whichever comes first, sets the onset
             first = min([reward, *(level if weak else shifts)], key=_at)
             return Event(
-                "divergence", first.metric, first.onset_step, None, "critical",
+                "divergence",
+                first.metric,
+                first.onset_step,
+                None,
+                "critical",
                 min(0.8, reward.confidence),
                 f"reward {'declines' if weak else 'collapses'} (step {reward.onset_step}) with "
                 f"{entropy[0].kind.replace('_', ' ')} "
@@ -214,8 +274,9 @@ def _consensus(events: list[Event]) -> Event | None:
     return found[(len(found) - 1) // 2] if found else None
 
 
-def _symptom_cluster(events: list[Event], rv: RunView, *, start: int,
-                     core: set[str] | frozenset[str], least: int = 2) -> Event | None:
+def _symptom_cluster(
+    events: list[Event], rv: RunView, *, start: int, core: set[str] | frozenset[str], least: int = 2
+) -> Event | None:
     """``least`` or more distinct RL symptoms starting close together (within 10% of the run),
     one of them in ``core``. Entropy falling and KL rising alone are what healthy RL runs do,
     and symptoms that start before ``start`` (the warm-up's end) are not counted."""
@@ -227,7 +288,11 @@ def _symptom_cluster(events: list[Event], rv: RunView, *, start: int,
         near = {e.kind for e in found[i:] if _at(e) - _at(first) <= 0.1 * rv.span}
         if len(near) >= least and near & core:
             return Event(
-                "divergence", first.metric, first.onset_step, None, "critical",
+                "divergence",
+                first.metric,
+                first.onset_step,
+                None,
+                "critical",
                 min(0.8, first.confidence + 0.2),
                 f"{len(near)} RL symptoms start together ({', '.join(sorted(near))}) from step "
                 f"{first.onset_step}; {first.evidence}",
@@ -236,8 +301,11 @@ def _symptom_cluster(events: list[Event], rv: RunView, *, start: int,
 
 
 #: fault class -> the entry of :func:`_missing` that says the run logs nothing it shows in
-UNSEEN_BY = {"precision_fault": "mismatch_*", "gradient_overflow": "loss_scale",
-             "loss_divergence": "loss"}
+UNSEEN_BY = {
+    "precision_fault": "mismatch_*",
+    "gradient_overflow": "loss_scale",
+    "loss_divergence": "loss",
+}
 
 
 def _missing(rv: RunView) -> tuple[str, ...]:
@@ -262,7 +330,9 @@ def _chain(events: list[Event], root: Event | None) -> tuple[Event, ...]:
     return ((root,) if root is not None else ()) + tuple(rest)
 
 
-def _confidence(label: str, root: Event | None, events: list[Event], missing: tuple[str, ...]) -> float:
+def _confidence(
+    label: str, root: Event | None, events: list[Event], missing: tuple[str, ...]
+) -> float:
     if root is not None:
         return float(root.confidence)
     worry = max((e.confidence for e in events if e.severity != "info"), default=0.0)
@@ -278,7 +348,11 @@ def _summary(label: str, root: Event | None, chain: tuple[Event, ...], confidenc
     if root is None:
         return f"healthy (confidence {confidence:.2f}): no failure pattern found."
     after = [e for e in chain[1:] if e.severity == "critical" and e.onset_step is not None]
-    follow = f"; then {after[0].kind} in {after[0].metric} from step {after[0].onset_step}" if after else ""
+    follow = (
+        f"; then {after[0].kind} in {after[0].metric} from step {after[0].onset_step}"
+        if after
+        else ""
+    )
     return (
         f"{label} from step {root.onset_step} (confidence {confidence:.2f}): "
         f"{root.kind} in {root.metric}{follow}."

@@ -74,9 +74,12 @@ class PairResult:
 
     def phase_correct(self) -> dict[str, bool]:
         """Each labelled phase the comparison has: was its verdict right?"""
-        return {name: (self.phases[name] == "faithful") == faithful
-                and self.phases[name] != "undecidable"
-                for name, faithful in self.phase_truth.items() if name in self.phases}
+        return {
+            name: (self.phases[name] == "faithful") == faithful
+            and self.phases[name] != "undecidable"
+            for name, faithful in self.phase_truth.items()
+            if name in self.phases
+        }
 
 
 @dataclass(frozen=True)
@@ -93,8 +96,10 @@ class BenchScore:
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k != "pairs"}
-        out["pairs"] = [{**asdict(p), "correct": p.correct, "phase_correct": p.phase_correct()}
-                        for p in self.pairs]
+        out["pairs"] = [
+            {**asdict(p), "correct": p.correct, "phase_correct": p.phase_correct()}
+            for p in self.pairs
+        ]
         return out
 
 
@@ -123,10 +128,15 @@ def score(results: list[PairResult]) -> BenchScore:
         cell["correct"] += r.correct
         cell["mean_fidelity"] += (r.fidelity - cell["mean_fidelity"]) / cell["n"]
     return BenchScore(
-        n_pairs=len(results), auc=auc(pos, neg),
+        n_pairs=len(results),
+        auc=auc(pos, neg),
         accuracy=sum(r.correct for r in results) / len(results) if results else float("nan"),
-        seed_faithful=(sum(r.verdict == "faithful" for r in seeds) / len(seeds)) if seeds else float("nan"),
-        n_seed_pairs=len(seeds), per_why=per_why, pairs=tuple(results),
+        seed_faithful=(sum(r.verdict == "faithful" for r in seeds) / len(seeds))
+        if seeds
+        else float("nan"),
+        n_seed_pairs=len(seeds),
+        per_why=per_why,
+        pairs=tuple(results),
         per_phase=_per_phase(results),
     )
 
@@ -144,8 +154,14 @@ def _per_phase(results: list[PairResult]) -> dict[str, dict[str, float]]:
     return out
 
 
-def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str = "step",
-             truth: bool = False, executor: Executor | None = None) -> list[PairResult]:
+def evaluate(
+    corpus: str | Path,
+    *,
+    config: str | Path | None = None,
+    align: str = "step",
+    truth: bool = False,
+    executor: Executor | None = None,
+) -> list[PairResult]:
     """Compare every pair of a corpus (runs read and diagnosed once each).
 
     ``truth=True`` uses the corpus's true labels and onsets instead of :func:`diagnose`, which
@@ -181,36 +197,71 @@ def evaluate(corpus: str | Path, *, config: str | Path | None = None, align: str
             proxy, proxy_diag = load(pair["proxy"])
             # a pair the comparison refuses (step axes that do not overlap: "use --align
             # progress") is named, not the end of the corpus
-            c = compare([f for f, _ in fulls], proxy, align=align, config=cfg,
-                        full_diagnoses=[d for _, d in fulls], proxy_diagnosis=proxy_diag)
+            c = compare(
+                [f for f, _ in fulls],
+                proxy,
+                align=align,
+                config=cfg,
+                full_diagnoses=[d for _, d in fulls],
+                proxy_diagnosis=proxy_diag,
+            )
         except ProxydiagError as exc:
             warnings.warn(IngestWarning(f"pair {name}: not scored ({exc})"), stacklevel=2)
             continue
-        results.append(PairResult(
-            name, pair.get("why", ""), bool(pair["faithful"]),
-            runs_meta[pair["proxy"]].get("role") == "full", c.fidelity, c.verdict, c.reasons,
-            {p.name: p.verdict for p in c.phases}, dict(pair.get("phases") or {})))
+        results.append(
+            PairResult(
+                name,
+                pair.get("why", ""),
+                bool(pair["faithful"]),
+                runs_meta[pair["proxy"]].get("role") == "full",
+                c.fidelity,
+                c.verdict,
+                c.reasons,
+                {p.name: p.verdict for p in c.phases},
+                dict(pair.get("phases") or {}),
+            )
+        )
     return results
 
 
-def _evaluate_on(executor: Executor, labels: Labels, cfg: Any, *, align: str, truth: bool,
-                 ) -> list[PairResult]:
-    items = [(name, pair, {rid: (str(labels.run_path(rid)), labels.runs[rid])
-                           for rid in [*pair["full"], pair["proxy"]]})
-             for name, pair in labels.pairs.items() if pair.get("faithful") is not None]
+def _evaluate_on(
+    executor: Executor,
+    labels: Labels,
+    cfg: Any,
+    *,
+    align: str,
+    truth: bool,
+) -> list[PairResult]:
+    items = [
+        (
+            name,
+            pair,
+            {
+                rid: (str(labels.run_path(rid)), labels.runs[rid])
+                for rid in [*pair["full"], pair["proxy"]]
+            },
+        )
+        for name, pair in labels.pairs.items()
+        if pair.get("faithful") is not None
+    ]
     results = []
     for outcome in executor.map(partial(compare_pair, cfg, align, truth), items):
         if outcome.ok:
             results.append(outcome.value)
         else:
-            warnings.warn(IngestWarning(f"pair {outcome.item[0]}: not scored ({outcome.reason})"),
-                          stacklevel=2)
+            warnings.warn(
+                IngestWarning(f"pair {outcome.item[0]}: not scored ({outcome.reason})"),
+                stacklevel=2,
+            )
     return results
 
 
-def compare_pair(cfg: Any, align: str, truth: bool,
-                 item: tuple[str, dict[str, Any], dict[str, tuple[str, dict[str, Any]]]],
-                 ) -> PairResult:
+def compare_pair(
+    cfg: Any,
+    align: str,
+    truth: bool,
+    item: tuple[str, dict[str, Any], dict[str, tuple[str, dict[str, Any]]]],
+) -> PairResult:
     """One pair of a corpus as a work item: ``(name, pair, {run id: (path, labels entry)})``."""
     from proxydiag.fidelity.api import compare
     from proxydiag.fidelity.faults import diagnose_runs
@@ -224,35 +275,71 @@ def compare_pair(cfg: Any, align: str, truth: bool,
         loaded[rid] = (run, diagnose_runs([run], given)[0])
     fulls = [loaded[r] for r in pair["full"]]
     proxy, proxy_diag = loaded[pair["proxy"]]
-    c = compare([f for f, _ in fulls], proxy, align=align, config=cfg,
-                full_diagnoses=[d for _, d in fulls], proxy_diagnosis=proxy_diag)
-    return PairResult(name, pair.get("why", ""), bool(pair["faithful"]),
-                      runs[pair["proxy"]][1].get("role") == "full", c.fidelity, c.verdict,
-                      c.reasons)
+    c = compare(
+        [f for f, _ in fulls],
+        proxy,
+        align=align,
+        config=cfg,
+        full_diagnoses=[d for _, d in fulls],
+        proxy_diagnosis=proxy_diag,
+    )
+    return PairResult(
+        name,
+        pair.get("why", ""),
+        bool(pair["faithful"]),
+        runs[pair["proxy"]][1].get("role") == "full",
+        c.fidelity,
+        c.verdict,
+        c.reasons,
+    )
 
 
 def _true_diagnosis(run: Any, meta: dict[str, Any]) -> Any:
     from proxydiag.diagnose.result import Diagnosis
 
-    return Diagnosis(source=str(meta.get("path", "")), run=run.id, label=meta["label"],
-                     onset_step=meta.get("onset_step"), confidence=1.0, root_cause=None,
-                     first_step=run.first_step, last_step=run.last_step)
+    return Diagnosis(
+        source=str(meta.get("path", "")),
+        run=run.id,
+        label=meta["label"],
+        onset_step=meta.get("onset_step"),
+        confidence=1.0,
+        root_cause=None,
+        first_step=run.first_step,
+        last_step=run.last_step,
+    )
 
 
 def render(s: BenchScore, *, markdown: bool = False) -> str:
     """The scores as text or a Markdown table."""
-    head = [("pairs", f"{s.n_pairs}"), ("AUC of fidelity (faithful vs unfaithful)", f"{s.auc:.3f}"),
-            ("verdict accuracy", f"{s.accuracy:.3f}"),
-            ("full-seed pairs faithful", f"{s.seed_faithful:.3f} of {s.n_seed_pairs}")]
-    head += [(f"{name} phase accuracy", f"{c['accuracy']:.3f} ({int(c['correct'])}/{int(c['n'])})")
-             for name, c in sorted(s.per_phase.items())]
-    rows = [(why, f"{int(c['correct'])}/{int(c['n'])}", f"{c['mean_fidelity']:.3f}")
-            for why, c in sorted(s.per_why.items())]
-    wrong = [f"{p.pair} ({p.why or 'faithful'}): {p.verdict} {p.fidelity:.2f} — {'; '.join(p.reasons)[:160]}"
-             for p in s.pairs if not p.correct]
+    head = [
+        ("pairs", f"{s.n_pairs}"),
+        ("AUC of fidelity (faithful vs unfaithful)", f"{s.auc:.3f}"),
+        ("verdict accuracy", f"{s.accuracy:.3f}"),
+        ("full-seed pairs faithful", f"{s.seed_faithful:.3f} of {s.n_seed_pairs}"),
+    ]
+    head += [
+        (f"{name} phase accuracy", f"{c['accuracy']:.3f} ({int(c['correct'])}/{int(c['n'])})")
+        for name, c in sorted(s.per_phase.items())
+    ]
+    rows = [
+        (why, f"{int(c['correct'])}/{int(c['n'])}", f"{c['mean_fidelity']:.3f}")
+        for why, c in sorted(s.per_why.items())
+    ]
+    wrong = [
+        f"{p.pair} ({p.why or 'faithful'}): {p.verdict} {p.fidelity:.2f} — {'; '.join(p.reasons)[:160]}"
+        for p in s.pairs
+        if not p.correct
+    ]
     if markdown:
-        lines = ["| score | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in head), "",
-                 "| why | correct | mean fidelity |", "|---|---:|---:|", *(f"| {a} | {b} | {c} |" for a, b, c in rows)]
+        lines = [
+            "| score | value |",
+            "|---|---|",
+            *(f"| {k} | {v} |" for k, v in head),
+            "",
+            "| why | correct | mean fidelity |",
+            "|---|---:|---:|",
+            *(f"| {a} | {b} | {c} |" for a, b, c in rows),
+        ]
     else:
         lines = [f"{k}: {v}" for k, v in head] + ["", "why: correct, mean fidelity"]
         lines += [f"  {a}: {b}, {c}" for a, b, c in rows]

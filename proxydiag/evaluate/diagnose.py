@@ -79,9 +79,13 @@ class BenchScore:
             "per_class": self.per_class,
             "runs": [
                 {
-                    "run": r.run, "truth": r.truth, "predicted": r.predicted,
-                    "onset_truth": r.onset_truth, "onset_predicted": r.onset_predicted,
-                    "onset_error": r.onset_error, "tolerance_steps": r.tolerance_steps,
+                    "run": r.run,
+                    "truth": r.truth,
+                    "predicted": r.predicted,
+                    "onset_truth": r.onset_truth,
+                    "onset_predicted": r.onset_predicted,
+                    "onset_error": r.onset_error,
+                    "tolerance_steps": r.tolerance_steps,
                     "onset_hit": r.onset_hit,
                 }
                 for r in self.runs
@@ -89,15 +93,21 @@ class BenchScore:
         }
 
 
-def score(corpus: str | Path, *, config: DiagnoseConfig | str | Path | None = None,
-          executor: Executor | None = None) -> BenchScore:
+def score(
+    corpus: str | Path,
+    *,
+    config: DiagnoseConfig | str | Path | None = None,
+    executor: Executor | None = None,
+) -> BenchScore:
     """Diagnose every run listed in ``corpus/labels.json`` and score the labels and onsets
     (each run a work item on ``executor``: in this process by default)."""
     from proxydiag.fleet.executor import Serial
 
     labels = load_labels(corpus)
-    items = [(run_id, str(labels.run_path(run_id)), entry)
-             for run_id, entry in sorted(labels.runs.items())]
+    items = [
+        (run_id, str(labels.run_path(run_id)), entry)
+        for run_id, entry in sorted(labels.runs.items())
+    ]
     scores = []
     for outcome in (executor or Serial()).map(partial(score_run, _config(config)), items):
         if outcome.ok:
@@ -122,16 +132,28 @@ def score_run(cfg: DiagnoseConfig, item: tuple[str, str, dict[str, Any]]) -> Run
     d = diagnose(run, config=cfg)
     span = (d.last_step or 0) - (d.first_step or 0) + interval
     return RunScore(
-        run_id, str(entry["label"]), d.label, _int(entry.get("onset_step")), d.onset_step,
-        tolerance(span_steps=span, log_interval=interval), interval,
+        run_id,
+        str(entry["label"]),
+        d.label,
+        _int(entry.get("onset_step")),
+        d.onset_step,
+        tolerance(span_steps=span, log_interval=interval),
+        interval,
     )
 
 
 def _unreadable(run_id: str, path: str, entry: dict[str, Any], *, reason: str) -> RunScore:
     warnings.warn(IngestWarning(f"{run_id}: not scored as read ({reason})"), stacklevel=2)
     interval = int(entry.get("log_interval") or 1)
-    return RunScore(run_id, str(entry["label"]), UNREADABLE, _int(entry.get("onset_step")),
-                    None, float(interval), interval)
+    return RunScore(
+        run_id,
+        str(entry["label"]),
+        UNREADABLE,
+        _int(entry.get("onset_step")),
+        None,
+        float(interval),
+        interval,
+    )
 
 
 def tolerance(*, span_steps: float, log_interval: int) -> float:
@@ -160,8 +182,12 @@ def summarise(scores: list[RunScore]) -> BenchScore:
         prec = tp / (tp + fp) if tp + fp else 0.0
         rec = tp / (tp + fn) if tp + fn else 0.0
         f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
-        per_class[c] = {"precision": round(prec, 4), "recall": round(rec, 4), "f1": round(f1, 4),
-                        "support": tp + fn}
+        per_class[c] = {
+            "precision": round(prec, 4),
+            "recall": round(rec, 4),
+            "f1": round(f1, 4),
+            "support": tp + fn,
+        }
     macro = float(np.mean([v["f1"] for v in per_class.values()])) if per_class else 0.0
     faulty = [s for s in scores if s.truth != "healthy"]
     hit = sum(s.onset_hit for s in faulty) / len(faulty) if faulty else 1.0
@@ -181,8 +207,14 @@ def render(result: BenchScore, *, markdown: bool = False) -> str:
         "|---|---:|---:|---:|---:|",
     ]
     for c, v in result.per_class.items():
-        lines.append(f"| {c} | {v['precision']:.3f} | {v['recall']:.3f} | {v['f1']:.3f} | {v['support']:.0f} |")
-    misses = [r for r in result.runs if r.truth != r.predicted or (r.truth != "healthy" and not r.onset_hit)]
+        lines.append(
+            f"| {c} | {v['precision']:.3f} | {v['recall']:.3f} | {v['f1']:.3f} | {v['support']:.0f} |"
+        )
+    misses = [
+        r
+        for r in result.runs
+        if r.truth != r.predicted or (r.truth != "healthy" and not r.onset_hit)
+    ]
     if misses:
         lines += ["", "misses:" if not markdown else "**misses**", ""]
         lines += [
@@ -211,8 +243,10 @@ def load_labels(corpus: str | Path) -> Labels:
     path = Path(corpus)
     path = path / "labels.json" if path.is_dir() else path
     if not path.is_file():
-        raise ConfigError(f"{path}: no labels.json; pass a corpus folder written by "
-                          "`proxydiag synth` or `proxydiag lab`")
+        raise ConfigError(
+            f"{path}: no labels.json; pass a corpus folder written by "
+            "`proxydiag synth` or `proxydiag lab`"
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -224,16 +258,22 @@ def load_labels(corpus: str | Path) -> Labels:
     if not isinstance(pairs, dict):
         raise ConfigError(f"{path}: 'pairs' in labels.json is not an object")
     for name, entry in runs.items():
-        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)
-                and isinstance(entry.get("label"), str)):
-            raise ConfigError(f"{path}: run {name!r} needs an object with a 'path' and a "
-                              "'label' string")
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("path"), str)
+            and isinstance(entry.get("label"), str)
+        ):
+            raise ConfigError(
+                f"{path}: run {name!r} needs an object with a 'path' and a 'label' string"
+            )
     for name, pair in pairs.items():
         named = [*pair.get("full", []), pair.get("proxy")] if isinstance(pair, dict) else [None]
         unknown = [r for r in named if not isinstance(r, str) or r not in runs]
         if not isinstance(pair, dict) or not isinstance(pair.get("full"), list) or unknown:
-            raise ConfigError(f"{path}: pair {name!r} needs 'full' (a list) and 'proxy' naming "
-                              f"runs of 'runs'{f' (not {unknown[0]!r})' if unknown else ''}")
+            raise ConfigError(
+                f"{path}: pair {name!r} needs 'full' (a list) and 'proxy' naming "
+                f"runs of 'runs'{f' (not {unknown[0]!r})' if unknown else ''}"
+            )
     return Labels(path, runs, pairs)
 
 

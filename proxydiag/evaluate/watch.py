@@ -201,8 +201,10 @@ def score(
 
     labels = load_labels(corpus)
     task = partial(_replay_item, every, oracle, config or DiagnoseConfig())
-    items = [(run_id, str(labels.run_path(run_id)), entry)
-             for run_id, entry in sorted(labels.runs.items())]
+    items = [
+        (run_id, str(labels.run_path(run_id)), entry)
+        for run_id, entry in sorted(labels.runs.items())
+    ]
     scores = []
     for outcome in (executor or Serial()).map(task, items):
         if not outcome.ok:
@@ -211,14 +213,16 @@ def score(
     return summarise(scores)
 
 
-def _replay_item(every: int, oracle: bool, config: DiagnoseConfig,
-                 item: tuple[str, str, dict[str, Any]]) -> WatchScore:
+def _replay_item(
+    every: int, oracle: bool, config: DiagnoseConfig, item: tuple[str, str, dict[str, Any]]
+) -> WatchScore:
     """One corpus run as a work item: read it and score its replay."""
     from proxydiag.ingest import read_run
 
     run_id, path, entry = item
-    return score_run(read_run(path), {**entry, "run": run_id}, every=every, oracle=oracle,
-                     config=config)
+    return score_run(
+        read_run(path), {**entry, "run": run_id}, every=every, oracle=oracle, config=config
+    )
 
 
 def text(summary: dict[str, Any]) -> str:

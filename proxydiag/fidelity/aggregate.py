@@ -54,17 +54,27 @@ from proxydiag.metrics import is_mismatch
 Floats = npt.NDArray[np.float64]
 
 
-def metric_fidelity(metric: str, tests: Mapping[str, TestResult], config: FidelityConfig) -> MetricFidelity:
+def metric_fidelity(
+    metric: str, tests: Mapping[str, TestResult], config: FidelityConfig
+) -> MetricFidelity:
     """Combine one metric's tests."""
     weights = {k: config.test_weights.get(k, 0.0) for k in tests}
     scored = {k: t for k, t in tests.items() if weights[k] > 0}
     total = sum(weights[k] for k in scored) or 1.0
     score = sum(weights[k] * t.score for k, t in scored.items()) / total
-    reps = sum(weights[k] * np.asarray(t.samples if t.samples is not None else t.score, dtype=np.float64)
-               for k, t in scored.items()) / total
+    reps = (
+        sum(
+            weights[k]
+            * np.asarray(t.samples if t.samples is not None else t.score, dtype=np.float64)
+            for k, t in scored.items()
+        )
+        / total
+    )
     ci = percentile_ci(np.atleast_1d(np.asarray(reps, dtype=np.float64)), level=config.ci_level)
     ci = (min(ci[0], score), max(ci[1], score))
-    seed = sum(weights[k] * float(t.details.get("seed_score", 1.0)) for k, t in scored.items()) / total
+    seed = (
+        sum(weights[k] * float(t.details.get("seed_score", 1.0)) for k, t in scored.items()) / total
+    )
     opposite = any(t.details.get("opposite_direction") for t in scored.values())
     worst: MetricVerdict = "diverged" if opposite else verdict(score, config)
     if worst == "faithful" and any(t.score < config.diverged_score for t in scored.values()):
@@ -103,25 +113,36 @@ def learning_gap(metrics: Mapping[str, MetricFidelity], config: FidelityConfig) 
             continue
         d = trend.details
         z_full, z_proxy = d.get("change_sigma_full"), d.get("change_sigma_proxy")
-        if (z_full is None or z_proxy is None or sign * z_full < config.learn_min_sigma
-                or not d.get("change_full")):  # a change that rounds to 0 on a tiny scale
+        if (
+            z_full is None
+            or z_proxy is None
+            or sign * z_full < config.learn_min_sigma
+            or not d.get("change_full")
+        ):  # a change that rounds to 0 on a tiny scale
             return None
         fraction = sign * d["change_proxy"] / abs(d["change_full"])
         # a noisier proxy that gains most of the full run's change learns: its noise is a
         # matter of dynamics (volatility), not of learning
-        noisy_but_learns = (sign * z_proxy >= config.learn_min_sigma / 2
-                            and fraction >= config.learn_noisy_fraction)
+        noisy_but_learns = (
+            sign * z_proxy >= config.learn_min_sigma / 2 and fraction >= config.learn_noisy_fraction
+        )
         if fraction < config.learn_min_fraction or (
-                sign * z_proxy < config.learn_min_sigma and not noisy_but_learns):
-            return (f"does not learn: full run's {metric} changes {z_full:+.1f}σ, the proxy's "
-                    f"{z_proxy:+.1f}σ ({fraction:.0%} of the full run's change)")
+            sign * z_proxy < config.learn_min_sigma and not noisy_but_learns
+        ):
+            return (
+                f"does not learn: full run's {metric} changes {z_full:+.1f}σ, the proxy's "
+                f"{z_proxy:+.1f}σ ({fraction:.0%} of the full run's change)"
+            )
         return None
     return None
 
 
-def overall(metrics: Mapping[str, MetricFidelity], faults: FaultComparison,
-            config: FidelityConfig, events: TestResult | None = None
-            ) -> tuple[float, Verdict, tuple[str, ...]]:
+def overall(
+    metrics: Mapping[str, MetricFidelity],
+    faults: FaultComparison,
+    config: FidelityConfig,
+    events: TestResult | None = None,
+) -> tuple[float, Verdict, tuple[str, ...]]:
     """``(fidelity, verdict, reasons)`` by the rules in the module docstring."""
     by_events = not metrics and events is not None and has_events(events)
     dyn = events.score if by_events and events is not None else dynamics(metrics, config)
@@ -140,26 +161,37 @@ def overall(metrics: Mapping[str, MetricFidelity], faults: FaultComparison,
     if gap:
         unfaithful = True
         reasons.append(gap)
-    off = [m for m, f in metrics.items() if f.verdict != "faithful"
-           and (m in config.key_metrics or is_mismatch(m))]
+    off = [
+        m
+        for m, f in metrics.items()
+        if f.verdict != "faithful" and (m in config.key_metrics or is_mismatch(m))
+    ]
     dynamics_off = len(off) >= config.partial_min_metrics or any(
-        metrics[m].verdict == "diverged" for m in off)
+        metrics[m].verdict == "diverged" for m in off
+    )
     if off:
-        reasons.append("dynamics outside the seed-to-seed range: " + "; ".join(
-            f"{m} {metrics[m].verdict} ({metrics[m].score:.2f})" for m in off))
+        reasons.append(
+            "dynamics outside the seed-to-seed range: "
+            + "; ".join(f"{m} {metrics[m].verdict} ({metrics[m].score:.2f})" for m in off)
+        )
     if dyn < config.partial_below:
         reasons.append(f"{score_name} {dyn:.2f} < {config.partial_below}")
     split = faults.outcome == "reproduced" and seeds_split(faults.full.get("seeds") or [])
     if split:  # the proxy reproduces what some seeds show, not what the full run does
-        reasons.append("the full seeds disagree (" + ", ".join(faults.full["seeds"]) + "): "
-                       "the proxy reproduces some of them")
+        reasons.append(
+            "the full seeds disagree (" + ", ".join(faults.full["seeds"]) + "): "
+            "the proxy reproduces some of them"
+        )
     if unfaithful:
         return dyn * config.unfaithful_factor, "unfaithful", tuple(reasons)
     if dynamics_off or order_differs or split or dyn < config.partial_below:
         return dyn, "partial", tuple(reasons)
-    agree = (f"no curve could be compared; the symptoms co-occur ({score_name} {dyn:.2f}) and the "
-             "fault comparison agrees" if by_events
-             else f"dynamics within the seed-to-seed range (score {dyn:.2f})")
+    agree = (
+        f"no curve could be compared; the symptoms co-occur ({score_name} {dyn:.2f}) and the "
+        "fault comparison agrees"
+        if by_events
+        else f"dynamics within the seed-to-seed range (score {dyn:.2f})"
+    )
     return dyn, "faithful", tuple(reasons) or (agree,)
 
 

@@ -49,10 +49,16 @@ TESTS: Registry[FidelityTest] = Registry(
 )
 
 
-def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
-            config: FidelityConfig | str | Path | None = None,
-            full_diagnoses: Sequence[Diagnosis | None] | None = None,
-            proxy_diagnosis: Diagnosis | None = None, seed: int = 0) -> Comparison:
+def compare(
+    full: Run | Sequence[Run],
+    proxy: Run,
+    *,
+    align: str = "step",
+    config: FidelityConfig | str | Path | None = None,
+    full_diagnoses: Sequence[Diagnosis | None] | None = None,
+    proxy_diagnosis: Diagnosis | None = None,
+    seed: int = 0,
+) -> Comparison:
     """Score how faithfully ``proxy`` reproduced the dynamics and fault of ``full``.
 
     One way: diagnose every run, align them, compare the faults, register the proxy's onset on
@@ -76,30 +82,48 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
         Seed of the bootstrap (results are deterministic for a seed).
     """
     fulls = [full] if isinstance(full, Run) else list(full)
-    cfg = config if isinstance(config, FidelityConfig) else (
-        load_config(config) if config is not None else FidelityConfig())
+    cfg = (
+        config
+        if isinstance(config, FidelityConfig)
+        else (load_config(config) if config is not None else FidelityConfig())
+    )
     diagnoses = _diagnoses(fulls, proxy, full_diagnoses, proxy_diagnosis)
     aligned = align_runs(fulls, proxy, align=align)
-    fault = faults.score(fulls, proxy, aligned, full=diagnoses[:-1], proxy_diagnosis=diagnoses[-1],
-                         config=cfg)
+    fault = faults.score(
+        fulls, proxy, aligned, full=diagnoses[:-1], proxy_diagnosis=diagnoses[-1], config=cfg
+    )
     if fault.reproduced and fault.onset_lag_steps and fault.full.get("onset_progress") is not None:
-        aligned = aligned.registered(proxy, onset_step=float(fault.proxy["onset_step"]),
-                                     full_progress=float(fault.full["onset_progress"]))
+        aligned = aligned.registered(
+            proxy,
+            onset_step=float(fault.proxy["onset_step"]),
+            full_progress=float(fault.full["onset_progress"]),
+        )
     series = shared_series(fulls, proxy)
     grid = _resampled(aligned, fulls, proxy, series, cfg)
     ev = events.score(grid, diagnoses, config=cfg)
     rng = np.random.default_rng(seed)
     per_metric = _score_metrics(grid.metrics, fulls, proxy, config=cfg, rng=rng)
-    phases = _score_phases(phases_of(aligned, fault, diagnoses, config=cfg), aligned, series,
-                           grid, per_metric, fulls, proxy, config=cfg, rng=rng)
+    phases = _score_phases(
+        phases_of(aligned, fault, diagnoses, config=cfg),
+        aligned,
+        series,
+        grid,
+        per_metric,
+        fulls,
+        proxy,
+        config=cfg,
+        rng=rng,
+    )
     if len(phases) == 1 and phases[0].verdict != "undecidable":
         per_metric = phases[0].metrics  # the whole run is the phase: its sharpened verdicts
     fidelity, verdict, reasons = aggregate.overall(per_metric, fault, cfg, ev)
     fidelity, verdict, reasons = _with_phases(fidelity, verdict, reasons, phases, cfg)
     undecidable = grid.undecidable
     if undecidable:
-        reasons = (*reasons, f"undecidable, left out: {', '.join(undecidable)} (no finite point in "
-                             "any run)")
+        reasons = (
+            *reasons,
+            f"undecidable, left out: {', '.join(undecidable)} (no finite point in any run)",
+        )
     hint = _consumption_hint(fulls, proxy) if align == "step" else None
     if hint:
         reasons = (*reasons, hint)
@@ -107,17 +131,32 @@ def compare(full: Run | Sequence[Run], proxy: Run, *, align: str = "step",
     if not per_metric and (other or not undecidable):
         reasons = (*reasons, f"no curve could be compared ({_skips(other)})")
     return Comparison(
-        fidelity=float(np.clip(fidelity, 0.0, 1.0)), verdict=verdict, align=align,
-        metrics=per_metric, faults=fault, full_runs=tuple(r.id for r in fulls), proxy_run=proxy.id,
-        overlap=grid.overlap, reasons=reasons,
-        events={**ev.to_dict(), "skipped_metrics": dict(grid.skipped),
-                "baseline": _baseline_words(len(fulls), cfg)},
+        fidelity=float(np.clip(fidelity, 0.0, 1.0)),
+        verdict=verdict,
+        align=align,
+        metrics=per_metric,
+        faults=fault,
+        full_runs=tuple(r.id for r in fulls),
+        proxy_run=proxy.id,
+        overlap=grid.overlap,
+        reasons=reasons,
+        events={
+            **ev.to_dict(),
+            "skipped_metrics": dict(grid.skipped),
+            "baseline": _baseline_words(len(fulls), cfg),
+        },
         phases=phases,
     )
 
 
-def _resampled(aligned: Alignment, fulls: list[Run], proxy: Run, series: list[Series],
-               cfg: FidelityConfig, x_range: tuple[float, float] | None = None) -> Grid:
+def _resampled(
+    aligned: Alignment,
+    fulls: list[Run],
+    proxy: Run,
+    series: list[Series],
+    cfg: FidelityConfig,
+    x_range: tuple[float, float] | None = None,
+) -> Grid:
     """The grid of the whole range, or of a phase with its share of the buckets (the phases
     together cost one whole-run analysis)."""
     buckets, min_points = cfg.buckets, cfg.min_points
@@ -125,13 +164,30 @@ def _resampled(aligned: Alignment, fulls: list[Run], proxy: Run, series: list[Se
         lo, hi = aligned.x_range
         share = (x_range[1] - x_range[0]) / max(hi - lo, 1e-12)
         buckets = max(min_points, round(cfg.buckets * share))
-    return resample_grid(aligned, fulls, proxy, buckets=buckets, min_points=min_points,
-                         log_scale_metrics=cfg.log_scale_metrics, x_range=x_range, series=series)
+    return resample_grid(
+        aligned,
+        fulls,
+        proxy,
+        buckets=buckets,
+        min_points=min_points,
+        log_scale_metrics=cfg.log_scale_metrics,
+        x_range=x_range,
+        series=series,
+    )
 
 
-def _score_phases(phases: tuple[Phase, ...], aligned: Alignment, series: list[Series], grid: Grid,
-                  whole: dict[str, MetricFidelity], fulls: list[Run], proxy: Run, *,
-                  config: FidelityConfig, rng: np.random.Generator) -> tuple[PhaseFidelity, ...]:
+def _score_phases(
+    phases: tuple[Phase, ...],
+    aligned: Alignment,
+    series: list[Series],
+    grid: Grid,
+    whole: dict[str, MetricFidelity],
+    fulls: list[Run],
+    proxy: Run,
+    *,
+    config: FidelityConfig,
+    rng: np.random.Generator,
+) -> tuple[PhaseFidelity, ...]:
     """Every phase's tests, learning progress and verdict. A phase is resampled on its own range
     (a pre-fault phase keeps its resolution when a run goes NaN after the fault); the whole
     run's grid and tests are reused when the whole range is the only phase."""
@@ -140,18 +196,28 @@ def _score_phases(phases: tuple[Phase, ...], aligned: Alignment, series: list[Se
         metrics: dict[str, MetricFidelity] = {}
         learned: dict[str, dict[str, object]] = {}
         if not phase.undecidable:
-            part = grid if phase.name == WHOLE else _resampled(
-                aligned, fulls, proxy, series, config, x_range=(phase.lo, phase.hi))
-            metrics = whole if phase.name == WHOLE else _score_metrics(
-                part.metrics, fulls, proxy, config=config, rng=rng)
+            part = (
+                grid
+                if phase.name == WHOLE
+                else _resampled(aligned, fulls, proxy, series, config, x_range=(phase.lo, phase.hi))
+            )
+            metrics = (
+                whole
+                if phase.name == WHOLE
+                else _score_metrics(part.metrics, fulls, proxy, config=config, rng=rng)
+            )
             learned = progress.learning(part.metrics, config)
         out.append(verdicts.judge(phase, metrics, learned, config))
     return tuple(out)
 
 
-def _with_phases(fidelity: float, verdict: Verdict, reasons: tuple[str, ...],
-                 phases: tuple[PhaseFidelity, ...], config: FidelityConfig
-                 ) -> tuple[float, Verdict, tuple[str, ...]]:
+def _with_phases(
+    fidelity: float,
+    verdict: Verdict,
+    reasons: tuple[str, ...],
+    phases: tuple[PhaseFidelity, ...],
+    config: FidelityConfig,
+) -> tuple[float, Verdict, tuple[str, ...]]:
     """The whole-run verdict capped by the phases' (see :mod:`.verdicts`): the smaller score,
     the worse verdict (an undecidable phase is named, never counted); a partial proxy's
     fidelity is at most ``partial_below``, so that the score and the verdict agree."""
@@ -172,16 +238,26 @@ def _with_phases(fidelity: float, verdict: Verdict, reasons: tuple[str, ...],
     return fidelity, verdict, (*reasons, *new)
 
 
-def _diagnoses(fulls: list[Run], proxy: Run, full_diagnoses: Sequence[Diagnosis | None] | None,
-               proxy_diagnosis: Diagnosis | None) -> list[Diagnosis | None]:
+def _diagnoses(
+    fulls: list[Run],
+    proxy: Run,
+    full_diagnoses: Sequence[Diagnosis | None] | None,
+    proxy_diagnosis: Diagnosis | None,
+) -> list[Diagnosis | None]:
     """Every run's diagnosis (full runs..., proxy), diagnosing those not given."""
     given: list[Diagnosis | None] = list(full_diagnoses or [])[: len(fulls)]
     given += [None] * (len(fulls) - len(given)) + [proxy_diagnosis]
     return faults.diagnose_runs([*fulls, proxy], given)
 
 
-def _score_metrics(metrics: dict[str, MetricGrid], fulls: list[Run], proxy: Run, *,
-                   config: FidelityConfig, rng: np.random.Generator) -> dict[str, MetricFidelity]:
+def _score_metrics(
+    metrics: dict[str, MetricGrid],
+    fulls: list[Run],
+    proxy: Run,
+    *,
+    config: FidelityConfig,
+    rng: np.random.Generator,
+) -> dict[str, MetricFidelity]:
     """Every test on every aligned metric (one bootstrap stream, metrics in sorted order)."""
     out: dict[str, MetricFidelity] = {}
     for name, mg in metrics.items():
@@ -213,9 +289,11 @@ def _consumption_hint(fulls: list[Run], proxy: Run) -> str | None:
         ratio = rates[-1] / full_rate
         if max(ratio, 1 / ratio) < CONSUMPTION_RATIO:
             return None
-        return (f"the proxy consumes {ratio:.2g}x the full run's {counter} per step "
-                f"({rates[-1]:.4g} vs {full_rate:.4g}): compared by step, the same data comes at "
-                f"other steps; consider --align tokens (equal {counter} consumed)")
+        return (
+            f"the proxy consumes {ratio:.2g}x the full run's {counter} per step "
+            f"({rates[-1]:.4g} vs {full_rate:.4g}): compared by step, the same data comes at "
+            f"other steps; consider --align tokens (equal {counter} consumed)"
+        )
     return None
 
 
@@ -232,5 +310,7 @@ def _skips(skipped: dict[str, str]) -> str:
 def _baseline_words(n_full: int, cfg: FidelityConfig) -> str:
     if n_full >= 2:
         return f"{n_full} full seeds: every seed pair is a baseline pair"
-    return (f"1 full seed: {cfg.n_pseudo_seeds} pseudo-seeds (trend + circular block bootstrap of "
-            "the residuals)")
+    return (
+        f"1 full seed: {cfg.n_pseudo_seeds} pseudo-seeds (trend + circular block bootstrap of "
+        "the residuals)"
+    )

@@ -31,15 +31,29 @@ from proxydiag.settings import check_ranges, override, ranged, read_toml
 SECTION = "compare"
 #: metrics whose dynamics decide the verdict (weight 2 in the overall score)
 KEY_METRICS: tuple[str, ...] = (
-    "reward", "entropy", "kl", "grad_norm", "loss", "pg_loss", "response_length", "clip_frac",
+    "reward",
+    "entropy",
+    "kl",
+    "grad_norm",
+    "loss",
+    "pg_loss",
+    "response_length",
+    "clip_frac",
     # MoE routing: a pruned proxy's load-balancing and z losses must move like the full run's
     # (router entropy and the max expert load depend on the number of experts kept: scored,
     # weight 1, like any shared metric)
-    "router_aux_loss", "router_z_loss",
+    "router_aux_loss",
+    "router_z_loss",
 )
 #: metrics that differ by design between a proxy and its full run: reported, weight 0
 UNSCORED_METRICS: tuple[str, ...] = (
-    "throughput", "step_time", "tokens", "samples", "lr", "skipped", "nonfinite",
+    "throughput",
+    "step_time",
+    "tokens",
+    "samples",
+    "lr",
+    "skipped",
+    "nonfinite",
 )
 
 
@@ -157,8 +171,12 @@ class FidelityConfig:
     unfaithful_factor: float = ranged(0.3, lo=0.0, hi=1.0)
     #: weights of the tests in a metric's score (level is reported, never scored)
     test_weights: dict[str, float] = field(
-        default_factory=lambda: {"trend": 0.35, "shape": 0.25, "volatility": 0.25,
-                                 "increments": 0.15}
+        default_factory=lambda: {
+            "trend": 0.35,
+            "shape": 0.25,
+            "volatility": 0.25,
+            "increments": 0.15,
+        }
     )
     key_metrics: tuple[str, ...] = KEY_METRICS
     unscored_metrics: tuple[str, ...] = UNSCORED_METRICS

@@ -41,8 +41,9 @@ class MetricContext:
         return smooth(np.log(curve) if self.log_scale else curve, window_points=self.smooth_points)
 
 
-def metric_context(grid: MetricGrid, *, config: FidelityConfig, rng: np.random.Generator
-                   ) -> MetricContext:
+def metric_context(
+    grid: MetricGrid, *, config: FidelityConfig, rng: np.random.Generator
+) -> MetricContext:
     """Build the context of one metric (baseline and bootstrap drawn from ``rng``)."""
     smooth_points = window_for(grid.buckets, fraction=config.smooth_fraction)
     block = block_points_for(grid.buckets, smooth_points=smooth_points)
@@ -52,16 +53,29 @@ def metric_context(grid: MetricGrid, *, config: FidelityConfig, rng: np.random.G
     smoothed = smooth(np.log(pair) if grid.log_scale else pair, window_points=smooth_points)
     # pseudo-seeds of a log-scale metric are made on log scale, so they stay positive
     full = np.log(grid.full) if grid.log_scale else grid.full
-    base = baseline(full, n_pseudo_seeds=config.n_pseudo_seeds,
-                    trend_fraction=config.trend_fraction, block_points=block, rng=rng)
+    base = baseline(
+        full,
+        n_pseudo_seeds=config.n_pseudo_seeds,
+        trend_fraction=config.trend_fraction,
+        block_points=block,
+        rng=rng,
+    )
     if grid.log_scale:
-        base = Baseline(base.kind, tuple((np.exp(x), np.exp(y)) for x, y in base.pairs),
-                        base.description)
+        base = Baseline(
+            base.kind, tuple((np.exp(x), np.exp(y)) for x, y in base.pairs), base.description
+        )
     boot = circular_block_indices(positions.size, n_rows=config.n_boot, block_points=block, rng=rng)
     return MetricContext(
-        metric=grid.metric, a=ref[positions], b=proxy[positions],
-        smooth_a=smoothed[0, positions], smooth_b=smoothed[1, positions], positions=positions,
-        baseline=base, boot=boot, smooth_points=smooth_points, config=config,
+        metric=grid.metric,
+        a=ref[positions],
+        b=proxy[positions],
+        smooth_a=smoothed[0, positions],
+        smooth_b=smoothed[1, positions],
+        positions=positions,
+        baseline=base,
+        boot=boot,
+        smooth_points=smooth_points,
+        config=config,
         log_scale=grid.log_scale,
     )
 

@@ -102,7 +102,9 @@ def _matches(x: list[float], y: list[float], *, window: float) -> int:
     return n
 
 
-def order(a: Events, b: Events, *, window: float = 0.0) -> tuple[list[str], list[str], float | None]:
+def order(
+    a: Events, b: Events, *, window: float = 0.0
+) -> tuple[list[str], list[str], float | None]:
     """Symptoms present in both runs by first onset, and Kendall's tau of the two orders.
 
     Two symptoms whose first onsets lie within ``window`` of each other in either run have no
@@ -128,32 +130,54 @@ def order(a: Events, b: Events, *, window: float = 0.0) -> tuple[list[str], list
     return ka, kb, float(np.mean(np.sign(dx[ordered]) * np.sign(dy[ordered])))
 
 
-def score(grid: Grid, diagnoses: Sequence[Diagnosis | None], *, config: FidelityConfig) -> TestResult:
+def score(
+    grid: Grid, diagnoses: Sequence[Diagnosis | None], *, config: FidelityConfig
+) -> TestResult:
     """Co-occurrence and order of symptoms; ``diagnoses`` are the runs' (full..., proxy)."""
     window = config.event_window_progress
-    per_run = [run_events(grid, row, diagnoses[row] if row < len(diagnoses) else None, window=window)
-               for row in range(grid.n_full + 1)]
+    per_run = [
+        run_events(grid, row, diagnoses[row] if row < len(diagnoses) else None, window=window)
+        for row in range(grid.n_full + 1)
+    ]
     full, proxy = per_run[0], per_run[-1]
     value = f1(full, proxy, window=window)
-    base = [f1(per_run[i], per_run[j], window=window)
-            for i in range(grid.n_full) for j in range(i + 1, grid.n_full)]
+    base = [
+        f1(per_run[i], per_run[j], window=window)
+        for i in range(grid.n_full)
+        for j in range(i + 1, grid.n_full)
+    ]
     ref = reference([1 - b for b in base], floor=config.floor_events)
     ka, kb, tau = order(full, proxy, window=window)
-    seed_taus = [t for i in range(grid.n_full) for j in range(i + 1, grid.n_full)
-                 if (t := order(per_run[i], per_run[j], window=window)[2]) is not None]
+    seed_taus = [
+        t
+        for i in range(grid.n_full)
+        for j in range(i + 1, grid.n_full)
+        if (t := order(per_run[i], per_run[j], window=window)[2]) is not None
+    ]
     seed_tau = float(np.median(seed_taus)) if seed_taus else None
     # the order differs when the seeds agree on it (tau >= 0.5) and the proxy reverses it
-    differs = (tau is not None and tau <= 0 and len(ka) >= config.order_min_symptoms
-               and seed_tau is not None and seed_tau >= 0.5)
+    differs = (
+        tau is not None
+        and tau <= 0
+        and len(ka) >= config.order_min_symptoms
+        and seed_tau is not None
+        and seed_tau >= 0.5
+    )
     seed_f1 = float(np.median(base)) if base else None
-    words = (f"events: F1 {fmt(value)} of symptoms co-occurring within {window:.0%} of progress, "
-             f"seed-to-seed {fmt(seed_f1)}; order of {len(ka)} shared symptoms: Kendall tau "
-             f"{fmt(tau)}, seed-to-seed {fmt(seed_tau)}")
+    words = (
+        f"events: F1 {fmt(value)} of symptoms co-occurring within {window:.0%} of progress, "
+        f"seed-to-seed {fmt(seed_f1)}; order of {len(ka)} shared symptoms: Kendall tau "
+        f"{fmt(tau)}, seed-to-seed {fmt(seed_tau)}"
+    )
     details: dict[str, Any] = {
         "full": {k: [round(x, 4) for x in v] for k, v in full.items()},
         "proxy": {k: [round(x, 4) for x in v] for k, v in proxy.items()},
-        "order_full": ka, "order_proxy": kb, "kendall_tau": tau, "window_progress": window,
-        "seed_f1": [round(b, 4) for b in base], "seed_kendall_tau": seed_tau,
+        "order_full": ka,
+        "order_proxy": kb,
+        "kendall_tau": tau,
+        "window_progress": window,
+        "seed_f1": [round(b, 4) for b in base],
+        "seed_kendall_tau": seed_tau,
         "order_differs": bool(differs),
     }
     return TestResult(NAME, value, float(relative(1 - value, ref)), None, seed_f1, words, details)

@@ -30,11 +30,15 @@ def diagnose_runs(runs: Sequence[Run], given: Sequence[Diagnosis | None]) -> lis
         from proxydiag.diagnose.api import diagnose
     except ImportError:  # the taxonomy is optional for the curve tests
         return list(given) + [None] * (len(runs) - len(given))
-    return [g if i < len(given) and (g := given[i]) is not None else diagnose(run)
-            for i, run in enumerate(runs)]
+    return [
+        g if i < len(given) and (g := given[i]) is not None else diagnose(run)
+        for i, run in enumerate(runs)
+    ]
 
 
-def outcome(full: Diagnosis, proxy: Diagnosis, lag_progress: float | None, *, tolerance: float) -> str:
+def outcome(
+    full: Diagnosis, proxy: Diagnosis, lag_progress: float | None, *, tolerance: float
+) -> str:
     """``reproduced`` or what differs (see the module docstring)."""
     if full.label == proxy.label:
         if full.label == "healthy" or lag_progress is None or abs(lag_progress) <= tolerance:
@@ -45,8 +49,15 @@ def outcome(full: Diagnosis, proxy: Diagnosis, lag_progress: float | None, *, to
     return "extra_fault" if full.label == "healthy" else "wrong_fault"
 
 
-def score(full_runs: Sequence[Run], proxy: Run, grid: Alignment, *, full: Sequence[Diagnosis | None],
-          proxy_diagnosis: Diagnosis | None, config: FidelityConfig) -> FaultComparison:
+def score(
+    full_runs: Sequence[Run],
+    proxy: Run,
+    grid: Alignment,
+    *,
+    full: Sequence[Diagnosis | None],
+    proxy_diagnosis: Diagnosis | None,
+    config: FidelityConfig,
+) -> FaultComparison:
     """Compare the full runs' consensus diagnosis with the proxy's.
 
     With several full seeds the full run's fault is their majority label (a tie: the proxy's
@@ -57,35 +68,54 @@ def score(full_runs: Sequence[Run], proxy: Run, grid: Alignment, *, full: Sequen
     """
     known = [(i, d) for i, d in enumerate(full) if d is not None]
     if not known or proxy_diagnosis is None:
-        return FaultComparison({"label": None, "onset_step": None}, {"label": None, "onset_step": None},
-                               None, None, False,
-                               "faults not compared: proxydiag.diagnose is not available")
+        return FaultComparison(
+            {"label": None, "onset_step": None},
+            {"label": None, "onset_step": None},
+            None,
+            None,
+            False,
+            "faults not compared: proxydiag.diagnose is not available",
+        )
     label, step, p_full, agree, spread = consensus(known, grid, prefer=proxy_diagnosis.label)
-    ref = Diagnosis(source="", run=grid.run_ids[0], label=label, onset_step=step, confidence=1.0,
-                    root_cause=None)
+    ref = Diagnosis(
+        source="",
+        run=grid.run_ids[0],
+        label=label,
+        onset_step=step,
+        confidence=1.0,
+        root_cause=None,
+    )
     p_proxy = _progress(grid, grid.n_full, proxy_diagnosis)
     both = step is not None and proxy_diagnosis.onset_step is not None
     lag_steps = proxy_diagnosis.onset_step - step if both else None  # type: ignore[operator]
     lag = p_proxy - p_full if p_full is not None and p_proxy is not None else None
     # a proxy whose onset lies among the seeds' own is as early or late as another seed
-    beyond = (None if lag is None or p_proxy is None or spread is None
-              else p_proxy - min(max(p_proxy, spread[0]), spread[1]))
+    beyond = (
+        None
+        if lag is None or p_proxy is None or spread is None
+        else p_proxy - min(max(p_proxy, spread[0]), spread[1])
+    )
     what = outcome(ref, proxy_diagnosis, beyond, tolerance=config.onset_tolerance_progress)
     unseen = _unseen(label, proxy_diagnosis) if what == "fault_missing" else None
     words = _explain(what, ref, proxy_diagnosis, lag, config.onset_tolerance_progress, unseen)
-    if spread is not None and spread[1] > spread[0] and what in (
-            "reproduced", "fault_late", "fault_early"):  # "within / beyond 10%" of them
+    if (
+        spread is not None
+        and spread[1] > spread[0]
+        and what in ("reproduced", "fault_late", "fault_early")
+    ):  # "within / beyond 10%" of them
         words += f" of the seeds' onsets ({spread[0]:.0%}–{spread[1]:.0%} of progress)"
     if len(known) > 1:
         words += f" (full run: {agree} of {len(known)} seeds say {label})"
     side = _side(ref, p_full)
     side["seeds"] = [d.label for _, d in known]
-    return FaultComparison(side, _side(proxy_diagnosis, p_proxy), lag_steps, lag,
-                           what == "reproduced", words, what)
+    return FaultComparison(
+        side, _side(proxy_diagnosis, p_proxy), lag_steps, lag, what == "reproduced", words, what
+    )
 
 
-def consensus(known: Sequence[tuple[int, Diagnosis]], grid: Alignment, *, prefer: str | None = None
-              ) -> tuple[str, int | None, float | None, int, tuple[float, float] | None]:
+def consensus(
+    known: Sequence[tuple[int, Diagnosis]], grid: Alignment, *, prefer: str | None = None
+) -> tuple[str, int | None, float | None, int, tuple[float, float] | None]:
     """Majority label of the full seeds, the onset step and progress of its median seed (the
     lower middle one for an even count: step and progress from one seed), how many seeds
     agree, and the range of their onsets in progress (None without one).
@@ -103,8 +133,13 @@ def consensus(known: Sequence[tuple[int, Diagnosis]], grid: Alignment, *, prefer
         return label, None, None, counts[label], None
     progress = [grid.progress(i, d.onset_step) for i, d in carriers]  # type: ignore[arg-type]
     middle = sorted(range(len(carriers)), key=lambda k: progress[k])[(len(carriers) - 1) // 2]
-    return (label, carriers[middle][1].onset_step, float(progress[middle]), counts[label],
-            (float(min(progress)), float(max(progress))))
+    return (
+        label,
+        carriers[middle][1].onset_step,
+        float(progress[middle]),
+        counts[label],
+        (float(min(progress)), float(max(progress))),
+    )
 
 
 def seeds_split(labels: Sequence[str]) -> bool:
@@ -134,26 +169,47 @@ _SIGNALS = {
 
 
 def _progress(grid: Alignment, row: int, d: Diagnosis) -> float | None:
-    return None if d.onset_step is None or d.label == "healthy" else grid.progress(row, d.onset_step)
+    return (
+        None if d.onset_step is None or d.label == "healthy" else grid.progress(row, d.onset_step)
+    )
 
 
 def _side(d: Diagnosis, progress: float | None) -> dict[str, Any]:
-    return {"label": d.label, "onset_step": d.onset_step,
-            "onset_progress": None if progress is None else round(progress, 4)}
+    return {
+        "label": d.label,
+        "onset_step": d.onset_step,
+        "onset_progress": None if progress is None else round(progress, 4),
+    }
 
 
-def _explain(what: str, full: Diagnosis, proxy: Diagnosis, lag: float | None, tol: float,
-             unseen: str | None = None) -> str:
-    at = f" (onsets {full.onset_step} vs {proxy.onset_step}, lag {lag:+.1%} of progress)" if lag is not None else ""
+def _explain(
+    what: str,
+    full: Diagnosis,
+    proxy: Diagnosis,
+    lag: float | None,
+    tol: float,
+    unseen: str | None = None,
+) -> str:
+    at = (
+        f" (onsets {full.onset_step} vs {proxy.onset_step}, lag {lag:+.1%} of progress)"
+        if lag is not None
+        else ""
+    )
     texts = {
-        "reproduced": (f"fault reproduced: both {full.label}{at}, within {tol:.0%}"
-                       if full.label != "healthy" else "no fault: both runs healthy"),
+        "reproduced": (
+            f"fault reproduced: both {full.label}{at}, within {tol:.0%}"
+            if full.label != "healthy"
+            else "no fault: both runs healthy"
+        ),
         "fault_late": f"fault_late: both {full.label} but the proxy's onset is later{at}, beyond {tol:.0%}",
         "fault_early": f"fault_early: both {full.label} but the proxy's onset is earlier{at}, beyond {tol:.0%}",
         "fault_missing": f"fault_missing: the full run has {full.label} at step {full.onset_step}, "
-                         + (f"but the proxy logs no {unseen} (where the full run's fault shows): "
-                            "its health there cannot be told; log them in the proxy"
-                            if unseen else "the proxy is healthy"),
+        + (
+            f"but the proxy logs no {unseen} (where the full run's fault shows): "
+            "its health there cannot be told; log them in the proxy"
+            if unseen
+            else "the proxy is healthy"
+        ),
         "extra_fault": f"extra_fault: the proxy has {proxy.label} at step {proxy.onset_step} where the full run is healthy",
         "wrong_fault": f"wrong_fault: the full run has {full.label}, the proxy {proxy.label}",
     }

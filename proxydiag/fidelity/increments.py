@@ -66,10 +66,12 @@ def binned_ks(za: Floats, zb: Floats, idx: npt.NDArray[np.int64]) -> Floats:
     edges = np.unique(np.quantile(np.concatenate([za, zb]), np.linspace(0, 1, BINS + 1)[1:-1]))
     n_bins = edges.size + 1
     rows = np.arange(idx.shape[0])[:, None] * n_bins
-    counts_a = np.bincount((rows + np.searchsorted(edges, za)[idx]).ravel(),
-                           minlength=idx.shape[0] * n_bins).reshape(idx.shape[0], n_bins)
-    counts_b = np.bincount((rows + np.searchsorted(edges, zb)[idx]).ravel(),
-                           minlength=idx.shape[0] * n_bins).reshape(idx.shape[0], n_bins)
+    counts_a = np.bincount(
+        (rows + np.searchsorted(edges, za)[idx]).ravel(), minlength=idx.shape[0] * n_bins
+    ).reshape(idx.shape[0], n_bins)
+    counts_b = np.bincount(
+        (rows + np.searchsorted(edges, zb)[idx]).ravel(), minlength=idx.shape[0] * n_bins
+    ).reshape(idx.shape[0], n_bins)
     cdf_a = np.cumsum(counts_a, axis=1) / idx.shape[1]
     cdf_b = np.cumsum(counts_b, axis=1) / idx.shape[1]
     return np.asarray(np.abs(cdf_a - cdf_b).max(axis=1), dtype=np.float64)
@@ -89,11 +91,22 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
     lo, hi = percentile_ci(reps, level=cfg.ci_level)
     lo, hi = min(lo, value), max(hi, value)  # binned replicates; keep the exact value inside
     seed_ks = float(np.median(base)) if base else None
-    words = (f"{grid.metric} increments: KS {fmt(value)} [{fmt(lo)}, {fmt(hi)}] between standardised "
-             f"step-to-step changes, seed-to-seed {fmt(seed_ks)}; Wasserstein {fmt(w1)} σ")
+    words = (
+        f"{grid.metric} increments: KS {fmt(value)} [{fmt(lo)}, {fmt(hi)}] between standardised "
+        f"step-to-step changes, seed-to-seed {fmt(seed_ks)}; Wasserstein {fmt(w1)} σ"
+    )
     return TestResult(
-        NAME, value, float(relative(value, ref)), (lo, hi), seed_ks, words,
-        details={"seed_score": seed_score(base, ref), "wasserstein_sigma": round(w1, 6) if np.isfinite(w1) else None,
-                 "seed_ks": [round(b, 4) for b in base], "reference_ks": round(ref, 4)},
+        NAME,
+        value,
+        float(relative(value, ref)),
+        (lo, hi),
+        seed_ks,
+        words,
+        details={
+            "seed_score": seed_score(base, ref),
+            "wasserstein_sigma": round(w1, 6) if np.isfinite(w1) else None,
+            "seed_ks": [round(b, 4) for b in base],
+            "reference_ks": round(ref, 4),
+        },
         samples=relative(reps, ref),
     )

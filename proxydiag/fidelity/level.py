@@ -46,8 +46,19 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
     s = float(relative(d, reference(base_d, floor=0.05)))
     unit = "ratio of last-quarter medians" if ratio else "shift in IQR units"
     spread = f"{fmt(min(base))}–{fmt(max(base))}" if base else "n/a"
-    words = (f"{grid.metric} level: proxy/full {unit} {fmt(value)}, seed-to-seed {spread} "
-             "(reported, not scored: a pruned proxy may learn less)")
-    return TestResult(NAME, value, s, None, float(np.median(base)) if base else None, words,
-                      details={"kind": "ratio" if ratio else "shift_iqr",
-                               "seed_levels": [round(b, 4) for b in base]})
+    words = (
+        f"{grid.metric} level: proxy/full {unit} {fmt(value)}, seed-to-seed {spread} "
+        "(reported, not scored: a pruned proxy may learn less)"
+    )
+    return TestResult(
+        NAME,
+        value,
+        s,
+        None,
+        float(np.median(base)) if base else None,
+        words,
+        details={
+            "kind": "ratio" if ratio else "shift_iqr",
+            "seed_levels": [round(b, 4) for b in base],
+        },
+    )

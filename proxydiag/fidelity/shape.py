@@ -56,8 +56,9 @@ def dtw_distance(x: Floats, y: Floats, *, band_fraction: float) -> float:
     if x.size < 2 or y.size < 2:
         return float("nan")
     window = max(2, round(band_fraction * max(x.size, y.size))) + abs(x.size - y.size)
-    d = dtw.distance_fast(np.ascontiguousarray(x), np.ascontiguousarray(y), window=window,
-                          use_pruning=True)
+    d = dtw.distance_fast(
+        np.ascontiguousarray(x), np.ascontiguousarray(y), window=window, use_pruning=True
+    )
     return float(d / np.sqrt(max(x.size, y.size)))
 
 
@@ -78,19 +79,30 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
     lo, hi = percentile_ci(reps, level=cfg.ci_level)
     seed_area = float(np.median(base)) if base else None
     nf_full, nf_proxy = int(grid.n_nonfinite[0]), int(grid.n_nonfinite[grid.n_full])
-    words = (f"{grid.metric} shape: area {fmt(value)} [{fmt(lo)}, {fmt(hi)}] IQR units, "
-             f"seed-to-seed {fmt(seed_area)}; DTW {fmt(d_dtw)}, seed-to-seed "
-             f"{fmt(float(np.median(base_dtw)) if base_dtw else None)}; non-finite points "
-             f"full {nf_full}, proxy {nf_proxy} (not in the curves)")
+    words = (
+        f"{grid.metric} shape: area {fmt(value)} [{fmt(lo)}, {fmt(hi)}] IQR units, "
+        f"seed-to-seed {fmt(seed_area)}; DTW {fmt(d_dtw)}, seed-to-seed "
+        f"{fmt(float(np.median(base_dtw)) if base_dtw else None)}; non-finite points "
+        f"full {nf_full}, proxy {nf_proxy} (not in the curves)"
+    )
     return TestResult(
-        NAME, value, max(float(relative(value, ref)), s_dtw), (lo, hi), seed_area, words,
+        NAME,
+        value,
+        max(float(relative(value, ref)), s_dtw),
+        (lo, hi),
+        seed_area,
+        words,
         details={
-            "area": round(value, 6), "seed_areas": [round(b, 4) for b in base],
+            "area": round(value, 6),
+            "seed_areas": [round(b, 4) for b in base],
             "seed_score": seed_score(base, ref),
             "dtw": round(d_dtw, 6) if np.isfinite(d_dtw) else None,
-            "seed_dtw": [round(b, 4) for b in base_dtw], "reference_area": round(ref, 4),
-            "reference_dtw": round(ref_dtw, 4), "nonfinite_full": nf_full,
-            "nonfinite_proxy": nf_proxy, "points": int(ctx.a.size),
+            "seed_dtw": [round(b, 4) for b in base_dtw],
+            "reference_area": round(ref, 4),
+            "reference_dtw": round(ref_dtw, 4),
+            "nonfinite_full": nf_full,
+            "nonfinite_proxy": nf_proxy,
+            "points": int(ctx.a.size),
         },
         samples=samples,
     )
@@ -106,6 +118,7 @@ def _baseline_dtw(grid: MetricGrid, env: list[Floats], ctx: MetricContext) -> li
         return [dtw_distance(env[i], env[j], band_fraction=band) for i, j in pairs]
     rng = np.random.default_rng(grid.buckets)  # deterministic for a given grid
     block = 2 * block_points_for(env[0].size // 2, smooth_points=1)
-    seeds = pseudo_seeds(env[0], n=4, trend_fraction=cfg.trend_fraction,
-                         block_points=block, rng=rng)
+    seeds = pseudo_seeds(
+        env[0], n=4, trend_fraction=cfg.trend_fraction, block_points=block, rng=rng
+    )
     return [dtw_distance(seeds[k], seeds[k + 1], band_fraction=band) for k in (0, 2)]

@@ -92,8 +92,9 @@ def binned_sigma(values: Floats, idx: npt.NDArray[np.int64], *, bins: int = 256)
     edges = np.quantile(dev, np.linspace(0, 1, bins + 1))
     which = np.clip(np.searchsorted(edges, dev, side="right") - 1, 0, bins - 1)
     n_rows, n = idx.shape
-    counts = np.bincount((np.arange(n_rows)[:, None] * bins + which[idx]).ravel(),
-                         minlength=n_rows * bins).reshape(n_rows, bins)
+    counts = np.bincount(
+        (np.arange(n_rows)[:, None] * bins + which[idx]).ravel(), minlength=n_rows * bins
+    ).reshape(n_rows, bins)
     cum = np.cumsum(counts, axis=1)
     k = np.argmax(cum >= n / 2, axis=1)
     below = np.where(k > 0, cum[np.arange(n_rows), k - 1], 0)

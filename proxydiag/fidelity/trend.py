@@ -75,27 +75,40 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
     c_full = change(grid.sample[0], trend_fraction=cfg.trend_fraction)
     c_proxy = change(grid.proxy, trend_fraction=cfg.trend_fraction)
     opposite = _opposite(c_full, c_proxy, cfg.learn_min_sigma) and not any(
-        _opposite(change(x, trend_fraction=cfg.trend_fraction),
-                  change(y, trend_fraction=cfg.trend_fraction), cfg.learn_min_sigma)
-        for x, y in ctx.baseline.pairs)  # seeds that disagree on the direction excuse the proxy
+        _opposite(
+            change(x, trend_fraction=cfg.trend_fraction),
+            change(y, trend_fraction=cfg.trend_fraction),
+            cfg.learn_min_sigma,
+        )
+        for x, y in ctx.baseline.pairs
+    )  # seeds that disagree on the direction excuse the proxy
     value_score = 0.0 if opposite else float(relative(1 - rho, ref))
     samples = np.zeros_like(reps) if opposite else relative(1 - reps, ref)
     seed_rho = float(np.median(base)) if base else None
     lo, hi = percentile_ci(reps, level=cfg.ci_level)
-    words = (f"{grid.metric} trend: Spearman {fmt(rho)} [{fmt(lo)}, {fmt(hi)}], "
-             f"seed-to-seed {fmt(seed_rho)}; change full {_z(c_full)}σ, proxy {_z(c_proxy)}σ")
+    words = (
+        f"{grid.metric} trend: Spearman {fmt(rho)} [{fmt(lo)}, {fmt(hi)}], "
+        f"seed-to-seed {fmt(seed_rho)}; change full {_z(c_full)}σ, proxy {_z(c_proxy)}σ"
+    )
     if opposite:
         words += "; the runs move in opposite directions"
     return TestResult(
-        NAME, rho, value_score, (lo, hi), seed_rho, words,
+        NAME,
+        rho,
+        value_score,
+        (lo, hi),
+        seed_rho,
+        words,
         details={
             "seed_rhos": [round(r, 4) for r in base],
             "seed_score": seed_score([1 - r for r in base], ref),
             "reference_discrepancy": round(ref, 4),
-            "change_full": round(c_full.delta, 6), "change_proxy": round(c_proxy.delta, 6),
+            "change_full": round(c_full.delta, 6),
+            "change_proxy": round(c_proxy.delta, 6),
             "change_sigma_full": round(c_full.z, 3) if np.isfinite(c_full.z) else None,
             "change_sigma_proxy": round(c_proxy.z, 3) if np.isfinite(c_proxy.z) else None,
-            "half_progress_full": c_full.half_progress, "half_progress_proxy": c_proxy.half_progress,
+            "half_progress_full": c_full.half_progress,
+            "half_progress_proxy": c_proxy.half_progress,
             "opposite_direction": bool(opposite),
         },
         samples=samples,

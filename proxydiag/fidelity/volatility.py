@@ -53,12 +53,23 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
     lo, hi = percentile_ci(np.exp(reps), level=cfg.ci_level)
     seed_ratio = float(np.exp(np.median(base))) if base else None
     scale = "log-scale changes" if log_scale else "changes"
-    words = (f"{grid.metric} volatility: proxy/full spread of step-to-step {scale} "
-             f"{fmt(float(np.exp(value)))} [{fmt(lo)}, {fmt(hi)}], seed-to-seed within "
-             f"×{fmt(seed_ratio)}")
+    words = (
+        f"{grid.metric} volatility: proxy/full spread of step-to-step {scale} "
+        f"{fmt(float(np.exp(value)))} [{fmt(lo)}, {fmt(hi)}], seed-to-seed within "
+        f"×{fmt(seed_ratio)}"
+    )
     return TestResult(
-        NAME, float(np.exp(value)), float(relative(abs(value), ref)), (lo, hi), seed_ratio, words,
-        details={"log_scale": log_scale, "seed_score": seed_score(base, ref), "seed_abs_log_ratios": [round(b, 4) for b in base],
-                 "reference_abs_log_ratio": round(ref, 4)},
+        NAME,
+        float(np.exp(value)),
+        float(relative(abs(value), ref)),
+        (lo, hi),
+        seed_ratio,
+        words,
+        details={
+            "log_scale": log_scale,
+            "seed_score": seed_score(base, ref),
+            "seed_abs_log_ratios": [round(b, 4) for b in base],
+            "reference_abs_log_ratio": round(ref, 4),
+        },
         samples=relative(np.abs(reps), ref),
     )

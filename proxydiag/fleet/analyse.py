@@ -42,17 +42,25 @@ class Result:
     made: Any = None
 
 
-def diagnose_all(store: RunStore, *, executor: Executor, config: DiagnoseConfig,
-                 force: bool = False, keep: bool = True, only: set[str] | None = None,
-                 ) -> Iterator[Result]:
+def diagnose_all(
+    store: RunStore,
+    *,
+    executor: Executor,
+    config: DiagnoseConfig,
+    force: bool = False,
+    keep: bool = True,
+    only: set[str] | None = None,
+) -> Iterator[Result]:
     """Every stored run's Diagnosis (or failure), in run-id order; ``only`` limits the runs."""
     _grow(store, keep=keep)
     runs = run_index(store)
     if only is not None:
         runs = runs.filter(pl.col("run").is_in(sorted(only)))
     kept = {} if force else kept_results(store, "diagnosis")
-    digests = {rid: config_digest("diagnose", h, config)
-               for rid, h in zip(runs["run"], runs["content_hash"], strict=True)}
+    digests = {
+        rid: config_digest("diagnose", h, config)
+        for rid, h in zip(runs["run"], runs["content_hash"], strict=True)
+    }
     todo = [rid for rid in runs["run"] if kept.get(rid, ("",))[0] != digests[rid]]
     made = executor.map(partial(diagnose_stored, str(store.path), config), todo)
     fresh = set(todo)
@@ -76,36 +84,58 @@ def proxy_items(store: RunStore, *, group: str | None = None) -> list[ProxyItem]
     if group is not None and group not in set(runs["group"].drop_nulls()):
         groups = ", ".join(sorted(set(runs["group"].drop_nulls()))) or "none"
         raise AnalysisError(f"{store.path}: no runs in group {group!r}; groups: {groups}")
-    grouped = runs.filter(pl.col("group").is_not_null() & (
-        pl.col("group") == group if group is not None else pl.lit(True)))
-    fulls = (grouped.filter(pl.col("role").fill_null("") != "proxy")
-             .with_columns(pl.col("seed").fill_null(1 << 30).alias("_order"))
-             .sort("group", "_order", "name", "run"))
+    grouped = runs.filter(
+        pl.col("group").is_not_null()
+        & (pl.col("group") == group if group is not None else pl.lit(True))
+    )
+    fulls = (
+        grouped.filter(pl.col("role").fill_null("") != "proxy")
+        .with_columns(pl.col("seed").fill_null(1 << 30).alias("_order"))
+        .sort("group", "_order", "name", "run")
+    )
     members = {g: tuple(f["run"]) for (g,), f in fulls.group_by("group", maintain_order=True)}
     proxies = grouped.filter(pl.col("role") == "proxy")
-    return [ProxyItem(rid, members.get(g, ())) for rid, g in
-            zip(proxies["run"], proxies["group"], strict=True)]
+    return [
+        ProxyItem(rid, members.get(g, ()))
+        for rid, g in zip(proxies["run"], proxies["group"], strict=True)
+    ]
 
 
-def compare_all(store: RunStore, *, executor: Executor, config: FidelityConfig | None,
-                align: str = "step", group: str | None = None, force: bool = False,
-                keep: bool = True, only: set[str] | None = None) -> Iterator[Result]:
+def compare_all(
+    store: RunStore,
+    *,
+    executor: Executor,
+    config: FidelityConfig | None,
+    align: str = "step",
+    group: str | None = None,
+    force: bool = False,
+    keep: bool = True,
+    only: set[str] | None = None,
+) -> Iterator[Result]:
     """Every proxy's Comparison dict (or failure) against its group's full runs; ``only``
     limits the proxies."""
     _grow(store, keep=keep)
     items = [i for i in proxy_items(store, group=group) if only is None or i.proxy in only]
     content = dict(zip(*run_index(store).select("run", "content_hash"), strict=True))
     kept = {} if force else kept_results(store, "comparison")
-    digests = {i.proxy: config_digest("compare", content[i.proxy], [content[f] for f in i.full],
-                                      config, align) for i in items}
-    todo = [i for i in items if i.full and
-            kept.get(comparison_key(i.proxy, i.full), ("",))[0] != digests[i.proxy]]
+    digests = {
+        i.proxy: config_digest(
+            "compare", content[i.proxy], [content[f] for f in i.full], config, align
+        )
+        for i in items
+    }
+    todo = [
+        i
+        for i in items
+        if i.full and kept.get(comparison_key(i.proxy, i.full), ("",))[0] != digests[i.proxy]
+    ]
     made = executor.map(partial(compare_stored, str(store.path), config, align), todo)
     fresh = set(todo)
     for item in items:
         if not item.full:
-            yield Result(item.proxy, reason=f"{item.proxy}: its group has no full run to "
-                                            "compare with")
+            yield Result(
+                item.proxy, reason=f"{item.proxy}: its group has no full run to compare with"
+            )
         elif item not in fresh:
             yield Result(item.proxy, kept[comparison_key(item.proxy, item.full)][1], reused=True)
         else:

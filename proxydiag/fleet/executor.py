@@ -91,8 +91,13 @@ class Serial:
             yield attempt(fn, item)
 
 
-def in_order(submit: Callable[[int, Any], None], collect: Callable[[], tuple[int, Outcome]],
-             items: Iterable[Any], *, window: int) -> Iterator[Outcome]:
+def in_order(
+    submit: Callable[[int, Any], None],
+    collect: Callable[[], tuple[int, Outcome]],
+    items: Iterable[Any],
+    *,
+    window: int,
+) -> Iterator[Outcome]:
     """Drive an asynchronous pool: ``submit(index, item)`` while fewer than ``window`` items are
     outstanding, ``collect()`` one finished ``(index, outcome)``, and yield outcomes in order."""
     if window < 1:
@@ -116,8 +121,12 @@ def in_order(submit: Callable[[int, Any], None], collect: Callable[[], tuple[int
                 outstanding += 1
 
 
-def make_executor(*, workers: int = 1, ray: bool = False, ray_address: str | None = None,
-                  ) -> Executor:
+def make_executor(
+    *,
+    workers: int = 1,
+    ray: bool = False,
+    ray_address: str | None = None,
+) -> Executor:
     """The executor the CLI flags ask for: ``--ray [--ray-address ADDR]`` or ``--workers N``."""
     if workers < 1:
         raise ConfigError(f"--workers {workers}: give 1 or more worker processes")

@@ -15,8 +15,14 @@ import polars as pl
 from proxydiag.store import RunStore
 
 INDEX_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.Utf8(), "name": pl.Utf8(), "role": pl.Utf8(), "group": pl.Utf8(),
-    "seed": pl.Int64(), "n_points": pl.Int64(), "n_metrics": pl.Int64(), "source": pl.Utf8(),
+    "run": pl.Utf8(),
+    "name": pl.Utf8(),
+    "role": pl.Utf8(),
+    "group": pl.Utf8(),
+    "seed": pl.Int64(),
+    "n_points": pl.Int64(),
+    "n_metrics": pl.Int64(),
+    "source": pl.Utf8(),
     "content_hash": pl.Utf8(),
 }
 
@@ -38,10 +44,13 @@ def run_index(store: RunStore) -> pl.DataFrame:
 
 def source_digests(store: RunStore) -> dict[str, str]:
     """``source_key -> source_hash`` for sources whose every stored run has the same digest."""
-    found = _rows(store, "SELECT source_key, min(source_hash) AS source_hash FROM runs WHERE source_key IS NOT "
-                  "NULL GROUP BY source_key HAVING count(*) = count(source_hash) AND "
-                  "count(DISTINCT source_hash) = 1",
-                  {"source_key": pl.Utf8(), "source_hash": pl.Utf8()})
+    found = _rows(
+        store,
+        "SELECT source_key, min(source_hash) AS source_hash FROM runs WHERE source_key IS NOT "
+        "NULL GROUP BY source_key HAVING count(*) = count(source_hash) AND "
+        "count(DISTINCT source_hash) = 1",
+        {"source_key": pl.Utf8(), "source_hash": pl.Utf8()},
+    )
     return dict(zip(found["source_key"].to_list(), found["source_hash"].to_list(), strict=True))
 
 

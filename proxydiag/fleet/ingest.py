@@ -32,8 +32,13 @@ class IngestResult:
 
 
 def ingest_sources(
-    work: Sequence[tuple[str, str]], *, store: RunStore, executor: Executor, spec: ReadSpec,
-    skip_unchanged: bool, on_run: Callable[[Run], None] | None = None,
+    work: Sequence[tuple[str, str]],
+    *,
+    store: RunStore,
+    executor: Executor,
+    spec: ReadSpec,
+    skip_unchanged: bool,
+    on_run: Callable[[Run], None] | None = None,
     on_item: Callable[[str], None] | None = None,
     task: Callable[[ReadSpec, SourceItem], Read] = read_source,
 ) -> IngestResult:
@@ -64,8 +69,15 @@ def ingest_sources(
     return result
 
 
-def _store(read: Read, index: int, source: str, *, store: RunStore, result: IngestResult,
-           on_run: Callable[[Run], None] | None) -> None:
+def _store(
+    read: Read,
+    index: int,
+    source: str,
+    *,
+    store: RunStore,
+    result: IngestResult,
+    on_run: Callable[[Run], None] | None,
+) -> None:
     """Write the runs of one source; a run the store refuses is that source's failure (a
     store locked by another writer ends the whole ingest)."""
     for blob in read.runs:

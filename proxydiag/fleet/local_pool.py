@@ -96,16 +96,18 @@ class LocalPool:
             return index, outcome
 
         try:
-            for outcome in in_order(submit, collect, items,
-                                    window=self.workers * WINDOW_PER_WORKER):
+            for outcome in in_order(
+                submit, collect, items, window=self.workers * WINDOW_PER_WORKER
+            ):
                 replay_warnings(outcome)
                 yield outcome
         finally:  # a map left early: its items still running must not answer the next map
             _shut_down([w for w in pool if w.task is not None])
             pool[:] = [w for w in pool if w.task is None]
 
-    def _dispatch(self, pool: list[_Worker], queue: list[tuple[int, Any]],
-                  fn: Callable[[Any], Any]) -> None:
+    def _dispatch(
+        self, pool: list[_Worker], queue: list[tuple[int, Any]], fn: Callable[[Any], Any]
+    ) -> None:
         while queue:
             idle = next((w for w in pool if w.task is None), None)
             if idle is None and len(pool) < self.workers:

@@ -17,22 +17,25 @@ from proxydiag.fleet.executor import Executor
 from proxydiag.store import RunStore
 
 
-def missing_results(store: RunStore, *, executor: Executor, runs_without: set[str],
-                    proxies_without: set[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+def missing_results(
+    store: RunStore, *, executor: Executor, runs_without: set[str], proxies_without: set[str]
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Diagnoses of ``runs_without`` (by run id) and Comparisons of ``proxies_without`` (by
     proxy run id) that could be made."""
     from proxydiag.diagnose.config import DiagnoseConfig
 
     diagnoses: dict[str, Any] = {}
-    for result in diagnose_all(store, executor=executor, config=DiagnoseConfig(), keep=False,
-                               force=True, only=runs_without):
+    for result in diagnose_all(
+        store, executor=executor, config=DiagnoseConfig(), keep=False, force=True, only=runs_without
+    ):
         if result.reason:
             warnings.warn(f"dashboard: {result.key} not diagnosed ({result.reason})", stacklevel=2)
         else:
             diagnoses[result.key] = result.value
     comparisons: dict[str, Any] = {}
-    for result in compare_all(store, executor=executor, config=None, keep=False, force=True,
-                              only=proxies_without):
+    for result in compare_all(
+        store, executor=executor, config=None, keep=False, force=True, only=proxies_without
+    ):
         if result.made is not None:
             comparisons[result.key] = result.made
     return diagnoses, comparisons

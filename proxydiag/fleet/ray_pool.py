@@ -41,12 +41,18 @@ def connect(address: str | None) -> Any:
     ray = _ray()
     if not ray.is_initialized():
         try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False,
-                     logging_level=logging.ERROR, configure_logging=True)
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.ERROR,
+                configure_logging=True,
+            )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"at {address}" if address else "locally"
-            raise ProxydiagError(f"--ray: cannot start or reach Ray {where} ({one_line(str(exc))})"
-                                 ) from exc
+            raise ProxydiagError(
+                f"--ray: cannot start or reach Ray {where} ({one_line(str(exc))})"
+            ) from exc
     return ray
 
 
@@ -87,5 +93,7 @@ class RayPool:
 def _ray_failure(exc: BaseException) -> str:
     """One line for a task Ray gave up on (its first line names the cause)."""
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return one_line(f"Ray gave up on this item after {MAX_RETRIES} retries: "
-                    f"{type(exc).__name__}{': ' + first if first else ''}")
+    return one_line(
+        f"Ray gave up on this item after {MAX_RETRIES} retries: "
+        f"{type(exc).__name__}{': ' + first if first else ''}"
+    )

@@ -22,11 +22,17 @@ def diagnosis_from_dict(data: dict[str, Any]) -> Diagnosis:
     """The :class:`Diagnosis` whose ``to_dict()`` is ``data``."""
     cause = data.get("root_cause")
     return Diagnosis(
-        source=data["source"], run=data["run"], label=data["label"],
-        onset_step=data.get("onset_step"), confidence=data["confidence"],
+        source=data["source"],
+        run=data["run"],
+        label=data["label"],
+        onset_step=data.get("onset_step"),
+        confidence=data["confidence"],
         root_cause=RootCause(**cause) if cause else None,
         events=tuple(Event(**e) for e in data.get("events", [])),
-        hints=tuple(data.get("hints", [])), missing=tuple(data.get("missing", [])),
-        metrics=dict(data.get("metrics", {})), first_step=data.get("first_step"),
-        last_step=data.get("last_step"), summary=data.get("summary", ""),
+        hints=tuple(data.get("hints", [])),
+        missing=tuple(data.get("missing", [])),
+        metrics=dict(data.get("metrics", {})),
+        first_step=data.get("first_step"),
+        last_step=data.get("last_step"),
+        summary=data.get("summary", ""),
     )

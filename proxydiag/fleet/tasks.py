@@ -50,15 +50,24 @@ class RunBlob:
     def of(cls, run: Run) -> RunBlob:
         buffer = io.BytesIO()
         run.frame.write_ipc(buffer, compression="lz4")
-        meta = {"name": run.name, "attrs": run.attrs, "mapping": run.mapping,
-                "events": [e.to_dict() for e in run.events]}
+        meta = {
+            "name": run.name,
+            "attrs": run.attrs,
+            "mapping": run.mapping,
+            "events": [e.to_dict() for e in run.events],
+        }
         return cls(buffer.getvalue(), json.dumps(meta, default=str))
 
     def run(self) -> Run:
         meta = json.loads(self.meta)
         frame = pl.read_ipc(io.BytesIO(self.ipc))
-        return Run(frame, meta["name"], meta["attrs"], meta["mapping"],
-                   [Event(**e) for e in meta["events"]])
+        return Run(
+            frame,
+            meta["name"],
+            meta["attrs"],
+            meta["mapping"],
+            [Event(**e) for e in meta["events"]],
+        )
 
 
 @dataclass(frozen=True)
@@ -129,8 +138,9 @@ def _reader(name: str) -> Reader:
     try:
         module: Reader = importlib.import_module(name)  # type: ignore[assignment]
     except ImportError as exc:
-        raise IngestError(f"reader {name!r}: neither registered nor importable on this "
-                          f"worker ({exc})") from exc
+        raise IngestError(
+            f"reader {name!r}: neither registered nor importable on this worker ({exc})"
+        ) from exc
     return module
 
 
@@ -157,8 +167,12 @@ class ProxyItem:
     known: str | None = None
 
 
-def compare_stored(store: str, config: FidelityConfig | None, align: str, item: ProxyItem,
-                   ) -> Comparison:
+def compare_stored(
+    store: str,
+    config: FidelityConfig | None,
+    align: str,
+    item: ProxyItem,
+) -> Comparison:
     """Compare the stored proxy against its full runs (each read and diagnosed here)."""
     from proxydiag.diagnose.api import diagnose
     from proxydiag.fidelity.api import compare
@@ -167,5 +181,11 @@ def compare_stored(store: str, config: FidelityConfig | None, align: str, item: 
     runs = RunStore(store)
     fulls = [runs.get(rid) for rid in item.full]
     proxy = runs.get(item.proxy)
-    return compare(fulls, proxy, align=align, config=config,
-                   full_diagnoses=[diagnose(r) for r in fulls], proxy_diagnosis=diagnose(proxy))
+    return compare(
+        fulls,
+        proxy,
+        align=align,
+        config=config,
+        full_diagnoses=[diagnose(r) for r in fulls],
+        proxy_diagnosis=diagnose(proxy),
+    )

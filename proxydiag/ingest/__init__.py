@@ -86,8 +86,11 @@ def read_run(
 
 
 def _read(
-    source: str | Path, found: list[tuple[Reader, str | Path]], *,
-    aliases: AliasTable | str | Path | None, options: dict[str, Any],
+    source: str | Path,
+    found: list[tuple[Reader, str | Path]],
+    *,
+    aliases: AliasTable | str | Path | None,
+    options: dict[str, Any],
 ) -> list[Run]:
     if isinstance(aliases, str | Path):
         aliases = AliasTable.load(aliases)

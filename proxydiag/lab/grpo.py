@@ -59,9 +59,11 @@ def train(learner: MoEPolicy, sampler: MoEPolicy, cfg: GRPOConfig, sink: MetricS
             sync(sampler, learner, mode=cfg.fault.sync_mode(step), step=step)
         prompt = prompts(cfg.prompts_per_step, gen=gen).repeat_interleave(cfg.group_size, dim=0)
         ro = generate(sampler, prompt, gen=gen, bf16=cfg.fault.sampler_bf16(step))
-        r = reward(prompt, ro.tokens[:, prompt.shape[1]:])
+        r = reward(prompt, ro.tokens[:, prompt.shape[1] :])
         grouped = r.view(-1, cfg.group_size)
-        adv = ((grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-6)).view(-1, 1)
+        adv = (
+            (grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-6)
+        ).view(-1, 1)
         logits = response_logits(learner, ro.tokens)
         logp = token_logp(logits, ro.tokens)
         ratio = (logp - ro.logp).exp()
@@ -76,7 +78,9 @@ def train(learner: MoEPolicy, sampler: MoEPolicy, cfg: GRPOConfig, sink: MetricS
             overflow = not scaler.unscale_fp16(params)
             scaler.update(overflow=overflow)
             skipped = float(overflow)
-        clip = cfg.grad_clip if not (cfg.fault.name == "lr_blowup" and cfg.fault.active(step)) else 1e9
+        clip = (
+            cfg.grad_clip if not (cfg.fault.name == "lr_blowup" and cfg.fault.active(step)) else 1e9
+        )
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, clip, error_if_nonfinite=False))
         if skipped == 0.0 and torch.isfinite(torch.tensor(grad_norm)):
             for group in opt.param_groups:
@@ -93,7 +97,9 @@ def train(learner: MoEPolicy, sampler: MoEPolicy, cfg: GRPOConfig, sink: MetricS
                 "critic/score/mean": float(r.mean()),
                 "response_length/mean": float(m.sum(1).mean()),
                 "actor/ppo_kl": float(((ro.logp - logp) * m).sum() / denom),
-                "actor/pg_clipfrac": float((((ratio - 1).abs() > cfg.clip_eps).float() * m).sum() / denom),
+                "actor/pg_clipfrac": float(
+                    (((ratio - 1).abs() > cfg.clip_eps).float() * m).sum() / denom
+                ),
                 "actor/lr": _lr(cfg, step),
                 **mismatch_metrics(logp.detach(), ro.logp, m),
                 "perf/time_per_step": time.perf_counter() - t0,

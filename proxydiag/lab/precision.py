@@ -29,7 +29,9 @@ def sync(sampler: MoEPolicy, learner: MoEPolicy, *, mode: str, step: int) -> Non
         raise ValueError(f"unknown sync mode {mode!r}; use one of {SYNC_MODES}")
     if mode == "stale":
         return  # the sync silently stopped
-    for (name, s), (_, w) in zip(sampler.named_parameters(), learner.named_parameters(), strict=True):
+    for (name, s), (_, w) in zip(
+        sampler.named_parameters(), learner.named_parameters(), strict=True
+    ):
         if mode == "exact":
             s.copy_(w)
         elif mode == "bf16":

@@ -18,10 +18,21 @@ BATCH = 64
 NOISE = 0.35
 
 
-def pretrain(cfg: ModelConfig, *, seed: int, steps: int = 400, batch: int = BATCH,
-             noise: float = NOISE, cache_dir: Path | None = None) -> MoEPolicy:
+def pretrain(
+    cfg: ModelConfig,
+    *,
+    seed: int,
+    steps: int = 400,
+    batch: int = BATCH,
+    noise: float = NOISE,
+    cache_dir: Path | None = None,
+) -> MoEPolicy:
     """A policy pre-trained for ``steps`` steps (loaded from ``cache_dir`` when present)."""
-    path = cache_dir / f"pretrained-{cache_key(cfg, seed, steps, batch, noise)}.pt" if cache_dir else None
+    path = (
+        cache_dir / f"pretrained-{cache_key(cfg, seed, steps, batch, noise)}.pt"
+        if cache_dir
+        else None
+    )
     torch.manual_seed(seed)
     model = MoEPolicy(cfg)
     if path is not None and path.exists():
@@ -32,7 +43,9 @@ def pretrain(cfg: ModelConfig, *, seed: int, steps: int = 400, batch: int = BATC
     for _ in range(steps):
         seq = pretrain_batch(batch, gen=gen, noise=noise)
         logits = model(seq[:, :-1])[:, PROMPT_LEN - 1 :]
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), seq[:, PROMPT_LEN:].reshape(-1))
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), seq[:, PROMPT_LEN:].reshape(-1)
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -44,8 +57,9 @@ def pretrain(cfg: ModelConfig, *, seed: int, steps: int = 400, batch: int = BATC
     return model
 
 
-def cache_key(cfg: ModelConfig, seed: int, steps: int, batch: int = BATCH,
-              noise: float = NOISE) -> str:
+def cache_key(
+    cfg: ModelConfig, seed: int, steps: int, batch: int = BATCH, noise: float = NOISE
+) -> str:
     """Every input of the pre-training in the name (two widths never share a checkpoint).
 
     >>> cache_key(ModelConfig(), 0, 400) == cache_key(ModelConfig(d_model=32), 0, 400)

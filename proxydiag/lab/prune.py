@@ -19,7 +19,9 @@ from proxydiag.lab.model import MoEPolicy
 from proxydiag.proxy.cluster import cluster_representatives
 
 
-def prune_experts(model: MoEPolicy, *, keep_ratio: float, seed: int) -> tuple[MoEPolicy, list[list[int]]]:
+def prune_experts(
+    model: MoEPolicy, *, keep_ratio: float, seed: int
+) -> tuple[MoEPolicy, list[list[int]]]:
     """A pruned copy of ``model`` keeping ``keep_ratio`` of each layer's experts."""
     if not 0 < keep_ratio <= 1:
         raise ValueError(f"keep_ratio must be in (0, 1], got {keep_ratio}")

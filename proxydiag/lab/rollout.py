@@ -20,7 +20,9 @@ class Rollout:
 
 
 @torch.no_grad()
-def generate(sampler: MoEPolicy, prompt: torch.Tensor, *, gen: torch.Generator, bf16: bool) -> Rollout:
+def generate(
+    sampler: MoEPolicy, prompt: torch.Tensor, *, gen: torch.Generator, bf16: bool
+) -> Rollout:
     """Sample ``ANSWER_LEN`` tokens per prompt at temperature 1 from the sampler."""
     tokens = prompt
     logps = []
@@ -49,7 +51,9 @@ def token_logp(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     return F.log_softmax(logits, dim=-1).gather(2, resp.unsqueeze(-1)).squeeze(-1)
 
 
-def mismatch_metrics(learner_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: torch.Tensor) -> dict[str, float]:
+def mismatch_metrics(
+    learner_logp: torch.Tensor, rollout_logp: torch.Tensor, mask: torch.Tensor
+) -> dict[str, float]:
     """veRL's rollout-vs-learner debug metrics (verl/utils/debug/metrics.py,
     trainer/ppo/rollout_corr_helper.py) over response tokens."""
     m = mask.bool()

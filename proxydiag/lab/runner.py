@@ -41,16 +41,25 @@ def _build(spec: LabRun, cache_dir: Path | None) -> tuple[MoEPolicy, list[list[i
     from proxydiag.lab.pretrain import pretrain
     from proxydiag.lab.prune import prune_experts
 
-    base = pretrain(spec.model, seed=spec.pretrain_seed, steps=spec.pretrain_steps, cache_dir=cache_dir)
+    base = pretrain(
+        spec.model, seed=spec.pretrain_seed, steps=spec.pretrain_steps, cache_dir=cache_dir
+    )
     if spec.experts_kept >= spec.model.n_experts:
         return base, None
-    proxy, kept = prune_experts(base, keep_ratio=spec.experts_kept / spec.model.n_experts,
-                                seed=spec.pretrain_seed)
+    proxy, kept = prune_experts(
+        base, keep_ratio=spec.experts_kept / spec.model.n_experts, seed=spec.pretrain_seed
+    )
     return proxy, kept
 
 
-def run_lab(spec: LabRun, out_dir: Path, *, cache_dir: Path | None = None,
-            mlflow_uri: str | None = None, threads: int = 1) -> dict[str, Any]:
+def run_lab(
+    spec: LabRun,
+    out_dir: Path,
+    *,
+    cache_dir: Path | None = None,
+    mlflow_uri: str | None = None,
+    threads: int = 1,
+) -> dict[str, Any]:
     """Train one run into ``out_dir/<name>/`` and return its ground truth (labels.json entry)."""
     import torch
 
@@ -75,9 +84,12 @@ def run_lab(spec: LabRun, out_dir: Path, *, cache_dir: Path | None = None,
         # relative cost per step: parameters held (memory/devices), the cost pruning cuts
         "cost_per_step": round(learner.total_params() / full_params, 4),
         "params": {
-            "fault": spec.fault, "fault_step": spec.fault_step, "steps": spec.steps,
+            "fault": spec.fault,
+            "fault_step": spec.fault_step,
+            "steps": spec.steps,
             "active_params_per_token": learner.active_params_per_token(),
-            "total_params": learner.total_params(), "kept_experts": kept,
+            "total_params": learner.total_params(),
+            "kept_experts": kept,
             "model": spec.model.to_dict(),
         },
     }
@@ -89,10 +101,17 @@ def run_lab(spec: LabRun, out_dir: Path, *, cache_dir: Path | None = None,
         sink.close()
     (run_dir / "proxydiag.json").write_text(json.dumps(sidecar, indent=2), encoding="utf-8")
     truth = {
-        "path": spec.name, "format": "tensorboard", "naming": "verl", "role": sidecar["role"],
-        "group": spec.group, "seed": spec.seed, "experts_kept": spec.experts_kept,
-        "label": fault.label, "onset_step": None if fault.name == "none" else spec.fault_step,
-        "variant": spec.fault, "log_interval": 1,
+        "path": spec.name,
+        "format": "tensorboard",
+        "naming": "verl",
+        "role": sidecar["role"],
+        "group": spec.group,
+        "seed": spec.seed,
+        "experts_kept": spec.experts_kept,
+        "label": fault.label,
+        "onset_step": None if fault.name == "none" else spec.fault_step,
+        "variant": spec.fault,
+        "log_interval": 1,
     }
     (run_dir / DONE).write_text(json.dumps(truth), encoding="utf-8")
     return truth
@@ -100,5 +119,9 @@ def run_lab(spec: LabRun, out_dir: Path, *, cache_dir: Path | None = None,
 
 def small(spec: LabRun) -> LabRun:
     """A seconds-long version of ``spec`` for tests."""
-    return replace(spec, steps=min(spec.steps, 12), pretrain_steps=30,
-                   model=replace(spec.model, d_model=32, d_expert=32))
+    return replace(
+        spec,
+        steps=min(spec.steps, 12),
+        pretrain_steps=30,
+        model=replace(spec.model, d_model=32, d_expert=32),
+    )

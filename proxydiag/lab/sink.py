@@ -10,8 +10,14 @@ from typing import Any
 class MetricSink:
     """Logs one dict of scalars per step to TensorBoard and optionally to an MLflow run."""
 
-    def __init__(self, out_dir: Path, *, run_name: str, mlflow_uri: str | None = None,
-                 params: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        out_dir: Path,
+        *,
+        run_name: str,
+        mlflow_uri: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(log_dir=str(out_dir))

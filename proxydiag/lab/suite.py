@@ -10,7 +10,14 @@ from typing import Any
 
 from proxydiag.lab.runner import DONE, LabRun, run_lab
 
-DEFAULT_FAULTS = ("none", "fp16_static_scale", "lr_blowup", "fp8_sampler", "bf16_increment", "stale_sync")
+DEFAULT_FAULTS = (
+    "none",
+    "fp16_static_scale",
+    "lr_blowup",
+    "fp8_sampler",
+    "bf16_increment",
+    "stale_sync",
+)
 KEEP = (8, 4, 2, 1)
 FULL_SEEDS = (0, 1, 2)
 
@@ -60,13 +67,20 @@ def write_labels(out: Path, runs: list[LabRun]) -> Path:
             labels["runs"][r.name] = json.loads(done.read_text(encoding="utf-8"))
     for group in sorted({r.group for r in runs}):
         full = [n for n, t in labels["runs"].items() if t["group"] == group and t["role"] == "full"]
-        proxies = [n for n, t in labels["runs"].items() if t["group"] == group and t["role"] == "proxy"]
+        proxies = [
+            n for n, t in labels["runs"].items() if t["group"] == group and t["role"] == "proxy"
+        ]
         for i, a in enumerate(full):
             for b in full[i + 1 :]:
                 labels["pairs"][f"{b}~{a}"] = {"full": [a], "proxy": b, "faithful": True, "why": ""}
         for p in proxies:
             # whether a pruned proxy reproduces the fault is what the lab measures: no truth
-            labels["pairs"][f"{p}~{group}"] = {"full": full, "proxy": p, "faithful": None, "why": "unknown"}
+            labels["pairs"][f"{p}~{group}"] = {
+                "full": full,
+                "proxy": p,
+                "faithful": None,
+                "why": "unknown",
+            }
     path = out / "labels.json"
     path.write_text(json.dumps(labels, indent=2), encoding="utf-8")
     return path

@@ -42,13 +42,26 @@ if TYPE_CHECKING:
 
 DEFAULT_EXPERIMENT = "proxydiag"
 _UNSAFE_KEY = re.compile(r"[^/\w.\- ]")
-_RUN_ATTRS_AS_PARAMS = ("role", "group", "seed", "experts_kept", "experts_total",
-                        "cost_per_step", "precision")
+_RUN_ATTRS_AS_PARAMS = (
+    "role",
+    "group",
+    "seed",
+    "experts_kept",
+    "experts_total",
+    "cost_per_step",
+    "precision",
+)
 
 
-def log_diagnosis(diagnosis: Diagnosis, run: Run, *, report_html: str | Path | None = None,
-                  tracking_uri: str | None = None, experiment: str | None = None,
-                  store: RunStore | None = None) -> str:
+def log_diagnosis(
+    diagnosis: Diagnosis,
+    run: Run,
+    *,
+    report_html: str | Path | None = None,
+    tracking_uri: str | None = None,
+    experiment: str | None = None,
+    store: RunStore | None = None,
+) -> str:
     """Log ``diagnosis`` to ``run``'s MLflow run (created if needed); return the MLflow run id."""
     if store is not None:  # the run too: a sync needs it to find its MLflow run
         store.put(run)
@@ -58,17 +71,33 @@ def log_diagnosis(diagnosis: Diagnosis, run: Run, *, report_html: str | Path | N
         store.outbox.put_report("diagnosis", diagnosis.run, html)
     result = diagnosis.to_dict()
     tags, metrics = diagnosis_fields(result)
-    mlflow_id = log_result("diagnosis", result, run.attrs, run_id=run.id, run_name=run.name,
-                           tags=tags, metrics=metrics, report_html=html,
-                           tracking_uri=tracking_uri, experiment=experiment)
+    mlflow_id = log_result(
+        "diagnosis",
+        result,
+        run.attrs,
+        run_id=run.id,
+        run_name=run.name,
+        tags=tags,
+        metrics=metrics,
+        report_html=html,
+        tracking_uri=tracking_uri,
+        experiment=experiment,
+    )
     if store is not None:
         store.outbox.mark_synced("diagnosis", diagnosis.run, result=result)
     return mlflow_id
 
 
-def log_comparison(comparison: Comparison, proxy: Run, full: Run | list[Run], *,
-                   report_html: str | Path | None = None, tracking_uri: str | None = None,
-                   experiment: str | None = None, store: RunStore | None = None) -> str:
+def log_comparison(
+    comparison: Comparison,
+    proxy: Run,
+    full: Run | list[Run],
+    *,
+    report_html: str | Path | None = None,
+    tracking_uri: str | None = None,
+    experiment: str | None = None,
+    store: RunStore | None = None,
+) -> str:
     """Log ``comparison`` to the proxy's MLflow run (created if needed); return its run id."""
     fulls = full if isinstance(full, list) else [full]
     key = None
@@ -81,10 +110,18 @@ def log_comparison(comparison: Comparison, proxy: Run, full: Run | list[Run], *,
         store.outbox.put_report("comparison", key, html)
     result = comparison.to_dict()
     tags, metrics = comparison_fields(result, [_mlflow_name(f) for f in fulls])
-    mlflow_id = log_result("comparison", result, proxy.attrs, run_id=proxy.id,
-                           run_name=proxy.name, tags=tags, metrics=metrics,
-                           report_html=html, tracking_uri=tracking_uri,
-                           experiment=experiment)
+    mlflow_id = log_result(
+        "comparison",
+        result,
+        proxy.attrs,
+        run_id=proxy.id,
+        run_name=proxy.name,
+        tags=tags,
+        metrics=metrics,
+        report_html=html,
+        tracking_uri=tracking_uri,
+        experiment=experiment,
+    )
     if store is not None and key is not None:
         store.outbox.mark_synced("comparison", key, result=result)
     return mlflow_id
@@ -105,8 +142,9 @@ def diagnosis_fields(result: Mapping[str, Any]) -> tuple[dict[str, str], dict[st
     return tags, {}
 
 
-def comparison_fields(result: Mapping[str, Any], full_names: list[str]
-                      ) -> tuple[dict[str, str], dict[str, float | None]]:
+def comparison_fields(
+    result: Mapping[str, Any], full_names: list[str]
+) -> tuple[dict[str, str], dict[str, float | None]]:
     """Tags and metrics of a comparison ``to_dict()`` (``full_names``: the full runs' MLflow ids).
 
     >>> tags, metrics = comparison_fields(
@@ -126,10 +164,19 @@ def _mlflow_name(run: Run) -> str:
     return str(run.attrs.get("mlflow_run_id") or run.id)
 
 
-def log_result(kind: str, result: Mapping[str, Any], attrs: Mapping[str, Any], *, run_id: str,
-               run_name: str, tags: Mapping[str, str], metrics: Mapping[str, float | None],
-               report_html: str | Path | None, tracking_uri: str | None,
-               experiment: str | None) -> str:
+def log_result(
+    kind: str,
+    result: Mapping[str, Any],
+    attrs: Mapping[str, Any],
+    *,
+    run_id: str,
+    run_name: str,
+    tags: Mapping[str, str],
+    metrics: Mapping[str, float | None],
+    report_html: str | Path | None,
+    tracking_uri: str | None,
+    experiment: str | None,
+) -> str:
     """Log one result (a ``to_dict()``) to MLflow; the shared core of both public functions."""
     from mlflow.entities import Metric, RunTag
     from mlflow.exceptions import MlflowException
@@ -141,12 +188,20 @@ def log_result(kind: str, result: Mapping[str, Any], attrs: Mapping[str, Any], *
             probe(uri)
         try:
             client = _client(uri)
-            mlflow_id = _target_run(client, attrs, run_id=run_id, run_name=run_name,
-                                    experiment=experiment or DEFAULT_EXPERIMENT)
+            mlflow_id = _target_run(
+                client,
+                attrs,
+                run_id=run_id,
+                run_name=run_name,
+                experiment=experiment or DEFAULT_EXPERIMENT,
+            )
             all_tags = {**tags, "proxydiag.run_id": run_id}
             values = {k: float(v) for k, v in metrics.items() if v is not None}
-            client.log_batch(mlflow_id, metrics=[Metric(k, v, _now_ms(), 0) for k, v in values.items()],
-                             tags=[RunTag(k, v) for k, v in all_tags.items()])
+            client.log_batch(
+                mlflow_id,
+                metrics=[Metric(k, v, _now_ms(), 0) for k, v in values.items()],
+                tags=[RunTag(k, v) for k, v in all_tags.items()],
+            )
             text = json.dumps(result, indent=2, allow_nan=True, default=str)
             client.log_text(mlflow_id, text, "proxydiag/result.json")
             client.log_text(mlflow_id, text, f"proxydiag/{kind}.json")
@@ -180,8 +235,9 @@ def _client(uri: str) -> MlflowClient:
     return MlflowClient(uri)
 
 
-def _target_run(client: MlflowClient, attrs: Mapping[str, Any], *, run_id: str, run_name: str,
-                experiment: str) -> str:
+def _target_run(
+    client: MlflowClient, attrs: Mapping[str, Any], *, run_id: str, run_name: str, experiment: str
+) -> str:
     """The MLflow run to log to: the run itself, or the run proxydiag made for it before, or new."""
     from mlflow.exceptions import MlflowException
 
@@ -194,13 +250,17 @@ def _target_run(client: MlflowClient, attrs: Mapping[str, Any], *, run_id: str, 
                 raise
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp is not None else client.create_experiment(experiment)
-    found = client.search_runs([exp_id], f"tags.`proxydiag.run_id` = '{_quote(run_id)}'",
-                               max_results=1)
+    found = client.search_runs(
+        [exp_id], f"tags.`proxydiag.run_id` = '{_quote(run_id)}'", max_results=1
+    )
     if found:
         return str(found[0].info.run_id)
     source = redact(str(attrs.get("source", "")))
-    new = client.create_run(exp_id, run_name=run_name,
-                            tags={"proxydiag.run_id": run_id, "proxydiag.source": source[:5000]})
+    new = client.create_run(
+        exp_id,
+        run_name=run_name,
+        tags={"proxydiag.run_id": run_id, "proxydiag.source": source[:5000]},
+    )
     params = {k: str(attrs[k]) for k in _RUN_ATTRS_AS_PARAMS if attrs.get(k) is not None}
     for key, value in params.items():
         client.log_param(new.info.run_id, key, value)

@@ -30,8 +30,12 @@ class SyncResult:
     failed: tuple[tuple[str, str, str], ...]
 
 
-def sync(store: RunStore, *, tracking_uri: str | None = None, experiment: str | None = None,
-         ) -> SyncResult:
+def sync(
+    store: RunStore,
+    *,
+    tracking_uri: str | None = None,
+    experiment: str | None = None,
+) -> SyncResult:
     """Log every pending result of ``store``, with the HTML report kept beside it when it was
     first logged (if any); one failure does not stop the others."""
     pushed, failed = [], []
@@ -46,11 +50,20 @@ def sync(store: RunStore, *, tracking_uri: str | None = None, experiment: str | 
                 tags, metrics = diagnosis_fields(result)
             else:
                 tags, metrics = comparison_fields(
-                    result, [str(r.attrs.get("mlflow_run_id") or r.id) for r in runs[1:]])
-            mlflow_id = log_result(kind, result, target.attrs, run_id=target.id,
-                                   run_name=target.name, tags=tags, metrics=metrics,
-                                   report_html=html, tracking_uri=tracking_uri,
-                                   experiment=experiment)
+                    result, [str(r.attrs.get("mlflow_run_id") or r.id) for r in runs[1:]]
+                )
+            mlflow_id = log_result(
+                kind,
+                result,
+                target.attrs,
+                run_id=target.id,
+                run_name=target.name,
+                tags=tags,
+                metrics=metrics,
+                report_html=html,
+                tracking_uri=tracking_uri,
+                experiment=experiment,
+            )
         except ProxydiagError as exc:
             failed.append((kind, key, str(exc)))
             continue
@@ -63,7 +76,9 @@ def _result(item: Mapping[str, Any]) -> dict[str, Any]:
     raw = item.get("result", item.get("json"))
     data = json.loads(raw) if isinstance(raw, str) else raw
     if not isinstance(data, dict):
-        raise StoreError(f"stored {item.get('kind')} {item.get('key')}: result JSON is not an object")
+        raise StoreError(
+            f"stored {item.get('kind')} {item.get('key')}: result JSON is not an object"
+        )
     return data
 
 

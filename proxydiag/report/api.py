@@ -64,13 +64,23 @@ def resolve(
             notes.append("Fidelity comparison is not available in this installation.")
         else:
             comparison = compare(
-                fulls, proxy, align=align,
-                full_diagnoses=[found[r.id] for r in fulls] if all(r.id in found for r in fulls)
+                fulls,
+                proxy,
+                align=align,
+                full_diagnoses=[found[r.id] for r in fulls]
+                if all(r.id in found for r in fulls)
                 else None,
                 proxy_diagnosis=found.get(proxy.id),
             )
-    return ReportContent(full=tuple(fulls), proxy=proxy, runs=tuple(others), diagnoses=found,
-                         comparison=comparison, align=align, notes=tuple(notes))
+    return ReportContent(
+        full=tuple(fulls),
+        proxy=proxy,
+        runs=tuple(others),
+        diagnoses=found,
+        comparison=comparison,
+        align=align,
+        notes=tuple(notes),
+    )
 
 
 def render(content: ReportContent, *, fmt: str = "html") -> str:
@@ -118,6 +128,7 @@ def report(
     """
     if fmt not in FORMATS:
         raise AnalysisError(f"format {fmt!r} is not one of {', '.join(FORMATS)}")
-    content = resolve(runs=runs, full=full, proxy=proxy, diagnoses=diagnoses,
-                      comparison=comparison, align=align)
+    content = resolve(
+        runs=runs, full=full, proxy=proxy, diagnoses=diagnoses, comparison=comparison, align=align
+    )
     return render(content, fmt=fmt)

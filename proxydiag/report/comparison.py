@@ -27,11 +27,19 @@ def text(c: Comparison, config: FidelityConfig | None = None) -> str:
         "",
     ]
     for name, m in _ordered(c, config):
-        unscored = " (differs by design: not in the overall score)" if name in config.unscored_metrics else ""
-        lines.append(f"{name}: {m.verdict}, score {m.score:.2f} [{m.ci[0]:.2f}, {m.ci[1]:.2f}], "
-                     f"seed pairs {_num(m.seed_baseline)}{unscored}")
-        lines += [f"    {t.explanation} → {t.score:.2f}" if k in _SCORED else f"    {t.explanation}"
-                  for k, t in m.tests.items()]
+        unscored = (
+            " (differs by design: not in the overall score)"
+            if name in config.unscored_metrics
+            else ""
+        )
+        lines.append(
+            f"{name}: {m.verdict}, score {m.score:.2f} [{m.ci[0]:.2f}, {m.ci[1]:.2f}], "
+            f"seed pairs {_num(m.seed_baseline)}{unscored}"
+        )
+        lines += [
+            f"    {t.explanation} → {t.score:.2f}" if k in _SCORED else f"    {t.explanation}"
+            for k, t in m.tests.items()
+        ]
     skipped = c.events.get("skipped_metrics") or {}
     lines += [f"not compared: {m} ({why})" for m, why in skipped.items()]
     return "\n".join(lines)
@@ -57,12 +65,12 @@ def markdown(c: Comparison, config: FidelityConfig | None = None) -> str:
     ]
     for name, m in _ordered(c, config or FidelityConfig()):
         cells = [f"{m.tests[k].score:.2f}" if k in m.tests else "" for k in _SCORED]
-        lines.append(f"| {md(name)} | {m.verdict} | {m.score:.2f} [{m.ci[0]:.2f}, {m.ci[1]:.2f}] | "
-                     f"{_num(m.seed_baseline)} | " + " | ".join(cells) + " |")
+        lines.append(
+            f"| {md(name)} | {m.verdict} | {m.score:.2f} [{m.ci[0]:.2f}, {m.ci[1]:.2f}] | "
+            f"{_num(m.seed_baseline)} | " + " | ".join(cells) + " |"
+        )
     return "\n".join(lines)
 
 
 def _num(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.2f}"
-
-

@@ -16,18 +16,32 @@ from proxydiag.run import Run
 
 #: the order panels appear in (metrics a reader looks at first); others follow alphabetically
 PANEL_ORDER = (
-    "reward", "loss", "pg_loss", "grad_norm", "entropy", "kl", "clip_frac",
-    "mismatch_prob_diff", "mismatch_prob_diff_max", "mismatch_kl", "mismatch_k3",
-    "mismatch_logp_diff", "mismatch_corr", "loss_scale", "skipped", "nonfinite",
-    "response_length", "lr",
+    "reward",
+    "loss",
+    "pg_loss",
+    "grad_norm",
+    "entropy",
+    "kl",
+    "clip_frac",
+    "mismatch_prob_diff",
+    "mismatch_prob_diff_max",
+    "mismatch_kl",
+    "mismatch_k3",
+    "mismatch_logp_diff",
+    "mismatch_corr",
+    "loss_scale",
+    "skipped",
+    "nonfinite",
+    "response_length",
+    "lr",
 )
 MAX_PANELS = 12
-
 
 
 def report_runs(full: Sequence[Run], proxy: Run | None, runs: Sequence[Run]) -> list[Run]:
     """A report's runs in drawing order: full runs (the reference first), the proxy, others."""
     return [*full, *([proxy] if proxy is not None else []), *runs]
+
 
 @dataclass(frozen=True)
 class ReportContent:
@@ -85,8 +99,11 @@ class ReportContent:
             if d is not None and self.role_of(run) != "seed":
                 out.append((run.name, d))
                 used.add(run.id)
-        out += [(d.run, d) for rid, d in self.diagnoses.items()
-                if rid not in used and rid not in {r.id for r in self.full[1:]}]
+        out += [
+            (d.run, d)
+            for rid, d in self.diagnoses.items()
+            if rid not in used and rid not in {r.id for r in self.full[1:]}
+        ]
         return out
 
     def panel_metrics(self, *, limit: int = MAX_PANELS) -> list[str]:
@@ -94,8 +111,11 @@ class ReportContent:
         present: set[str] = set()
         for run in self.drawn_runs:
             present.update(run.metrics)
-        first = [d.root_cause.metric for _, d in self.named_diagnoses()
-                 if d.root_cause is not None and d.root_cause.metric]
+        first = [
+            d.root_cause.metric
+            for _, d in self.named_diagnoses()
+            if d.root_cause is not None and d.root_cause.metric
+        ]
         compared = list(self.comparison.metrics) if self.comparison else []
         ordered = [m for m in PANEL_ORDER if m in present]
         rest = sorted(m for m in present if m not in PANEL_ORDER and m not in {"tokens", "samples"})
@@ -120,5 +140,6 @@ def match_diagnoses(
         return {}
     items = list(given.values()) if isinstance(given, Mapping) else list(given)
     by_name = {r.name: r.id for r in runs}
-    return {by_name.get(d.run, d.run) if d.run not in {r.id for r in runs} else d.run: d
-            for d in items}
+    return {
+        by_name.get(d.run, d.run) if d.run not in {r.id for r in runs} else d.run: d for d in items
+    }

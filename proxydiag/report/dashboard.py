@@ -26,22 +26,48 @@ if TYPE_CHECKING:
     from proxydiag.fleet.executor import Executor
 
 VERDICT_SYMBOL = {"faithful": "circle", "partial": "diamond", "unfaithful": "x"}
-PALETTE = ("#1f6fb4", "#e8710a", "#2e7d32", "#8e24aa", "#c62828", "#00838f", "#6d4c41",
-           "#5c6bc0", "#9e9d24", "#ad1457")
+PALETTE = (
+    "#1f6fb4",
+    "#e8710a",
+    "#2e7d32",
+    "#8e24aa",
+    "#c62828",
+    "#00838f",
+    "#6d4c41",
+    "#5c6bc0",
+    "#9e9d24",
+    "#ad1457",
+)
 
 RUN_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "run"), ("role", "role"), ("group", "group"), ("seed", "seed"),
-    ("experts_kept", "experts kept"), ("cost_per_step", "cost/step"), ("precision", "precision"),
-    ("label", "label"), ("onset_step", "onset"), ("confidence", "conf."),
-    ("last_step", "last step"), ("reward_last", "final reward"), ("loss_last", "final loss"),
-    ("grad_norm_max", "max grad norm"), ("mismatch_prob_diff_max", "max mismatch"),
+    ("name", "run"),
+    ("role", "role"),
+    ("group", "group"),
+    ("seed", "seed"),
+    ("experts_kept", "experts kept"),
+    ("cost_per_step", "cost/step"),
+    ("precision", "precision"),
+    ("label", "label"),
+    ("onset_step", "onset"),
+    ("confidence", "conf."),
+    ("last_step", "last step"),
+    ("reward_last", "final reward"),
+    ("loss_last", "final loss"),
+    ("grad_norm_max", "max grad norm"),
+    ("mismatch_prob_diff_max", "max mismatch"),
     ("nonfinite_points", "non-finite points"),
 )
 PROXY_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("name", "proxy"), ("group", "group"), ("experts_kept", "experts kept"),
-    ("cost_per_step", "cost/step"), ("fidelity", "fidelity"), ("verdict", "verdict"),
-    ("full_label", "full run's label"), ("proxy_label", "proxy's label"),
-    ("reproduced", "fault reproduced"), ("full_runs", "full runs"),
+    ("name", "proxy"),
+    ("group", "group"),
+    ("experts_kept", "experts kept"),
+    ("cost_per_step", "cost/step"),
+    ("fidelity", "fidelity"),
+    ("verdict", "verdict"),
+    ("full_label", "full run's label"),
+    ("proxy_label", "proxy's label"),
+    ("reproduced", "fault reproduced"),
+    ("full_runs", "full runs"),
 )
 BADGES = {"label", "verdict", "role"}
 STEPS = {"onset_step", "last_step", "seed", "nonfinite_points"}
@@ -64,15 +90,20 @@ def _cell(column: str, value: Any) -> str:
 def table(frame: pl.DataFrame, columns: Sequence[tuple[str, str]]) -> str:
     """An escaped HTML table of ``columns`` (name, header) present in ``frame`` (columns with
     no value at all are left out: a fleet without a loss metric gets no "final loss")."""
-    cols = [(c, h) for c, h in columns
-            if c in frame.columns and (frame.height == 0 or frame[c].null_count() < frame.height)]
+    cols = [
+        (c, h)
+        for c, h in columns
+        if c in frame.columns and (frame.height == 0 or frame[c].null_count() < frame.height)
+    ]
     head = "".join(f"<th>{esc(h)}</th>" for _, h in cols)
     rows = "".join(
         "<tr>" + "".join(_cell(c, row[c]) for c, _ in cols) + "</tr>"
         for row in frame.select([c for c, _ in cols]).iter_rows(named=True)
     )
-    return (f'<div class="scroll"><table class=grid><thead><tr>{head}</tr></thead>'
-            f"<tbody>{rows}</tbody></table></div>")
+    return (
+        f'<div class="scroll"><table class=grid><thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table></div>"
+    )
 
 
 def fidelity_scatter(proxies: pl.DataFrame, *, x: str, title: str) -> go.Figure:
@@ -83,26 +114,55 @@ def fidelity_scatter(proxies: pl.DataFrame, *, x: str, title: str) -> go.Figure:
     groups = data["group"].unique(maintain_order=True).to_list()
     for i, group in enumerate(groups):
         sub = data.filter(pl.col("group").eq_missing(group)).sort(x)
-        fig.add_trace(go.Scatter(
-            x=sub[x].to_list(), y=sub["fidelity"].to_list(), mode="lines+markers",
-            name=esc(group if group is not None else "no group"),
-            line={"color": PALETTE[i % len(PALETTE)], "width": 1, "dash": "dot"},
-            marker={"size": 11, "color": PALETTE[i % len(PALETTE)],
-                    "symbol": [VERDICT_SYMBOL.get(v, "circle") for v in sub["verdict"]]},
-            hovertext=[esc(f"{n}: fidelity {f:.2f} ({v})") for n, f, v in
-                       zip(sub["name"], sub["fidelity"], sub["verdict"], strict=True)],
-            hoverinfo="text",
-        ))
+        fig.add_trace(
+            go.Scatter(
+                x=sub[x].to_list(),
+                y=sub["fidelity"].to_list(),
+                mode="lines+markers",
+                name=esc(group if group is not None else "no group"),
+                line={"color": PALETTE[i % len(PALETTE)], "width": 1, "dash": "dot"},
+                marker={
+                    "size": 11,
+                    "color": PALETTE[i % len(PALETTE)],
+                    "symbol": [VERDICT_SYMBOL.get(v, "circle") for v in sub["verdict"]],
+                },
+                hovertext=[
+                    esc(f"{n}: fidelity {f:.2f} ({v})")
+                    for n, f, v in zip(sub["name"], sub["fidelity"], sub["verdict"], strict=True)
+                ],
+                hoverinfo="text",
+            )
+        )
     fig.update_layout(**base_layout(title=esc(title), height_px=400))
-    fig.update_layout(xaxis_title=x.replace("_", " "),
-                      yaxis={"title": "fidelity", "range": [-0.02, 1.05]},
-                      legend={"orientation": "v", "x": 1.02, "y": 1, "xanchor": "left",
-                              "yanchor": "top", "font": {"size": 11}})
-    if data.height and x == "cost_per_step" and data[x].min() > 0 and data[x].max() / data[x].min() > 30:  # type: ignore[operator]
+    fig.update_layout(
+        xaxis_title=x.replace("_", " "),
+        yaxis={"title": "fidelity", "range": [-0.02, 1.05]},
+        legend={
+            "orientation": "v",
+            "x": 1.02,
+            "y": 1,
+            "xanchor": "left",
+            "yanchor": "top",
+            "font": {"size": 11},
+        },
+    )
+    if (
+        data.height
+        and x == "cost_per_step"
+        and data[x].min() > 0
+        and data[x].max() / data[x].min() > 30
+    ):  # type: ignore[operator]
         fig.update_xaxes(type="log")
     if not data.height:
-        fig.add_annotation(text=f"no proxies with {x.replace('_', ' ')} recorded", showarrow=False,
-                           x=0.5, y=0.5, xref="paper", yref="paper", font={"color": "#777"})
+        fig.add_annotation(
+            text=f"no proxies with {x.replace('_', ' ')} recorded",
+            showarrow=False,
+            x=0.5,
+            y=0.5,
+            xref="paper",
+            yref="paper",
+            font={"color": "#777"},
+        )
     return fig
 
 
@@ -114,17 +174,30 @@ def recommended_table(fleet: Fleet) -> str:
     rows = []
     for rec in fleet.recommendations:
         best = rec.recommended
-        size = "—" if best is None else (f"{best.kept_fraction:.1%}" if best.kept_fraction is not None
-                                         else num(best.experts_kept))
+        size = (
+            "—"
+            if best is None
+            else (
+                f"{best.kept_fraction:.1%}"
+                if best.kept_fraction is not None
+                else num(best.experts_kept)
+            )
+        )
         ci = "—" if best is None or best.ci is None else f"[{best.ci[0]:.2f}, {best.ci[1]:.2f}]"
         saving = "—" if best is None or best.saving is None else f"{best.saving:.0%}"
-        rows.append(f"<tr><td>{esc(rec.group)}</td><td>{esc(best.proxy_run if best else 'none')}"
-                    f"</td><td class=num>{esc(size)}</td><td class=num>{esc(saving)}</td>"
-                    f"<td class=num>{esc(ci)}</td><td>{esc(rec.reason)}</td></tr>")
-    head = "".join(f"<th>{h}</th>" for h in ("group", "recommended proxy", "experts kept",
-                                             "saving", "fidelity CI", "why"))
-    return ("<h3>Recommended proxy per group</h3><table class=grid><thead><tr>"
-            f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")
+        rows.append(
+            f"<tr><td>{esc(rec.group)}</td><td>{esc(best.proxy_run if best else 'none')}"
+            f"</td><td class=num>{esc(size)}</td><td class=num>{esc(saving)}</td>"
+            f"<td class=num>{esc(ci)}</td><td>{esc(rec.reason)}</td></tr>"
+        )
+    head = "".join(
+        f"<th>{h}</th>"
+        for h in ("group", "recommended proxy", "experts kept", "saving", "fidelity CI", "why")
+    )
+    return (
+        "<h3>Recommended proxy per group</h3><table class=grid><thead><tr>"
+        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _cards(fleet: Fleet) -> str:
@@ -133,8 +206,10 @@ def _cards(fleet: Fleet) -> str:
     if labels is not None:
         cards += [(str(lbl or "not diagnosed"), int(n)) for lbl, n in labels.iter_rows()]
     if fleet.proxies.height:
-        cards += [(str(v), int(n)) for v, n in fleet.proxies["verdict"].value_counts(sort=True)
-                  .iter_rows()]
+        cards += [
+            (str(v), int(n))
+            for v, n in fleet.proxies["verdict"].value_counts(sort=True).iter_rows()
+        ]
     inner = "".join(f'<div class="card"><b>{n}</b>{esc(t)}</div>' for t, n in cards)
     return f'<div class="cards">{inner}</div>'
 
@@ -143,13 +218,17 @@ def dashboard_html(fleet: Fleet) -> str:
     """The dashboard page as one HTML document."""
     figures = FigureSet()
     # the kept fraction puts models of different sizes on one axis, when experts_total is known
-    size = ("kept_fraction", "Fidelity against the fraction of experts kept") if (
-        "kept_fraction" in fleet.proxies.columns
-        and fleet.proxies["kept_fraction"].drop_nulls().len()) else (
-        "experts_kept", "Fidelity against experts kept")
+    size = (
+        ("kept_fraction", "Fidelity against the fraction of experts kept")
+        if (
+            "kept_fraction" in fleet.proxies.columns
+            and fleet.proxies["kept_fraction"].drop_nulls().len()
+        )
+        else ("experts_kept", "Fidelity against experts kept")
+    )
     scatter = "".join(
-        figures.div(fidelity_scatter(fleet.proxies, x=x, title=t)) for x, t in (
-            size, ("cost_per_step", "Fidelity against cost per step"))
+        figures.div(fidelity_scatter(fleet.proxies, x=x, title=t))
+        for x, t in (size, ("cost_per_step", "Fidelity against cost per step"))
     )
     body = (
         '<section id="fidelity"><h2>How small may a proxy be?</h2><p class=muted>Each point is '
@@ -161,14 +240,24 @@ def dashboard_html(fleet: Fleet) -> str:
         '<section id="runs"><h2>Runs</h2>'
         f"{table(fleet.runs, RUN_COLUMNS)}</section>"
     )
-    footer = (f"<p>Generated by proxydiag from the store {esc(fleet.store)}. Key metrics use "
-              "every point: final = last finite value; max = largest finite value.</p>")
-    return render("page.html", figures=figures, subtitle="proxydiag fleet dashboard",
-                  title="Fleet", headline=_cards(fleet), body=body, footer=footer)
+    footer = (
+        f"<p>Generated by proxydiag from the store {esc(fleet.store)}. Key metrics use "
+        "every point: final = last finite value; max = largest finite value.</p>"
+    )
+    return render(
+        "page.html",
+        figures=figures,
+        subtitle="proxydiag fleet dashboard",
+        title="Fleet",
+        headline=_cards(fleet),
+        body=body,
+        footer=footer,
+    )
 
 
-def write_dashboard(store_path: Path, out_dir: Path, *, analyse: bool = True,
-                    executor: Executor | None = None) -> Path:
+def write_dashboard(
+    store_path: Path, out_dir: Path, *, analyse: bool = True, executor: Executor | None = None
+) -> Path:
     """Write ``index.html`` for the store at ``store_path`` into ``out_dir``; return its path
     (what is analysed in memory runs on ``executor`` when one is given)."""
     from proxydiag.report.fleet import load_fleet

@@ -71,7 +71,11 @@ def markdown(d: Diagnosis) -> str:
         lines += ["", md(d.summary)]
     events, more = _shown(d)
     if events:
-        lines += ["", "| # | severity | event | metric | onset | evidence |", "|---|---|---|---|---:|---|"]
+        lines += [
+            "",
+            "| # | severity | event | metric | onset | evidence |",
+            "|---|---|---|---|---:|---|",
+        ]
         for i, e in enumerate(events, 1):
             lines.append(
                 f"| {i} | {e.severity} | {e.kind} | {md(e.metric or '')} | "

@@ -118,9 +118,7 @@ def prepare(
     )
 
 
-def bucket_means(
-    x: FloatArray, y: FloatArray, *, edges: FloatArray
-) -> FloatArray:
+def bucket_means(x: FloatArray, y: FloatArray, *, edges: FloatArray) -> FloatArray:
     """Mean of the finite ``y`` in each bucket ``[edges[i], edges[i+1])`` (NaN where empty).
 
     Used for the band of full-run seeds: per seed, a bucket mean; across seeds, min and max.

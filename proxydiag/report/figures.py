@@ -21,8 +21,18 @@ from proxydiag.run import Run
 FULL_COLOR = "#1f6fb4"
 PROXY_COLOR = "#e8710a"
 SEED_COLOR = "#7f8c9d"
-OTHER_COLORS = ("#1f6fb4", "#e8710a", "#2e7d32", "#8e24aa", "#c62828", "#00838f", "#6d4c41",
-                "#5c6bc0", "#9e9d24", "#ad1457")
+OTHER_COLORS = (
+    "#1f6fb4",
+    "#e8710a",
+    "#2e7d32",
+    "#8e24aa",
+    "#c62828",
+    "#00838f",
+    "#6d4c41",
+    "#5c6bc0",
+    "#9e9d24",
+    "#ad1457",
+)
 BAND_FILL = "rgba(31,111,180,0.16)"
 #: a metric whose finite values are all positive and span this ratio gets a log y axis
 LOG_RATIO = 100.0
@@ -75,8 +85,13 @@ def spans_decades(values: Sequence[np.ndarray], *, ratio: float = LOG_RATIO) -> 
 def _line(d: Drawable, *, role: str, name: str, color: str, legend: bool = True) -> go.Scatter:
     # float32 halves the page; steps stay exact up to 2**24 and this is for drawing only
     return go.Scatter(
-        x=d.x.astype(np.float32), y=d.y.astype(np.float32), mode="lines", name=role,
-        connectgaps=False, line={"color": color, "width": 1.6}, showlegend=legend,
+        x=d.x.astype(np.float32),
+        y=d.y.astype(np.float32),
+        mode="lines",
+        name=role,
+        connectgaps=False,
+        line={"color": color, "width": 1.6},
+        showlegend=legend,
         hovertemplate=f"{role}{': ' + name if name else ''}<br>%{{x}}: %{{y}}<extra></extra>",
     )
 
@@ -88,17 +103,32 @@ def _markers(d: Drawable, *, name: str, color: str, legend: set[str]) -> list[go
     run, the hover text names it and gives the full count.
     """
     traces = []
-    for kind, xs, count in (("NaN", d.nan_x, d.n_nan), ("+inf", d.posinf_x, d.n_posinf),
-                            ("-inf", d.neginf_x, d.n_neginf)):
+    for kind, xs, count in (
+        ("NaN", d.nan_x, d.n_nan),
+        ("+inf", d.posinf_x, d.n_posinf),
+        ("-inf", d.neginf_x, d.n_neginf),
+    ):
         if count == 0:
             continue
-        traces.append(go.Scatter(
-            x=xs.astype(np.float32), y=np.full(len(xs), EDGE_Y[kind], dtype=np.float32), yaxis="y2", mode="markers",
-            name=kind, legendgroup=kind, showlegend=kind not in legend, cliponaxis=False,
-            marker={"symbol": EDGE_SYMBOL[kind], "size": 9, "color": color,
-                    "line": {"width": 1, "color": color}},
-            hovertemplate=f"{kind} in {name} at %{{x}} ({count} points in all)<extra></extra>",
-        ))
+        traces.append(
+            go.Scatter(
+                x=xs.astype(np.float32),
+                y=np.full(len(xs), EDGE_Y[kind], dtype=np.float32),
+                yaxis="y2",
+                mode="markers",
+                name=kind,
+                legendgroup=kind,
+                showlegend=kind not in legend,
+                cliponaxis=False,
+                marker={
+                    "symbol": EDGE_SYMBOL[kind],
+                    "size": 9,
+                    "color": color,
+                    "line": {"width": 1, "color": color},
+                },
+                hovertemplate=f"{kind} in {name} at %{{x}} ({count} points in all)<extra></extra>",
+            )
+        )
         legend.add(kind)
     return traces
 
@@ -124,10 +154,25 @@ def _band(series: list[tuple[np.ndarray, np.ndarray]], *, n_buckets: int) -> lis
     label = f"{len(series)} full seeds: min–max"
     centers = centers.astype(np.float32)
     return [
-        go.Scatter(x=centers, y=lo.astype(np.float32), mode="lines", line={"width": 0},
-                   showlegend=False, hoverinfo="skip", name=label),
-        go.Scatter(x=centers, y=hi.astype(np.float32), mode="lines", line={"width": 0},
-                   fill="tonexty", fillcolor=BAND_FILL, name=label, hoverinfo="skip"),
+        go.Scatter(
+            x=centers,
+            y=lo.astype(np.float32),
+            mode="lines",
+            line={"width": 0},
+            showlegend=False,
+            hoverinfo="skip",
+            name=label,
+        ),
+        go.Scatter(
+            x=centers,
+            y=hi.astype(np.float32),
+            mode="lines",
+            line={"width": 0},
+            fill="tonexty",
+            fillcolor=BAND_FILL,
+            name=label,
+            hoverinfo="skip",
+        ),
     ]
 
 
@@ -159,8 +204,10 @@ def metric_panel(
     ]
     if proxy is not None:
         drawn.append((proxy, "proxy", PROXY_COLOR, True))
-    drawn += [(run, esc(run.name), OTHER_COLORS[i % len(OTHER_COLORS)], True)
-              for i, run in enumerate(others)]
+    drawn += [
+        (run, esc(run.name), OTHER_COLORS[i % len(OTHER_COLORS)], True)
+        for i, run in enumerate(others)
+    ]
     curves = {id(run): _curve(run, metric, align=align) for run, *_ in drawn}
     seeds = [c for run in full if (c := curves[id(run)]) is not None]
     traces: list[go.Scatter] = _band(seeds, n_buckets=n_buckets)
@@ -192,8 +239,11 @@ def metric_panel(
         if not onset.label:
             fig.add_vline(x=onset.x, line={"color": onset.color, "dash": "dash", "width": 1.5})
             continue
-        fig.add_vline(x=onset.x, line={"color": onset.color, "dash": "dash", "width": 1.5},
-                      annotation_text=esc(onset.label),
-                      annotation_position="top left" if i % 2 == 0 else "top right",
-                      annotation_font={"color": onset.color, "size": 10})
+        fig.add_vline(
+            x=onset.x,
+            line={"color": onset.color, "dash": "dash", "width": 1.5},
+            annotation_text=esc(onset.label),
+            annotation_position="top left" if i % 2 == 0 else "top right",
+            annotation_font={"color": onset.color, "size": 10},
+        )
     return fig

@@ -46,13 +46,22 @@ def key_metrics(scan: pl.LazyFrame) -> pl.DataFrame:
     ('a', 0.5, 3.0, 1)
     """
     finite = pl.col("value").is_finite()
-    aggs = [pl.col("value").is_finite().not_().sum().alias("nonfinite_points"),
-            pl.col("step").max().alias("last_step")]
-    aggs += [pl.col("value").filter((pl.col("metric") == m) & finite).sort_by(
-        pl.col("step").filter((pl.col("metric") == m) & finite)).last().alias(f"{m}_last")
-        for m in LAST_OF]
-    aggs += [pl.col("value").filter((pl.col("metric") == m) & finite).max().alias(f"{m}_max")
-             for m in MAX_OF]
+    aggs = [
+        pl.col("value").is_finite().not_().sum().alias("nonfinite_points"),
+        pl.col("step").max().alias("last_step"),
+    ]
+    aggs += [
+        pl.col("value")
+        .filter((pl.col("metric") == m) & finite)
+        .sort_by(pl.col("step").filter((pl.col("metric") == m) & finite))
+        .last()
+        .alias(f"{m}_last")
+        for m in LAST_OF
+    ]
+    aggs += [
+        pl.col("value").filter((pl.col("metric") == m) & finite).max().alias(f"{m}_max")
+        for m in MAX_OF
+    ]
     return scan.group_by("run").agg(aggs).sort("run").collect()
 
 
@@ -60,25 +69,41 @@ def _stored_results(store: RunStore) -> tuple[pl.DataFrame, pl.DataFrame]:
     diag = store.diagnoses().select("run", "label", "onset_step", "confidence")
     comps = store.comparisons()
     rows = []
-    for proxy, fid, verdict, text in zip(comps["proxy_run"], comps["fidelity"],
-                                         comps["verdict"], comps["json"], strict=True):
+    for proxy, fid, verdict, text in zip(
+        comps["proxy_run"], comps["fidelity"], comps["verdict"], comps["json"], strict=True
+    ):
         rows.append(_comparison_row(proxy, fid, verdict, json.loads(text) if text else {}))
     return diag, pl.DataFrame(rows, schema=PROXY_SCHEMA, orient="row")
 
 
-PROXY_SCHEMA = {"proxy_run": pl.Utf8, "fidelity": pl.Float64, "verdict": pl.Utf8,
-                "full_runs": pl.Utf8, "reproduced": pl.Boolean, "full_label": pl.Utf8,
-                "proxy_label": pl.Utf8, "phases": pl.Utf8}
+PROXY_SCHEMA = {
+    "proxy_run": pl.Utf8,
+    "fidelity": pl.Float64,
+    "verdict": pl.Utf8,
+    "full_runs": pl.Utf8,
+    "reproduced": pl.Boolean,
+    "full_label": pl.Utf8,
+    "proxy_label": pl.Utf8,
+    "phases": pl.Utf8,
+}
 
 
-def _comparison_row(proxy: str, fidelity: float | None, verdict: str,
-                    result: dict[str, Any]) -> tuple[Any, ...]:
+def _comparison_row(
+    proxy: str, fidelity: float | None, verdict: str, result: dict[str, Any]
+) -> tuple[Any, ...]:
     faults = result.get("faults") or {}
-    return (proxy, fidelity, verdict, ", ".join(result.get("full_runs") or []),
-            faults.get("reproduced"), (faults.get("full") or {}).get("label"),
-            (faults.get("proxy") or {}).get("label"),
-            json.dumps([{k: p.get(k) for k in ("name", "verdict", "ci")}
-                        for p in result.get("phases") or []]))
+    return (
+        proxy,
+        fidelity,
+        verdict,
+        ", ".join(result.get("full_runs") or []),
+        faults.get("reproduced"),
+        (faults.get("full") or {}).get("label"),
+        (faults.get("proxy") or {}).get("label"),
+        json.dumps(
+            [{k: p.get(k) for k in ("name", "verdict", "ci")} for p in result.get("phases") or []]
+        ),
+    )
 
 
 class _Diagnoses:
@@ -96,42 +121,70 @@ class _Diagnoses:
         return self.made.get(run_id)
 
 
-def _compare_group(store: RunStore, compare: Callable[..., Any], memo: _Diagnoses,
-                   full_ids: list[str], proxy_ids: list[str]) -> dict[str, tuple[Any, ...]]:
+def _compare_group(
+    store: RunStore,
+    compare: Callable[..., Any],
+    memo: _Diagnoses,
+    full_ids: list[str],
+    proxy_ids: list[str],
+) -> dict[str, tuple[Any, ...]]:
     """One group: its full runs loaded once for all its proxies, every run dropped on return."""
     full_runs = [store.get(r) for r in full_ids]
     full_diags = [memo.of(rid, run) for rid, run in zip(full_ids, full_runs, strict=True)]
-    return {pid: _compare_one(compare, full_runs, full_diags, pid, store.get(pid), memo)
-            for pid in proxy_ids}  # the proxy is an argument: only one is alive at a time
+    return {
+        pid: _compare_one(compare, full_runs, full_diags, pid, store.get(pid), memo)
+        for pid in proxy_ids
+    }  # the proxy is an argument: only one is alive at a time
 
 
-def _compare_one(compare: Callable[..., Any], full_runs: list[Run], full_diags: list[Any],
-                 proxy_id: str, proxy: Run, memo: _Diagnoses) -> tuple[Any, ...]:
-    c = compare(full_runs, proxy, full_diagnoses=full_diags,
-                proxy_diagnosis=memo.of(proxy_id, proxy))
+def _compare_one(
+    compare: Callable[..., Any],
+    full_runs: list[Run],
+    full_diags: list[Any],
+    proxy_id: str,
+    proxy: Run,
+    memo: _Diagnoses,
+) -> tuple[Any, ...]:
+    c = compare(
+        full_runs, proxy, full_diagnoses=full_diags, proxy_diagnosis=memo.of(proxy_id, proxy)
+    )
     return _comparison_row(proxy_id, c.fidelity, c.verdict, c.to_dict())
 
 
-def _analyse_on(executor: Executor, store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame,
-                comps: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _analyse_on(
+    executor: Executor, store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame, comps: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """:func:`_analyse_missing` with per-run and per-proxy work items on ``executor``."""
     from proxydiag.fleet.missing import missing_results
 
     ids = runs["run"].to_list()
     proxies = runs.filter((pl.col("role") == "proxy") & pl.col("group").is_not_null())
     todo = set(proxies.filter(~pl.col("run").is_in(comps["proxy_run"].to_list()))["run"].to_list())
-    made_diag, made_comp = missing_results(store, executor=executor, proxies_without=todo,
-                                           runs_without=set(ids) - set(diag["run"].to_list()))
+    made_diag, made_comp = missing_results(
+        store,
+        executor=executor,
+        proxies_without=todo,
+        runs_without=set(ids) - set(diag["run"].to_list()),
+    )
     new_diag = [(r, d.label, d.onset_step, d.confidence) for r in ids if (d := made_diag.get(r))]
-    new_comp = [_comparison_row(p, c.fidelity, c.verdict, c.to_dict())
-                for p in proxies["run"].to_list() if (c := made_comp.get(p)) is not None]
-    return (pl.concat([diag, pl.DataFrame(new_diag, schema=diag.schema, orient="row")]),
-            pl.concat([comps, pl.DataFrame(new_comp, schema=PROXY_SCHEMA, orient="row")]))
+    new_comp = [
+        _comparison_row(p, c.fidelity, c.verdict, c.to_dict())
+        for p in proxies["run"].to_list()
+        if (c := made_comp.get(p)) is not None
+    ]
+    return (
+        pl.concat([diag, pl.DataFrame(new_diag, schema=diag.schema, orient="row")]),
+        pl.concat([comps, pl.DataFrame(new_comp, schema=PROXY_SCHEMA, orient="row")]),
+    )
 
 
-def _analyse_missing(store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame,
-                     comps: pl.DataFrame, executor: Executor | None = None,
-                     ) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _analyse_missing(
+    store: RunStore,
+    runs: pl.DataFrame,
+    diag: pl.DataFrame,
+    comps: pl.DataFrame,
+    executor: Executor | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Diagnose and compare in memory what the store has no result for (when available).
 
     One group at a time, so memory follows the largest group, not the fleet; the new rows keep
@@ -153,22 +206,35 @@ def _analyse_missing(store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame,
         for group in todo["group"].unique(maintain_order=True).to_list():
             fulls = runs.filter((pl.col("group") == group) & (pl.col("role") == "full"))
             if fulls.height:
-                made_comp |= _compare_group(store, compare, memo,
-                                            fulls.sort("seed", nulls_last=True)["run"].to_list(),
-                                            todo.filter(pl.col("group") == group)["run"].to_list())
+                made_comp |= _compare_group(
+                    store,
+                    compare,
+                    memo,
+                    fulls.sort("seed", nulls_last=True)["run"].to_list(),
+                    todo.filter(pl.col("group") == group)["run"].to_list(),
+                )
     ids = runs["run"].to_list()
     for run_id in ids if memo.diagnose is not None else []:
         if run_id not in have and run_id not in memo.made:
             memo.of(run_id, store.get(run_id))  # loaded, diagnosed and dropped at once
-    new_diag = [(r, d.label, d.onset_step, d.confidence) for r in ids
-                if r not in have and (d := memo.made.get(r)) is not None]
+    new_diag = [
+        (r, d.label, d.onset_step, d.confidence)
+        for r in ids
+        if r not in have and (d := memo.made.get(r)) is not None
+    ]
     new_comp = [made_comp[p] for p in proxies["run"].to_list() if p in made_comp]
-    return (pl.concat([diag, pl.DataFrame(new_diag, schema=diag.schema, orient="row")]),
-            pl.concat([comps, pl.DataFrame(new_comp, schema=PROXY_SCHEMA, orient="row")]))
+    return (
+        pl.concat([diag, pl.DataFrame(new_diag, schema=diag.schema, orient="row")]),
+        pl.concat([comps, pl.DataFrame(new_comp, schema=PROXY_SCHEMA, orient="row")]),
+    )
 
 
-def load_fleet(store: RunStore, *, analyse: bool = True, executor: Executor | None = None,
-               ) -> Fleet:
+def load_fleet(
+    store: RunStore,
+    *,
+    analyse: bool = True,
+    executor: Executor | None = None,
+) -> Fleet:
     """Runs with labels and key metrics, and proxies with fidelity, from ``store`` (what is
     analysed in memory runs on ``executor`` when one is given)."""
     runs = store.runs()
@@ -176,28 +242,45 @@ def load_fleet(store: RunStore, *, analyse: bool = True, executor: Executor | No
     if analyse:
         diag, comps = _analyse_missing(store, runs, diag, comps, executor)
     diag = diag.unique("run", keep="last")
-    table = runs.join(diag, on="run", how="left").join(key_metrics(store.scan()), on="run",
-                                                       how="left", suffix="_data")
-    meta = runs.select("run", "name", "group", "experts_kept", "cost_per_step", "seed",
-                       (pl.col("experts_kept") / pl.col("experts_total")).alias("kept_fraction"))
+    table = runs.join(diag, on="run", how="left").join(
+        key_metrics(store.scan()), on="run", how="left", suffix="_data"
+    )
+    meta = runs.select(
+        "run",
+        "name",
+        "group",
+        "experts_kept",
+        "cost_per_step",
+        "seed",
+        (pl.col("experts_kept") / pl.col("experts_total")).alias("kept_fraction"),
+    )
     names = dict(zip(runs["run"].to_list(), runs["name"].to_list(), strict=True))
-    proxies = comps.unique("proxy_run", keep="last").with_columns(
-        pl.col("full_runs").map_elements(
-            lambda ids: ", ".join(names.get(i, i) for i in ids.split(", ")),
-            return_dtype=pl.Utf8)
-    ).join(meta, left_on="proxy_run", right_on="run", how="left")
-    return Fleet(runs=table.sort("group", "role", "name", nulls_last=True),
-                 proxies=proxies.sort("group", "experts_kept", nulls_last=True),
-                 store=str(store.path), recommendations=_recommendations(runs, proxies))
+    proxies = (
+        comps.unique("proxy_run", keep="last")
+        .with_columns(
+            pl.col("full_runs").map_elements(
+                lambda ids: ", ".join(names.get(i, i) for i in ids.split(", ")),
+                return_dtype=pl.Utf8,
+            )
+        )
+        .join(meta, left_on="proxy_run", right_on="run", how="left")
+    )
+    return Fleet(
+        runs=table.sort("group", "role", "name", nulls_last=True),
+        proxies=proxies.sort("group", "experts_kept", nulls_last=True),
+        store=str(store.path),
+        recommendations=_recommendations(runs, proxies),
+    )
 
 
 def _recommendations(runs: pl.DataFrame, proxies: pl.DataFrame) -> tuple[Recommendation, ...]:
     """The recommended proxy of every group with compared proxies (phases as stored)."""
     from proxydiag.report.recommend import group_recommendation
 
-    compared = [{"proxy_run": p, "fidelity": f, "verdict": v, "phases": json.loads(ph or "[]")}
-                for p, f, v, ph in proxies.select("proxy_run", "fidelity", "verdict", "phases")
-                .iter_rows()]
+    compared = [
+        {"proxy_run": p, "fidelity": f, "verdict": v, "phases": json.loads(ph or "[]")}
+        for p, f, v, ph in proxies.select("proxy_run", "fidelity", "verdict", "phases").iter_rows()
+    ]
     rows = runs.to_dicts()
     groups = proxies["group"].drop_nulls().unique(maintain_order=True).to_list()
     return tuple(group_recommendation(rows, compared, group=g) for g in groups)

@@ -58,8 +58,11 @@ def top_events(d: Diagnosis, *, limit: int = MAX_EVIDENCE) -> list[Event]:
     """The evidence a person reads first: most severe, then most confident, then earliest."""
     ranked = sorted(
         d.events,
-        key=lambda e: (SEVERITY_RANK.get(e.severity, 3), -e.confidence,
-                       e.onset_step if e.onset_step is not None else 0),
+        key=lambda e: (
+            SEVERITY_RANK.get(e.severity, 3),
+            -e.confidence,
+            e.onset_step if e.onset_step is not None else 0,
+        ),
     )
     return ranked[:limit]
 
@@ -69,8 +72,10 @@ def label_line(name: str, d: Diagnosis) -> str:
 
 
 def verdict_line(c: Comparison, *, proxy: str | None = None, full: str | None = None) -> str:
-    return (f'<p class="headline">{badge(c.verdict)} '
-            f"{esc(verdict_sentence(c, proxy=proxy, full=full))}</p>")
+    return (
+        f'<p class="headline">{badge(c.verdict)} '
+        f"{esc(verdict_sentence(c, proxy=proxy, full=full))}</p>"
+    )
 
 
 def evidence_block(name: str, d: Diagnosis) -> str:
@@ -81,8 +86,15 @@ def evidence_block(name: str, d: Diagnosis) -> str:
         parts.append(f"<p>{esc(d.summary)}</p>")
     if d.events:
         rows = [
-            [badge(e.severity), esc(e.kind), esc(e.metric or "—"), step_text(e.onset_step),
-             step_text(e.end_step), f"{e.confidence:.2f}", esc(e.evidence)]
+            [
+                badge(e.severity),
+                esc(e.kind),
+                esc(e.metric or "—"),
+                step_text(e.onset_step),
+                step_text(e.end_step),
+                f"{e.confidence:.2f}",
+                esc(e.evidence),
+            ]
             for e in top_events(d)
         ]
         parts.append(grid_table(EVIDENCE_HEAD, rows, numeric={"onset", "end", "conf."}))
@@ -91,8 +103,10 @@ def evidence_block(name: str, d: Diagnosis) -> str:
     else:
         parts.append("<p class=muted>No events.</p>")
     if d.missing:
-        parts.append("<p><b>Missing metrics</b> (would have decided a class): "
-                     f"{esc(', '.join(d.missing))}</p>")
+        parts.append(
+            "<p><b>Missing metrics</b> (would have decided a class): "
+            f"{esc(', '.join(d.missing))}</p>"
+        )
     if d.hints:
         items = "".join(f"<li>{esc(h)}</li>" for h in d.hints)
         parts.append(f"<p><b>What to check next</b></p><ul class=hints>{items}</ul>")
@@ -103,8 +117,14 @@ def _tests_detail(m: MetricFidelity) -> str:
     if not m.tests:
         return ""
     rows = [
-        [esc(name), esc(num(t.value)), esc(num(t.score)), esc(ci_text(t.ci)),
-         esc(num(t.seed_baseline)), esc(t.explanation)]
+        [
+            esc(name),
+            esc(num(t.value)),
+            esc(num(t.score)),
+            esc(ci_text(t.ci)),
+            esc(num(t.seed_baseline)),
+            esc(t.explanation),
+        ]
         for name, t in m.tests.items()
     ]
     table = grid_table(TESTS_HEAD, rows, numeric=TESTS_HEAD[1:5])
@@ -116,8 +136,14 @@ def fidelity_table(c: Comparison) -> str:
     if not c.metrics:
         return "<p class=muted>No metrics.</p>"
     rows = [
-        [esc(name), esc(num(m.score)), esc(ci_text(m.ci)), esc(num(m.seed_baseline)),
-         badge(m.verdict), f"{esc(m.explanation)}{_tests_detail(m)}"]
+        [
+            esc(name),
+            esc(num(m.score)),
+            esc(ci_text(m.ci)),
+            esc(num(m.seed_baseline)),
+            badge(m.verdict),
+            f"{esc(m.explanation)}{_tests_detail(m)}",
+        ]
         for name, m in c.metrics.items()
     ]
     return grid_table(FIDELITY_HEAD, rows, numeric=FIDELITY_HEAD[1:4])
@@ -127,8 +153,10 @@ def phase_table(c: Comparison) -> str:
     """The phases judged apart (pre-fault learning, fault response): one row each."""
     if not c.phases:
         return ""
-    rows = [[badge(cell) if k == 2 else esc(cell) for k, cell in enumerate(phases.phase_row(p))]
-            for p in c.phases]
+    rows = [
+        [badge(cell) if k == 2 else esc(cell) for k, cell in enumerate(phases.phase_row(p))]
+        for p in c.phases
+    ]
     return "<p><b>Phases</b></p>" + grid_table(phases.HEAD, rows, numeric={"fidelity [CI]"})
 
 

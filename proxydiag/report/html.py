@@ -27,7 +27,11 @@ ROLE_COLOR = {"full": FULL_COLOR, "proxy": PROXY_COLOR, "seed": SEED_COLOR, "run
 
 def _title(content: ReportContent) -> str:
     if content.proxy is not None:
-        return f"{content.proxy.name} vs {content.full[0].name}" if content.full else content.proxy.name
+        return (
+            f"{content.proxy.name} vs {content.full[0].name}"
+            if content.full
+            else content.proxy.name
+        )
     names = [name for name, _ in content.named_diagnoses()] or [r.name for r in content.drawn_runs]
     return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
@@ -44,34 +48,53 @@ def _onsets(content: ReportContent) -> list[Onset]:
         x = step_to_axis(run, d.onset_step, align=content.align)
         if x is not None:
             if role == "run":  # plain diagnosis report: unlabelled, in its line's colour
-                out.append(Onset("", x,
-                                 OTHER_COLORS[(n_others - 1) % len(OTHER_COLORS)]))
+                out.append(Onset("", x, OTHER_COLORS[(n_others - 1) % len(OTHER_COLORS)]))
             else:
                 out.append(Onset(f"{role} onset", x, ROLE_COLOR[role]))
     return out
 
 
 def _panels(content: ReportContent, figures: FigureSet, *, n_buckets: int) -> str:
-    full, others = list(content.full), [r for r in content.drawn_runs
-                                         if content.role_of(r) == "run"]
+    full, others = (
+        list(content.full),
+        [r for r in content.drawn_runs if content.role_of(r) == "run"],
+    )
     if not full and not others and content.proxy is None:
         return ""
     onsets = _onsets(content)
     divs = [
-        figures.div(metric_panel(m, full=full, proxy=content.proxy, others=others,
-                                 align=content.align, onsets=onsets, n_buckets=n_buckets))
+        figures.div(
+            metric_panel(
+                m,
+                full=full,
+                proxy=content.proxy,
+                others=others,
+                align=content.align,
+                onsets=onsets,
+                n_buckets=n_buckets,
+            )
+        )
         for m in content.panel_metrics()
     ]
     swatches = "".join(
         f'<span class="swatch" style="border-color:{OTHER_COLORS[i % len(OTHER_COLORS)]}">'
-        f"{esc(run.name)}</span>" for i, run in enumerate(others))
-    lines = ("One line per run" if others else
-             "Full-run seeds as a band (min–max of per-bucket means across seeds)")
-    legend = (f"{lines}; NaN (×), +inf (▲) and −inf (▼) are markers at the panel's edge; dashed "
-              "lines mark onsets; curves are drawn from min/max-preserving buckets, so spikes "
-              "survive.")
-    return (f'<section id="metrics"><h2>Metrics</h2><p class=muted>{esc(legend)}</p>'
-            f'<p>{swatches}</p><div class="panels">{"".join(divs)}</div></section>')
+        f"{esc(run.name)}</span>"
+        for i, run in enumerate(others)
+    )
+    lines = (
+        "One line per run"
+        if others
+        else "Full-run seeds as a band (min–max of per-bucket means across seeds)"
+    )
+    legend = (
+        f"{lines}; NaN (×), +inf (▲) and −inf (▼) are markers at the panel's edge; dashed "
+        "lines mark onsets; curves are drawn from min/max-preserving buckets, so spikes "
+        "survive."
+    )
+    return (
+        f'<section id="metrics"><h2>Metrics</h2><p class=muted>{esc(legend)}</p>'
+        f'<p>{swatches}</p><div class="panels">{"".join(divs)}</div></section>'
+    )
 
 
 def report_html(content: ReportContent, *, n_buckets: int = DEFAULT_BUCKETS) -> str:
@@ -81,27 +104,39 @@ def report_html(content: ReportContent, *, n_buckets: int = DEFAULT_BUCKETS) -> 
     headline = []
     if content.comparison is not None:
         proxy = content.proxy.name if content.proxy else None
-        headline.append(verdict_line(content.comparison, proxy=proxy,
-                                     full=content.full_names()))
+        headline.append(verdict_line(content.comparison, proxy=proxy, full=content.full_names()))
     headline += [label_line(name, d) for name, d in named]
     if not headline:
         headline.append('<p class="headline muted">No diagnosis available.</p>')
     body = []
     if named:
-        body.append('<section id="timeline"><h2>Failure timeline</h2>'
-                    f"{figures.div(timeline_figure(named))}</section>")
+        body.append(
+            '<section id="timeline"><h2>Failure timeline</h2>'
+            f"{figures.div(timeline_figure(named))}</section>"
+        )
     body.append(_panels(content, figures, n_buckets=n_buckets))
     if content.comparison is not None:
-        body.append('<section id="fidelity"><h2>Fidelity</h2>'
-                    f"{comparison_block(content.comparison)}</section>")
+        body.append(
+            '<section id="fidelity"><h2>Fidelity</h2>'
+            f"{comparison_block(content.comparison)}</section>"
+        )
     if named:
         evidence = "".join(evidence_block(name, d) for name, d in named)
-        body.append(f'<section id="evidence"><h2>Evidence and what to check next</h2>{evidence}'
-                    "</section>")
+        body.append(
+            f'<section id="evidence"><h2>Evidence and what to check next</h2>{evidence}</section>'
+        )
     notes = "".join(f"<p>{esc(n)}</p>" for n in content.notes)
-    footer = (f"{notes}<p>Generated by proxydiag. Aligned by {esc(content.align)}. Curves are "
-              f"downsampled for drawing only (≤ {2 * n_buckets} points per curve); tables use "
-              "all points.</p>")
-    return render("page.html", figures=figures, subtitle="proxydiag report",
-                  title=esc(_title(content)), headline="\n".join(headline),
-                  body="\n".join(body), footer=footer)
+    footer = (
+        f"{notes}<p>Generated by proxydiag. Aligned by {esc(content.align)}. Curves are "
+        f"downsampled for drawing only (≤ {2 * n_buckets} points per curve); tables use "
+        "all points.</p>"
+    )
+    return render(
+        "page.html",
+        figures=figures,
+        subtitle="proxydiag report",
+        title=esc(_title(content)),
+        headline="\n".join(headline),
+        body="\n".join(body),
+        footer=footer,
+    )

@@ -57,8 +57,9 @@ def comparison_jobs(output: Path, *, full: Sequence[Run], proxies: Sequence[Run]
     if not proxies:
         return [Job(output, runs=fulls)]
     many = len(proxies) > 1
-    return [Job(output_for(output, name=p.name if many else None), full=fulls, proxy=p)
-            for p in proxies]
+    return [
+        Job(output_for(output, name=p.name if many else None), full=fulls, proxy=p) for p in proxies
+    ]
 
 
 def group_runs(store_path: Path, group: str) -> tuple[list[Run], list[Run]]:
@@ -72,8 +73,9 @@ def group_runs(store_path: Path, group: str) -> tuple[list[Run], list[Run]]:
     rows = table.filter(table["group"] == group)
     if rows.height == 0:
         groups = sorted({str(g) for g in table["group"].to_list() if g is not None})
-        raise AnalysisError(f"{store_path}: no runs in group {group!r}; groups: "
-                            f"{', '.join(groups) or 'none'}")
+        raise AnalysisError(
+            f"{store_path}: no runs in group {group!r}; groups: {', '.join(groups) or 'none'}"
+        )
     full: list[Run] = []
     proxies: list[Run] = []
     for run_id, role in zip(rows["run"].to_list(), rows["role"].to_list(), strict=True):

@@ -44,8 +44,10 @@ def report_markdown(content: ReportContent) -> str:
             where = f" ({pct:.0%} of the run)" if pct is not None else ""
             lines.append(f"- onset: step {step_text(d.onset_step)}{where}")
         for e in top_events(d, limit=TOP_EVIDENCE):
-            lines.append(f"- {e.severity}: {md(e.kind)} in {md(e.metric or 'run')} at step "
-                         f"{step_text(e.onset_step)} — {md(e.evidence)}")
+            lines.append(
+                f"- {e.severity}: {md(e.kind)} in {md(e.metric or 'run')} at step "
+                f"{step_text(e.onset_step)} — {md(e.evidence)}"
+            )
         for hint in d.hints[:TOP_HINTS]:
             lines.append(f"- check next: {md(hint)}")
         lines.append("")
@@ -53,10 +55,11 @@ def report_markdown(content: ReportContent) -> str:
         lines.append("No diagnosis available.")
     if c is not None:
         f = c.faults
-        lines.append(f"**Fault:** full {md(f.full.get('label'))}, proxy {md(f.proxy.get('label'))}"
-                     f" — {'reproduced' if f.reproduced else 'not reproduced'}"
-                     + (f", onset lag {f.onset_lag_steps} steps" if f.onset_lag_steps is not None
-                        else ""))
+        lines.append(
+            f"**Fault:** full {md(f.full.get('label'))}, proxy {md(f.proxy.get('label'))}"
+            f" — {'reproduced' if f.reproduced else 'not reproduced'}"
+            + (f", onset lag {f.onset_lag_steps} steps" if f.onset_lag_steps is not None else "")
+        )
     lines += _fidelity_lines(content)
     lines += ["", f"<sub>proxydiag · aligned by {md(content.align)}</sub>"]
     return "\n".join(lines) + "\n"

@@ -39,8 +39,9 @@ def diagnosis_html(d: Diagnosis) -> str:
     >>> "<img" in html, "&lt;img src=x&gt;" in html
     (False, True)
     """
-    return (f'<div class="proxydiag">{_style()}{label_line(d.run, d)}'
-            f"{evidence_block(d.run, d)}</div>")
+    return (
+        f'<div class="proxydiag">{_style()}{label_line(d.run, d)}{evidence_block(d.run, d)}</div>'
+    )
 
 
 def comparison_html(c: Comparison) -> str:

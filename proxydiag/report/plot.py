@@ -56,8 +56,14 @@ def metric(
     marked = [(full[0], by_id.get(full[0].id), "full", FULL_COLOR)] if full else []
     if proxy is not None:
         marked.append((proxy, by_id.get(proxy.id), "proxy", PROXY_COLOR))
-    return metric_panel(metric, full=full, proxy=proxy, align=align,
-                        onsets=_onsets(marked, align), n_buckets=n_buckets)
+    return metric_panel(
+        metric,
+        full=full,
+        proxy=proxy,
+        align=align,
+        onsets=_onsets(marked, align),
+        n_buckets=n_buckets,
+    )
 
 
 def panels(
@@ -72,9 +78,13 @@ def panels(
     """The report's metric panels (root-cause metrics first, then compared ones)."""
     fulls = [full] if isinstance(full, Run) else list(full)
     runs = [*fulls, *([proxy] if proxy else [])]
-    content = ReportContent(full=tuple(fulls), proxy=proxy,
-                            diagnoses={d.run: d for d in diagnoses if any(r.id == d.run for r in runs)},
-                            comparison=comparison, align=align)
+    content = ReportContent(
+        full=tuple(fulls),
+        proxy=proxy,
+        diagnoses={d.run: d for d in diagnoses if any(r.id == d.run for r in runs)},
+        comparison=comparison,
+        align=align,
+    )
     chosen = list(metrics) if metrics is not None else content.panel_metrics()
     return [metric(fulls, m, proxy=proxy, diagnoses=diagnoses, align=align) for m in chosen]
 
@@ -95,11 +105,22 @@ def fidelity_table(comparison: Comparison) -> go.Figure:
         [num(m.seed_baseline) for _, m in rows],
         [m.verdict for _, m in rows],
     ]
-    fill = [["#dff3e4" if m.verdict == "faithful" else "#fff1d6" if m.verdict == "drifted"
-             else "#fde2e1" for _, m in rows]]
+    fill = [
+        [
+            "#dff3e4"
+            if m.verdict == "faithful"
+            else "#fff1d6"
+            if m.verdict == "drifted"
+            else "#fde2e1"
+            for _, m in rows
+        ]
+    ]
     table = go.Table(
-        header={"values": ["metric", "score", "95% CI", "seed-to-seed", "verdict"],
-                "fill_color": "#f1f3f5", "align": "left"},
+        header={
+            "values": ["metric", "score", "95% CI", "seed-to-seed", "verdict"],
+            "fill_color": "#f1f3f5",
+            "align": "left",
+        },
         cells={"values": cells, "align": "left", "fill_color": [["white"] * len(rows)] * 4 + fill},
     )
     fig = go.Figure(table)

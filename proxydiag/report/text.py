@@ -76,9 +76,7 @@ def label_sentence(d: Diagnosis, *, name: str | None = None) -> str:
     return f"{who}: {d.label}{onset} ({cause}confidence {d.confidence:.2f})."
 
 
-def verdict_sentence(
-    c: Comparison, *, proxy: str | None = None, full: str | None = None
-) -> str:
+def verdict_sentence(c: Comparison, *, proxy: str | None = None, full: str | None = None) -> str:
     """One sentence: the proxy's verdict, its fidelity, and the main reason."""
     who = proxy or c.proxy_run or "proxy"
     fulls = full or ", ".join(c.full_runs) or "the full run"

@@ -43,18 +43,40 @@ def _severity_trace(
         ys += [row, row, None]
         px.append(e.onset_step)
         py.append(row)
-        hover.append(esc(f"{e.kind} ({e.severity}, conf {e.confidence:.2f}) steps "
-                         f"{e.onset_step}–{e.end_step if e.end_step is not None else '…'}: "
-                         f"{e.evidence}"))
+        hover.append(
+            esc(
+                f"{e.kind} ({e.severity}, conf {e.confidence:.2f}) steps "
+                f"{e.onset_step}–{e.end_step if e.end_step is not None else '…'}: "
+                f"{e.evidence}"
+            )
+        )
     color = SEVERITY_COLOR.get(severity, "#555")
     return [
-        go.Scatter(x=xs, y=ys, mode="lines",
-                   line={"color": color, "width": SEVERITY_WIDTH.get(severity, 6)},
-                   name=severity, legendgroup=severity, hoverinfo="skip", showlegend=False),
-        go.Scatter(x=px, y=py, mode="markers", name=severity, legendgroup=severity,
-                   marker={"color": color, "size": 9, "symbol": "line-ns-open",
-                           "line": {"width": 2, "color": color}},
-                   hovertext=hover, hoverinfo="text"),
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="lines",
+            line={"color": color, "width": SEVERITY_WIDTH.get(severity, 6)},
+            name=severity,
+            legendgroup=severity,
+            hoverinfo="skip",
+            showlegend=False,
+        ),
+        go.Scatter(
+            x=px,
+            y=py,
+            mode="markers",
+            name=severity,
+            legendgroup=severity,
+            marker={
+                "color": color,
+                "size": 9,
+                "symbol": "line-ns-open",
+                "line": {"width": 2, "color": color},
+            },
+            hovertext=hover,
+            hoverinfo="text",
+        ),
     ]
 
 
@@ -66,8 +88,9 @@ def _rows(diagnoses: Sequence[tuple[str, Diagnosis]]) -> tuple[list[tuple[str, E
     """``(row, event)`` pairs and the row order: one row per kind·metric (prefixed by run when
     several runs), or one row per run when that would make too many rows."""
     multi = len(diagnoses) > 1
-    detail = [(_row(f"{name} · " if multi else "", e), e) for name, d in diagnoses
-              for e in d.events]
+    detail = [
+        (_row(f"{name} · " if multi else "", e), e) for name, d in diagnoses for e in d.events
+    ]
     if multi and len({r for r, _ in detail}) > MAX_DETAIL_ROWS:
         detail = [(esc(name), e) for name, d in diagnoses for e in d.events]
     order = list(dict.fromkeys([r for r, _ in detail] + [esc(n) for n, _ in diagnoses]))
@@ -85,39 +108,70 @@ def timeline_figure(diagnoses: Sequence[tuple[str, Diagnosis]]) -> go.Figure:
     for name, d in diagnoses:
         rc = d.root_cause
         if rc is not None and rc.onset_step is not None:
-            row = esc(name) if per_run and len(diagnoses) > 1 else esc(
-                f"{name + ' · ' if len(diagnoses) > 1 else ''}root cause · {rc.kind}")
+            row = (
+                esc(name)
+                if per_run and len(diagnoses) > 1
+                else esc(f"{name + ' · ' if len(diagnoses) > 1 else ''}root cause · {rc.kind}")
+            )
             order.append(row)
             roots_x.append(rc.onset_step)
             roots_y.append(row)
-            roots_text.append(esc(f"{name}: root cause {rc.kind} in {rc.metric or 'run'} "
-                                  f"at step {rc.onset_step} → {d.label}"))
+            roots_text.append(
+                esc(
+                    f"{name}: root cause {rc.kind} in {rc.metric or 'run'} "
+                    f"at step {rc.onset_step} → {d.label}"
+                )
+            )
     shown = set(roots_y) | {r for r, _ in detail}  # built once, not per row
     order = [r for r in dict.fromkeys(order) if r in shown]
     if len(diagnoses) > 1:  # each run's rows together, its root cause right below them
         names = [esc(n) for n, _ in diagnoses]
-        order.sort(key=lambda r: next(
-            (i for i, n in enumerate(names) if r == n or r.startswith(f"{n} · ")), 0))
+        order.sort(
+            key=lambda r: next(
+                (i for i, n in enumerate(names) if r == n or r.startswith(f"{n} · ")), 0
+            )
+        )
     last = max((d.last_step for _, d in diagnoses if d.last_step is not None), default=None)
     traces: list[go.Scatter] = []
     for severity in ("info", "warning", "critical"):
         traces += _severity_trace(by_severity.get(severity, []), severity, last_step=last)
-    traces.append(go.Scatter(
-        x=roots_x, y=roots_y, mode="markers", name="root cause", hovertext=roots_text,
-        hoverinfo="text", marker={"symbol": "star", "size": 15, "color": ROOT_COLOR}))
+    traces.append(
+        go.Scatter(
+            x=roots_x,
+            y=roots_y,
+            mode="markers",
+            name="root cause",
+            hovertext=roots_text,
+            hoverinfo="text",
+            marker={"symbol": "star", "size": 15, "color": ROOT_COLOR},
+        )
+    )
     fig = go.Figure(traces)
     fig.update_layout(**base_layout(title="", height_px=90 + 24 * max(len(order), 1)))
     fig.update_layout(
-        xaxis_title="step", margin={"t": 30},
-        yaxis={"type": "category", "categoryorder": "array", "categoryarray": order[::-1],
-               "range": [-0.5, max(len(order), 1) - 0.5], "automargin": True,
-               "gridcolor": "#eef0f2"},
+        xaxis_title="step",
+        margin={"t": 30},
+        yaxis={
+            "type": "category",
+            "categoryorder": "array",
+            "categoryarray": order[::-1],
+            "range": [-0.5, max(len(order), 1) - 0.5],
+            "automargin": True,
+            "gridcolor": "#eef0f2",
+        },
     )
     for x in roots_x:
         fig.add_vline(x=x, line={"color": ROOT_COLOR, "dash": "dash", "width": 1})
     if not order:
-        fig.add_annotation(text="no events", showarrow=False, x=0.5, y=0.5, xref="paper",
-                           yref="paper", font={"color": "#777"})
+        fig.add_annotation(
+            text="no events",
+            showarrow=False,
+            x=0.5,
+            y=0.5,
+            xref="paper",
+            yref="paper",
+            font={"color": "#777"},
+        )
     if last is not None:
         first = min((d.first_step for _, d in diagnoses if d.first_step is not None), default=0)
         fig.update_xaxes(range=[first, last])

@@ -24,8 +24,18 @@ if TYPE_CHECKING:
 
 #: attrs every run has (None when unknown)
 STANDARD_ATTRS = (
-    "role", "group", "seed", "experts_kept", "experts_total", "cost_per_step", "precision",
-    "step_kind", "format", "source", "log_interval", "notes",
+    "role",
+    "group",
+    "seed",
+    "experts_kept",
+    "experts_total",
+    "cost_per_step",
+    "precision",
+    "step_kind",
+    "format",
+    "source",
+    "log_interval",
+    "notes",
 )
 
 
@@ -60,9 +70,16 @@ class Run:
     superseded: list[Run] = field(default_factory=list)
 
     @classmethod
-    def from_raw(cls, raw: pl.DataFrame, *, name: str, source: str | Path, fmt: str,
-                 aliases: AliasTable | None = None, attrs: Mapping[str, Any] | None = None,
-                 ) -> Run:
+    def from_raw(
+        cls,
+        raw: pl.DataFrame,
+        *,
+        name: str,
+        source: str | Path,
+        fmt: str,
+        aliases: AliasTable | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> Run:
         """The run of a raw frame (``step, key, value[, wall_time]``, in the order logged).
 
         Restarts and interleaved records are resolved, keys mapped to canonical metric names
@@ -106,8 +123,12 @@ class Run:
 
     def wide(self, metrics: list[str] | None = None) -> pl.DataFrame:
         """One row per step, one column per metric (absent values are null, NaN stays NaN)."""
-        frame = self.frame if metrics is None else self.frame.filter(pl.col("metric").is_in(metrics))
-        return frame.pivot(on="metric", index="step", values="value", aggregate_function="last").sort("step")
+        frame = (
+            self.frame if metrics is None else self.frame.filter(pl.col("metric").is_in(metrics))
+        )
+        return frame.pivot(
+            on="metric", index="step", values="value", aggregate_function="last"
+        ).sort("step")
 
     @property
     def n_steps(self) -> int:

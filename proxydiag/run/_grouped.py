@@ -90,9 +90,13 @@ class Grouped:
             # a chunk a run: a key that keeps its name shares its chunk with the metric
             # column, so only renamed rows are written twice (a third of a DeepSpeed log's
             # rows, not all); the rows are cut alike (slices, no copy)
-            key = pl.concat([repeated(self.keys[r], n)
-                             for r, n in zip(self.ranks.tolist(), self.lengths.tolist(),
-                                             strict=True)], rechunk=False).alias("key")
+            key = pl.concat(
+                [
+                    repeated(self.keys[r], n)
+                    for r, n in zip(self.ranks.tolist(), self.lengths.tolist(), strict=True)
+                ],
+                rechunk=False,
+            ).alias("key")
             metric = self._metric_by_run(key)
             cuts = list(zip(self.starts.tolist(), self.lengths.tolist(), strict=True))
             rows = pl.concat([rows.slice(a, n) for a, n in cuts], rechunk=False)
@@ -100,19 +104,28 @@ class Grouped:
         else:
             # a polars index: gathering with a numpy array of indices costs 3x as much
             per_row = pl.Series(np.repeat(self.ranks.astype(np.uint32), self.lengths))
-            key = (self.text_keys.alias("key") if self.text_keys is not None
-                   else pl.Series("key", self.keys, dtype=pl.Utf8).gather(per_row))
-            metric = (pl.Series("metric", self.metrics, dtype=pl.Utf8).gather(per_row)
-                      if renamed else key.alias("metric"))
+            key = (
+                self.text_keys.alias("key")
+                if self.text_keys is not None
+                else pl.Series("key", self.keys, dtype=pl.Utf8).gather(per_row)
+            )
+            metric = (
+                pl.Series("metric", self.metrics, dtype=pl.Utf8).gather(per_row)
+                if renamed
+                else key.alias("metric")
+            )
         timed = "wall_time" in rows.columns
-        return aligned(rows.select(
-            pl.lit(rid, dtype=pl.Utf8).alias("run"),
-            "step",
-            metric,
-            key,
-            value,
-            "wall_time" if timed else pl.lit(None, dtype=pl.Float64).alias("wall_time"),
-        ), timed=timed)
+        return aligned(
+            rows.select(
+                pl.lit(rid, dtype=pl.Utf8).alias("run"),
+                "step",
+                metric,
+                key,
+                value,
+                "wall_time" if timed else pl.lit(None, dtype=pl.Float64).alias("wall_time"),
+            ),
+            timed=timed,
+        )
 
     def _metric_by_run(self, key: pl.Series) -> pl.Series:
         """The metric column in the chunks of ``key`` (cut at every run's start): a run whose
@@ -121,8 +134,9 @@ class Grouped:
         for rank, length in zip(self.ranks.tolist(), self.lengths.tolist(), strict=True):
             piece = key.slice(start, length)
             if self.metrics[rank] != self.keys[rank]:
-                piece = pl.concat([repeated(self.metrics[rank], n)
-                                   for n in piece.chunk_lengths()], rechunk=False)
+                piece = pl.concat(
+                    [repeated(self.metrics[rank], n) for n in piece.chunk_lengths()], rechunk=False
+                )
             pieces.append(piece)
             start += length
         return pl.concat(pieces, rechunk=False).alias("metric")
@@ -130,8 +144,11 @@ class Grouped:
     def _metric_spans(self, ranks: list[int]) -> list[tuple[int, int]]:
         """``(start, stop)`` of the rows of each metric in ``ranks`` (each is contiguous)."""
         starts, ends = self.starts, self.starts + self.lengths
-        return [(int(starts[self.ranks == r].min()), int(ends[self.ranks == r].max()))
-                for r in ranks if (self.ranks == r).any()]
+        return [
+            (int(starts[self.ranks == r].min()), int(ends[self.ranks == r].max()))
+            for r in ranks
+            if (self.ranks == r).any()
+        ]
 
 
 def per_step(value: pl.Series, spans: list[tuple[int, int]]) -> pl.Series:
@@ -158,8 +175,7 @@ def per_step(value: pl.Series, spans: list[tuple[int, int]]) -> pl.Series:
         return out
     # cut as ``value`` was (slices: no copy), or its frame's columns would not be aligned
     starts = np.cumsum([0, *lengths[:-1]]).tolist()
-    return pl.concat([out.slice(a, n) for a, n in zip(starts, lengths, strict=True)],
-                     rechunk=False)
+    return pl.concat([out.slice(a, n) for a, n in zip(starts, lengths, strict=True)], rechunk=False)
 
 
 def group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str]) -> Grouped:
@@ -185,21 +201,29 @@ def group_by_metric(frame: pl.DataFrame, coded: keys.Codes, metric_of: list[str]
         # text keys are kept or sliced with the rows, not gathered (coded keys are gathered
         # from their names, in one chunk: so are the rows then)
         text = frame.get_column("key")
-        aligned = (text.dtype == pl.Utf8
-                   and few_aligned_chunks([*rows.iter_columns(), text]))
+        aligned = text.dtype == pl.Utf8 and few_aligned_chunks([*rows.iter_columns(), text])
         renamed = metrics != key_names
         grouped = rows if text.dtype != pl.Utf8 else rows.with_columns(text)
         # slices, not a copy (a chunk a run) when they are few; nothing to move when the
         # runs are in order and keep their names
         by_run = aligned and len(order) <= MAX_CHUNKS
         if not (in_order and aligned and not renamed):
-            grouped = pl.concat([grouped.slice(int(coded.starts[r]), int(lengths[r]))
-                                 for r in order], rechunk=not by_run)
+            grouped = pl.concat(
+                [grouped.slice(int(coded.starts[r]), int(lengths[r])) for r in order],
+                rechunk=not by_run,
+            )
         else:
             by_run = False
         text_keys = grouped.get_column("key") if "key" in grouped.columns else None
-        return Grouped(grouped.drop("key", strict=False), run_ranks[order], lengths[order],
-                        metrics, key_names, text_keys, by_run)
+        return Grouped(
+            grouped.drop("key", strict=False),
+            run_ranks[order],
+            lengths[order],
+            metrics,
+            key_names,
+            text_keys,
+            by_run,
+        )
     per_row = rank[coded.per_row()]
     order = np.argsort(per_row, kind="stable")
     counts = np.bincount(per_row, minlength=len(metrics))

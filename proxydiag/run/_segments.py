@@ -48,9 +48,7 @@ def resolve_all(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[Event], pl.DataFr
     frame = frame.with_columns(
         # a drop below the key's previous step: one restart per drop, not one per row that
         # stays below an earlier maximum (tr8-104B: 3 restarts, not 13)
-        (pl.col("step") < pl.col("step").shift(1).over("_k"))
-        .fill_null(False)
-        .alias("_restart")
+        (pl.col("step") < pl.col("step").shift(1).over("_k")).fill_null(False).alias("_restart")
     )
     events: list[Event] = []
     reordered = False
@@ -62,14 +60,21 @@ def resolve_all(raw: pl.DataFrame) -> tuple[pl.DataFrame, list[Event], pl.DataFr
     # restarts resolved, steps never decrease per key: a duplicate follows its twin, so this
     # cheap check spares the (key, step) hash of is_duplicated() on clean runs
     has_dup = frame.select((pl.col("step") == pl.col("step").shift(1).over("_k")).any()).item()
-    dup_mask = frame.select(pl.struct("key", "step").is_duplicated()).to_series() if has_dup else None
+    dup_mask = (
+        frame.select(pl.struct("key", "step").is_duplicated()).to_series() if has_dup else None
+    )
     if dup_mask is not None and dup_mask.any():
         n_dups = int(dup_mask.sum())
         keys = frame.filter(dup_mask)["key"].unique().head(5).to_list()
         frame = frame.sort("_seq").unique(subset=["_k", "step"], keep="last", maintain_order=True)
         events.append(
             Event(
-                "duplicate_steps", None, None, None, "info", 1.0,
+                "duplicate_steps",
+                None,
+                None,
+                None,
+                "info",
+                1.0,
                 f"{n_dups} rows share a (key, step) with another row (interleaved ranks or "
                 f"engines, e.g. {', '.join(map(repr, keys))}); the last value of each was kept",
             )
@@ -89,8 +94,16 @@ def _drop_orphans(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[Event], pl.Da
     frame = frame.join(starts.select("_k", "_seg", "_cutoff"), on=["_k", "_seg"], how="left")
     is_kept = pl.col("_cutoff").is_null() | (pl.col("step") < pl.col("_cutoff"))
     kept = frame.filter(is_kept)
-    superseded = frame.filter(~is_kept).sort("_seq").select(
-        "step", "key", "value", "wall_time", pl.col("_cutoff").cast(pl.Int64).alias(ROLLED_BACK_TO)
+    superseded = (
+        frame.filter(~is_kept)
+        .sort("_seq")
+        .select(
+            "step",
+            "key",
+            "value",
+            "wall_time",
+            pl.col("_cutoff").cast(pl.Int64).alias(ROLLED_BACK_TO),
+        )
     )
     dropped = frame.height - kept.height
     restarts = (
@@ -101,7 +114,12 @@ def _drop_orphans(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[Event], pl.Da
     )
     events = [
         Event(
-            "restart", None, int(row["_start"]), None, "info", 1.0,
+            "restart",
+            None,
+            int(row["_start"]),
+            None,
+            "info",
+            1.0,
             f"steps went back to {row['_start']} on {row['n_keys']} key(s): a restart; "
             "the later segment wins from that step on",
         )
@@ -109,13 +127,25 @@ def _drop_orphans(frame: pl.DataFrame) -> tuple[pl.DataFrame, list[Event], pl.Da
     ]
     if restarts.height > _MAX_EVENTS:
         events.append(
-            Event("restart", None, None, None, "info", 1.0,
-                  f"{restarts.height - _MAX_EVENTS} more restarts not listed")
+            Event(
+                "restart",
+                None,
+                None,
+                None,
+                "info",
+                1.0,
+                f"{restarts.height - _MAX_EVENTS} more restarts not listed",
+            )
         )
     if events and dropped:
         first = events[0]
         events[0] = Event(
-            first.kind, first.metric, first.onset_step, first.end_step, first.severity,
-            first.confidence, first.evidence + f" ({dropped} superseded rows dropped in total)",
+            first.kind,
+            first.metric,
+            first.onset_step,
+            first.end_step,
+            first.severity,
+            first.confidence,
+            first.evidence + f" ({dropped} superseded rows dropped in total)",
         )
     return kept.drop("_seg", "_cutoff"), events, superseded

@@ -59,18 +59,25 @@ def build_run(
             coded = keys.of(frame["key"])
     # aliases compete among the keys that have rows: an Enum may name keys without any (an
     # empty column of a wide table), and those must not win a canonical name
-    resolved = table.resolve([k for k, has in zip(coded.names, coded.present(), strict=True)
-                              if has])
+    resolved = table.resolve(
+        [k for k, has in zip(coded.names, coded.present(), strict=True) if has]
+    )
     grouped = group_by_metric(frame, coded, [resolved.get(k, k) for k in coded.names])
     if not monotonic and grouped.steps_not_increasing():
         frame, seg_events, dropped = segments.resolve_all(frame)
         run = build_run(
-            frame, name=name, source=source, fmt=fmt, aliases=table, attrs=attrs,
-            events=[*(events or []), *seg_events], sidecar=sidecar, monotonic=True,
+            frame,
+            name=name,
+            source=source,
+            fmt=fmt,
+            aliases=table,
+            attrs=attrs,
+            events=[*(events or []), *seg_events],
+            sidecar=sidecar,
+            monotonic=True,
         )
         if rollbacks:
-            run.superseded = _superseded(frame, dropped, run, source=source, fmt=fmt,
-                                         aliases=table)
+            run.superseded = _superseded(frame, dropped, run, source=source, fmt=fmt, aliases=table)
         return run
     del frame  # ``grouped`` holds what is left of it
     name, all_attrs = run_attrs(name, source, fmt, attrs, sidecar)
@@ -92,17 +99,29 @@ def _superseded(kept: pl.DataFrame, dropped: pl.DataFrame, run: Run, **build: An
     for back in backs[:MAX_ROLLBACKS]:
         rows = dropped.filter(pl.col(segments.ROLLED_BACK_TO) == back).drop(segments.ROLLED_BACK_TO)
         before = kept.filter(pl.col("step") < back).select(rows.columns)
-        attrs = {**run.attrs, "rolled_back_to": int(back),
-                 "superseded_until": int(rows["step"].max() or back),  # type: ignore[arg-type]
-                 "run_id": f"{run.id}@{back}"}
-        out.append(build_run(pl.concat([before, rows.cast(before.schema)]),
-                             name=f"{run.name} (before the rollback to {back})", attrs=attrs,
-                             rollbacks=False, **build))
+        attrs = {
+            **run.attrs,
+            "rolled_back_to": int(back),
+            "superseded_until": int(rows["step"].max() or back),  # type: ignore[arg-type]
+            "run_id": f"{run.id}@{back}",
+        }
+        out.append(
+            build_run(
+                pl.concat([before, rows.cast(before.schema)]),
+                name=f"{run.name} (before the rollback to {back})",
+                attrs=attrs,
+                rollbacks=False,
+                **build,
+            )
+        )
     return out
 
 
 def run_attrs(
-    name: str, source: str | Path, fmt: str, attrs: Mapping[str, Any] | None,
+    name: str,
+    source: str | Path,
+    fmt: str,
+    attrs: Mapping[str, Any] | None,
     sidecar: Path | None,
 ) -> tuple[str, dict[str, Any]]:
     """The run's name and attrs: the reader's, then the sidecar's (a user's statement beats
@@ -127,11 +146,13 @@ def cumulative_metrics(table: AliasTable, metrics: list[str]) -> set[str]:
 
 
 def make_run(
-    frame: pl.DataFrame, name: str, attrs: dict[str, Any], aliases: AliasTable,
-    resolved: Mapping[str, str], events: list[Event] | None,
+    frame: pl.DataFrame,
+    name: str,
+    attrs: dict[str, Any],
+    aliases: AliasTable,
+    resolved: Mapping[str, str],
+    events: list[Event] | None,
 ) -> Run:
     """The Run, mapping each canonical metric to the key it was read from."""
     mapping = {m: k for k, m in resolved.items() if m in aliases.specs}
     return Run(frame, name, attrs, mapping, list(events or []))
-
-

@@ -105,7 +105,9 @@ def of(keys: pl.Series) -> Codes:
     if starts is not None and len(starts) * _ROWS_PER_RUN <= n:
         index: dict[str, int] = {}
         run_codes = np.fromiter(
-            (index.setdefault(k, len(index)) for k in firsts), dtype=np.uint32, count=len(starts),
+            (index.setdefault(k, len(index)) for k in firsts),
+            dtype=np.uint32,
+            count=len(starts),
         )
         return Codes(list(index), starts, run_codes, n)
     names = keys.unique(maintain_order=True).cast(pl.Utf8)

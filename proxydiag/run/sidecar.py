@@ -17,8 +17,19 @@ SIDECAR = "proxydiag.json"
 
 
 _SIDECAR_FIELDS = (
-    "role", "group", "seed", "experts_kept", "experts_total", "cost_per_step", "precision",
-    "step_kind", "notes", "name", "log_interval", "params", "tags",
+    "role",
+    "group",
+    "seed",
+    "experts_kept",
+    "experts_total",
+    "cost_per_step",
+    "precision",
+    "step_kind",
+    "notes",
+    "name",
+    "log_interval",
+    "params",
+    "tags",
 )
 
 
@@ -38,7 +49,9 @@ def read_sidecar(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise IngestError(f"{path}: invalid proxydiag.json sidecar ({exc}); fix or remove it") from exc
+        raise IngestError(
+            f"{path}: invalid proxydiag.json sidecar ({exc}); fix or remove it"
+        ) from exc
     if not isinstance(data, dict):
         raise IngestError(f"{path}: a proxydiag.json sidecar must hold a JSON object")
     out = {k: data[k] for k in _SIDECAR_FIELDS if k in data}

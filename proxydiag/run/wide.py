@@ -49,15 +49,20 @@ class Wide:
             return empty_raw()
         n, k = self.step.len(), len(self.columns)
         value = pl.concat(self.columns, rechunk=True).alias("value")
-        raw = pl.DataFrame([
-            pl.Series("step", np.tile(self.step.to_numpy(), k)),
-            # column names are distinct (polars frames have no duplicate names): Enum categories
-            enum_keys(np.repeat(np.arange(k, dtype=np.min_scalar_type(k)), n),
-                      [m.name for m in self.columns]),
-            value,
-        ])
+        raw = pl.DataFrame(
+            [
+                pl.Series("step", np.tile(self.step.to_numpy(), k)),
+                # column names are distinct (polars frames have no duplicate names): Enum categories
+                enum_keys(
+                    np.repeat(np.arange(k, dtype=np.min_scalar_type(k)), n),
+                    [m.name for m in self.columns],
+                ),
+                value,
+            ]
+        )
         raw = raw.with_columns(
-            pl.concat([self.wall] * k, rechunk=True) if self.wall is not None
+            pl.concat([self.wall] * k, rechunk=True)
+            if self.wall is not None
             else pl.lit(None, dtype=pl.Float64).alias("wall_time")
         )
         if value.has_nulls():  # an empty cell is no row
@@ -107,8 +112,15 @@ def build_table(
     (its steps strictly increase and every key has a metric name of its own), else through
     its raw frame (also when a key or metric is named like one of the unpivot's columns).
     Both give the same Run."""
-    kwargs: dict[str, Any] = {"name": name, "source": source, "fmt": fmt, "aliases": aliases,
-                              "attrs": attrs, "sidecar": sidecar, "monotonic": monotonic}
+    kwargs: dict[str, Any] = {
+        "name": name,
+        "source": source,
+        "fmt": fmt,
+        "aliases": aliases,
+        "attrs": attrs,
+        "sidecar": sidecar,
+        "monotonic": monotonic,
+    }
     if isinstance(table, pl.DataFrame):
         return build_run(table, **kwargs)
     aliases = aliases or AliasTable.default()
@@ -119,8 +131,13 @@ def build_table(
         return build_run(table.raw(), **kwargs)
     resolved, metrics, order = plan
     name, all_attrs = run_attrs(name, source, fmt, attrs, sidecar)
-    out = _wide_frame(table, [columns[i] for i in order], [metrics[i] for i in order],
-                      all_attrs["run_id"], cumulative_metrics(aliases, metrics))
+    out = _wide_frame(
+        table,
+        [columns[i] for i in order],
+        [metrics[i] for i in order],
+        all_attrs["run_id"],
+        cumulative_metrics(aliases, metrics),
+    )
     return make_run(out, name, all_attrs, aliases, resolved, None)
 
 
@@ -202,10 +219,14 @@ def _wide_frame(
     group-bys do not notice)."""
     if len(columns) <= _KEY_CHUNKS:
         return _key_chunks(table, columns, metrics, rid, cumulative)
-    spans = (threads.parts(len(columns), least=_PART_COLUMNS)
-             if table.step.len() * len(columns) >= _PARALLEL_CELLS else [(0, len(columns))])
+    spans = (
+        threads.parts(len(columns), least=_PART_COLUMNS)
+        if table.step.len() * len(columns) >= _PARALLEL_CELLS
+        else [(0, len(columns))]
+    )
     frames = threads.side_by_side(
-        lambda a, b: _wide_part(table, columns[a:b], metrics[a:b], rid, cumulative), spans)
+        lambda a, b: _wide_part(table, columns[a:b], metrics[a:b], rid, cumulative), spans
+    )
     return frames[0] if len(frames) == 1 else stacked(frames)
 
 
@@ -221,8 +242,13 @@ def _key_chunks(
     key's). 2 ms for 50 columns of 20,000 steps where polars' unpivot takes 4 on two cores."""
     step, wall = _one_chunk(table.step), table.wall
     wall = _one_chunk(wall) if wall is not None and wall.null_count() < wall.len() else None
-    pieces: dict[str, list[pl.Series]] = {"step": [], "metric": [], "key": [], "value": [],
-                                          "wall_time": []}
+    pieces: dict[str, list[pl.Series]] = {
+        "step": [],
+        "metric": [],
+        "key": [],
+        "value": [],
+        "wall_time": [],
+    }
     for column, metric in zip(columns, metrics, strict=True):
         value, steps, walls = _one_chunk(column), step, wall
         if value.has_nulls():  # an empty cell is no row
@@ -233,21 +259,32 @@ def _key_chunks(
             value = per_step(value, [(0, value.len())])
         key = repeated(column.name, value.len())
         named = key if metric == column.name else repeated(metric, value.len())
-        for name, piece in (("step", steps), ("metric", named), ("key", key), ("value", value),
-                            ("wall_time", walls)):
+        for name, piece in (
+            ("step", steps),
+            ("metric", named),
+            ("key", key),
+            ("value", value),
+            ("wall_time", walls),
+        ):
             if piece is not None:
                 pieces[name].append(piece)
-    out = {name: pl.concat(chunks, rechunk=False).alias(name)
-           for name, chunks in pieces.items() if chunks}
+    out = {
+        name: pl.concat(chunks, rechunk=False).alias(name)
+        for name, chunks in pieces.items()
+        if chunks
+    }
     timed = "wall_time" in out and out["wall_time"].null_count() < out["wall_time"].len()
-    return aligned(pl.select(
-        pl.lit(rid, dtype=pl.Utf8).alias("run"),
-        out["step"],
-        out["metric"],
-        out["key"],
-        out["value"],
-        out["wall_time"] if timed else pl.lit(None, dtype=pl.Float64).alias("wall_time"),
-    ), timed=timed)
+    return aligned(
+        pl.select(
+            pl.lit(rid, dtype=pl.Utf8).alias("run"),
+            out["step"],
+            out["metric"],
+            out["key"],
+            out["value"],
+            out["wall_time"] if timed else pl.lit(None, dtype=pl.Float64).alias("wall_time"),
+        ),
+        timed=timed,
+    )
 
 
 def _one_chunk(series: pl.Series) -> pl.Series:
@@ -263,10 +300,12 @@ def _wide_part(
     renamed = [m != c.name for m, c in zip(metrics, columns, strict=True)]
     cuts = [i for i in range(1, len(renamed)) if renamed[i] != renamed[i - 1]]
     if cuts:
-        return stacked([
-            _wide_part(table, columns[a:b], metrics[a:b], rid, cumulative)
-            for a, b in itertools.pairwise([0, *cuts, len(columns)])
-        ])
+        return stacked(
+            [
+                _wide_part(table, columns[a:b], metrics[a:b], rid, cumulative)
+                for a, b in itertools.pairwise([0, *cuts, len(columns)])
+            ]
+        )
     index = [table.step, *([table.wall.alias("wall_time")] if table.wall is not None else [])]
     wide = pl.DataFrame([*index, *columns])
     long = wide.unpivot(index=[s.name for s in index], variable_name="key", value_name="value")
@@ -282,8 +321,11 @@ def _wide_part(
         out = out.filter(pl.col("value").is_not_null())
     counts = np.array([c.len() - c.null_count() for c in columns])
     ends = np.cumsum(counts)
-    spans = [(int(e - n), int(e)) for m, n, e in zip(metrics, counts, ends, strict=True)
-             if m in cumulative]
+    spans = [
+        (int(e - n), int(e))
+        for m, n, e in zip(metrics, counts, ends, strict=True)
+        if m in cumulative
+    ]
     value = per_step(out.get_column("value"), spans) if spans else out.get_column("value")
     timed = "wall_time" in out.columns and out.get_column("wall_time").null_count() < out.height
     return out.select(

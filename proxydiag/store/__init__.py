@@ -54,8 +54,13 @@ JOURNAL = ".journal.json"
 class RunStore:
     """A run store at ``path`` (created on the first write)."""
 
-    def __init__(self, path: str | Path = DEFAULT, *, lock_timeout_s: float = 10.0,
-                 read_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        path: str | Path = DEFAULT,
+        *,
+        lock_timeout_s: float = 10.0,
+        read_timeout_s: float = 10.0,
+    ) -> None:
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
         self.read_timeout_s = read_timeout_s
@@ -81,8 +86,13 @@ class RunStore:
                 self._prepare()
             yield self
 
-    def put(self, run: Run, *, source_key: str | None = None, source_hash: str | None = None,
-            ) -> str:
+    def put(
+        self,
+        run: Run,
+        *,
+        source_key: str | None = None,
+        source_hash: str | None = None,
+    ) -> str:
         """Store ``run`` (replacing the run with the same id); returns the run id.
 
         ``source_key`` and ``source_hash`` name what the run was read from and the digest of
@@ -97,14 +107,22 @@ class RunStore:
             if path.exists() and files.metadata(path).get("content_hash") == digest:
                 if source_hash is not None:  # unchanged, now also known by its source
                     with self.session() as con:
-                        con.execute("UPDATE runs SET source_key = ?, source_hash = ? WHERE run = ?",
-                                    [source_key, source_hash, rid])
+                        con.execute(
+                            "UPDATE runs SET source_key = ?, source_hash = ? WHERE run = ?",
+                            [source_key, source_hash, rid],
+                        )
                 return rid  # unchanged: nothing else to do
             self._journal({"op": "put", "run": rid})
             files.write(path, run, digest=digest)
             with self.session() as con:
-                catalog.upsert_run(con, run, path=path, digest=digest, source_key=source_key,
-                                   source_hash=source_hash)
+                catalog.upsert_run(
+                    con,
+                    run,
+                    path=path,
+                    digest=digest,
+                    source_key=source_key,
+                    source_hash=source_hash,
+                )
             (self.path / JOURNAL).unlink()
         return rid
 
@@ -129,8 +147,15 @@ class RunStore:
             con.execute(
                 "INSERT OR REPLACE INTO diagnoses (run, label, onset_step, confidence, json, "
                 "mlflow_synced, created_at, input_hash) VALUES (?, ?, ?, ?, ?, false, ?, ?)",
-                [diagnosis.run, diagnosis.label, diagnosis.onset_step, diagnosis.confidence,
-                 json.dumps(d, default=str), catalog.now(), input_hash],
+                [
+                    diagnosis.run,
+                    diagnosis.label,
+                    diagnosis.onset_step,
+                    diagnosis.confidence,
+                    json.dumps(d, default=str),
+                    catalog.now(),
+                    input_hash,
+                ],
             )
             self.outbox.forget("diagnosis", diagnosis.run)  # stale
 
@@ -142,9 +167,16 @@ class RunStore:
             con.execute(
                 "INSERT OR REPLACE INTO comparisons (key, proxy_run, full_runs, fidelity, verdict, "
                 "json, mlflow_synced, created_at, input_hash) VALUES (?, ?, ?, ?, ?, ?, false, ?, ?)",
-                [key, comparison.proxy_run, list(comparison.full_runs), comparison.fidelity,
-                 comparison.verdict, json.dumps(comparison.to_dict(), default=str), catalog.now(),
-                 input_hash],
+                [
+                    key,
+                    comparison.proxy_run,
+                    list(comparison.full_runs),
+                    comparison.fidelity,
+                    comparison.verdict,
+                    json.dumps(comparison.to_dict(), default=str),
+                    catalog.now(),
+                    input_hash,
+                ],
             )
             self.outbox.forget("comparison", key)  # stale
         return key
@@ -154,12 +186,14 @@ class RunStore:
         """One row per run: id, name, role, group, seed, experts kept, cost, sizes, steps."""
         cols = ", ".join(f'"{c}"' for c in catalog.RUN_COLUMNS)
         try:
-            return self._query(f"SELECT {cols} FROM runs ORDER BY ingested_at, run",
-                               catalog.RUNS_SCHEMA)
+            return self._query(
+                f"SELECT {cols} FROM runs ORDER BY ingested_at, run", catalog.RUNS_SCHEMA
+            )
         except duckdb.BinderException:  # a catalog no writer has opened since experts_total
             cols = cols.replace('"experts_total"', 'NULL AS "experts_total"')
-            return self._query(f"SELECT {cols} FROM runs ORDER BY ingested_at, run",
-                               catalog.RUNS_SCHEMA)
+            return self._query(
+                f"SELECT {cols} FROM runs ORDER BY ingested_at, run", catalog.RUNS_SCHEMA
+            )
 
     def get(self, ref: str) -> Run:
         """The run with id ``ref`` (or the one run named ``ref``)."""
@@ -175,7 +209,8 @@ class RunStore:
         """The run id for an id or a unique name; StoreError if none or several."""
         found = self._query(
             "SELECT run, name FROM runs WHERE run = ? OR name = ? ORDER BY run = ? DESC, run",
-            {"run": pl.Utf8(), "name": pl.Utf8()}, [ref, ref, ref],
+            {"run": pl.Utf8(), "name": pl.Utf8()},
+            [ref, ref, ref],
         )
         if found.height == 0:
             raise StoreError(f"{ref}: no such run in store {self.path}; see `proxydiag runs`")
@@ -187,17 +222,23 @@ class RunStore:
     def diagnoses(self) -> pl.DataFrame:
         return self._query(
             "SELECT run, label, onset_step, confidence, json, mlflow_synced FROM diagnoses "
-            "ORDER BY run", catalog.DIAG_SCHEMA,
+            "ORDER BY run",
+            catalog.DIAG_SCHEMA,
         )
 
     def comparisons(self) -> pl.DataFrame:
         return self._query(
             "SELECT proxy_run, full_runs, fidelity, verdict, json, mlflow_synced FROM comparisons "
-            "ORDER BY key", catalog.COMP_SCHEMA,
+            "ORDER BY key",
+            catalog.COMP_SCHEMA,
         )
 
-    def query(self, sql: str, schema: dict[str, pl.DataType], params: list[Any] | None = None,
-              ) -> pl.DataFrame:
+    def query(
+        self,
+        sql: str,
+        schema: dict[str, pl.DataType],
+        params: list[Any] | None = None,
+    ) -> pl.DataFrame:
         """The rows of a read-only SQL query on the catalog, typed by ``schema`` (no rows
         where there is no catalog yet)."""
         return self._query(sql, schema, params)
@@ -231,8 +272,12 @@ class RunStore:
         """A read-write catalog connection (take :meth:`writing` first to change it)."""
         return catalog.session(self.db, read_only=False, timeout_s=self.lock_timeout_s)
 
-    def _query(self, sql: str, schema: dict[str, pl.DataType], params: list[Any] | None = None,
-               ) -> pl.DataFrame:
+    def _query(
+        self,
+        sql: str,
+        schema: dict[str, pl.DataType],
+        params: list[Any] | None = None,
+    ) -> pl.DataFrame:
         self._check_dir()
         if not self.db.exists():
             return pl.DataFrame(schema=schema)
@@ -240,7 +285,9 @@ class RunStore:
             rel = con.execute(sql, params or [])
             names = [d[0] for d in rel.description or []]
             rows = rel.fetchall()
-        return pl.DataFrame(rows, schema=list(zip(names, schema.values(), strict=True)), orient="row")
+        return pl.DataFrame(
+            rows, schema=list(zip(names, schema.values(), strict=True)), orient="row"
+        )
 
     def _journal(self, entry: dict[str, str]) -> None:
         path = self.path / JOURNAL
@@ -276,7 +323,9 @@ class RunStore:
         with self.session() as con:
             if op == "put" and path.exists():
                 run = files.read(path)
-                catalog.upsert_run(con, run, path=path, digest=files.metadata(path).get("content_hash", ""))
+                catalog.upsert_run(
+                    con, run, path=path, digest=files.metadata(path).get("content_hash", "")
+                )
             else:
                 con.execute("DELETE FROM runs WHERE run = ?", [rid])
                 path.unlink(missing_ok=True)

@@ -29,8 +29,7 @@ from proxydiag.run import Run
 SCHEMA_VERSION = 2
 CATALOG_NAME = "catalog.duckdb"
 #: small tables: one thread, and never reach for DuckDB's extension server
-_CONFIG = {"threads": 1, "autoload_known_extensions": False,
-           "autoinstall_known_extensions": False}
+_CONFIG = {"threads": 1, "autoload_known_extensions": False, "autoinstall_known_extensions": False}
 
 DDL = (
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value VARCHAR)",
@@ -64,8 +63,21 @@ GROWN = (
 
 #: columns of ``RunStore.runs()``, in order
 RUN_COLUMNS = (
-    "run", "name", "role", "group", "seed", "experts_kept", "cost_per_step", "precision",
-    "format", "source", "n_points", "n_metrics", "first_step", "last_step", "ingested_at",
+    "run",
+    "name",
+    "role",
+    "group",
+    "seed",
+    "experts_kept",
+    "cost_per_step",
+    "precision",
+    "format",
+    "source",
+    "n_points",
+    "n_metrics",
+    "first_step",
+    "last_step",
+    "ingested_at",
     "experts_total",
 )
 
@@ -84,13 +96,17 @@ def connect(db: Path, *, read_only: bool, timeout_s: float) -> duckdb.DuckDBPyCo
             return duckdb.connect(str(db), read_only=read_only, config=dict(_CONFIG))
         except duckdb.IOException as exc:
             if not _is_lock_conflict(exc):
-                raise StoreError(f"{db}: cannot open the catalog ({exc}); is it a proxydiag store?") from exc
+                raise StoreError(
+                    f"{db}: cannot open the catalog ({exc}); is it a proxydiag store?"
+                ) from exc
             if time.monotonic() > deadline:
                 raise StoreError(
                     f"{db}: the catalog stayed busy for {timeout_s:g} s; retry"
                 ) from exc
         except duckdb.Error as exc:
-            raise StoreError(f"{db}: cannot open the catalog ({exc}); is it a proxydiag store?") from exc
+            raise StoreError(
+                f"{db}: cannot open the catalog ({exc}); is it a proxydiag store?"
+            ) from exc
         time.sleep(delay * (0.5 + random.random()))
         delay = min(delay * 2, 0.1)
 
@@ -124,8 +140,10 @@ def create(con: duckdb.DuckDBPyConnection, db: Path) -> None:
     check_version(con, db)
     for statement in GROWN:
         con.execute(statement)
-    con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version' AND CAST(value AS INTEGER) < ?",
-                [str(SCHEMA_VERSION), SCHEMA_VERSION])
+    con.execute(
+        "UPDATE meta SET value = ? WHERE key = 'schema_version' AND CAST(value AS INTEGER) < ?",
+        [str(SCHEMA_VERSION), SCHEMA_VERSION],
+    )
 
 
 def check_version(con: duckdb.DuckDBPyConnection, db: Path) -> None:
@@ -146,12 +164,28 @@ def now() -> dt.datetime:
 
 
 #: the columns ``upsert_run`` writes, in order
-_WRITTEN = (*RUN_COLUMNS, "content_hash", "schema_version", "file", "attrs", "mapping",
-            "events", "source_key", "source_hash")
+_WRITTEN = (
+    *RUN_COLUMNS,
+    "content_hash",
+    "schema_version",
+    "file",
+    "attrs",
+    "mapping",
+    "events",
+    "source_key",
+    "source_hash",
+)
 
 
-def upsert_run(con: duckdb.DuckDBPyConnection, run: Run, *, path: Path, digest: str,
-               source_key: str | None = None, source_hash: str | None = None) -> None:
+def upsert_run(
+    con: duckdb.DuckDBPyConnection,
+    run: Run,
+    *,
+    path: Path,
+    digest: str,
+    source_key: str | None = None,
+    source_hash: str | None = None,
+) -> None:
     """Replace the catalog row of ``run`` (inside a write session)."""
     attrs = run.attrs
     frame = run.frame
@@ -160,15 +194,32 @@ def upsert_run(con: duckdb.DuckDBPyConnection, run: Run, *, path: Path, digest: 
     names = ", ".join(f'"{c}"' for c in _WRITTEN)
     con.execute(
         f"INSERT INTO runs ({names}) VALUES ({', '.join(['?'] * len(_WRITTEN))})",
-        [run.id, run.name, _text(attrs.get("role")), _text(attrs.get("group")),
-         _int(attrs.get("seed")), _float(attrs.get("experts_kept")),
-         _float(attrs.get("cost_per_step")), _text(attrs.get("precision")),
-         _text(attrs.get("format")), _text(attrs.get("source")), frame.height,
-         frame["metric"].n_unique(), steps.min() if frame.height else None,
-         steps.max() if frame.height else None, now(), _float(attrs.get("experts_total")),
-         digest, SCHEMA_VERSION, path.name, json.dumps(attrs, default=str),
-         json.dumps(run.mapping), json.dumps([e.to_dict() for e in run.events]), source_key,
-         source_hash],
+        [
+            run.id,
+            run.name,
+            _text(attrs.get("role")),
+            _text(attrs.get("group")),
+            _int(attrs.get("seed")),
+            _float(attrs.get("experts_kept")),
+            _float(attrs.get("cost_per_step")),
+            _text(attrs.get("precision")),
+            _text(attrs.get("format")),
+            _text(attrs.get("source")),
+            frame.height,
+            frame["metric"].n_unique(),
+            steps.min() if frame.height else None,
+            steps.max() if frame.height else None,
+            now(),
+            _float(attrs.get("experts_total")),
+            digest,
+            SCHEMA_VERSION,
+            path.name,
+            json.dumps(attrs, default=str),
+            json.dumps(run.mapping),
+            json.dumps([e.to_dict() for e in run.events]),
+            source_key,
+            source_hash,
+        ],
     )
 
 
@@ -191,17 +242,36 @@ def _float(value: Any) -> float | None:
 
 
 RUNS_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.Utf8(), "name": pl.Utf8(), "role": pl.Utf8(), "group": pl.Utf8(),
-    "seed": pl.Int64(), "experts_kept": pl.Float64(), "cost_per_step": pl.Float64(),
-    "precision": pl.Utf8(), "format": pl.Utf8(), "source": pl.Utf8(), "n_points": pl.Int64(),
-    "n_metrics": pl.Int64(), "first_step": pl.Int64(), "last_step": pl.Int64(),
-    "ingested_at": pl.Datetime("us"), "experts_total": pl.Float64(),
+    "run": pl.Utf8(),
+    "name": pl.Utf8(),
+    "role": pl.Utf8(),
+    "group": pl.Utf8(),
+    "seed": pl.Int64(),
+    "experts_kept": pl.Float64(),
+    "cost_per_step": pl.Float64(),
+    "precision": pl.Utf8(),
+    "format": pl.Utf8(),
+    "source": pl.Utf8(),
+    "n_points": pl.Int64(),
+    "n_metrics": pl.Int64(),
+    "first_step": pl.Int64(),
+    "last_step": pl.Int64(),
+    "ingested_at": pl.Datetime("us"),
+    "experts_total": pl.Float64(),
 }
 DIAG_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.Utf8(), "label": pl.Utf8(), "onset_step": pl.Int64(), "confidence": pl.Float64(),
-    "json": pl.Utf8(), "mlflow_synced": pl.Boolean(),
+    "run": pl.Utf8(),
+    "label": pl.Utf8(),
+    "onset_step": pl.Int64(),
+    "confidence": pl.Float64(),
+    "json": pl.Utf8(),
+    "mlflow_synced": pl.Boolean(),
 }
 COMP_SCHEMA: dict[str, pl.DataType] = {
-    "proxy_run": pl.Utf8(), "full_runs": pl.List(pl.Utf8()), "fidelity": pl.Float64(),
-    "verdict": pl.Utf8(), "json": pl.Utf8(), "mlflow_synced": pl.Boolean(),
+    "proxy_run": pl.Utf8(),
+    "full_runs": pl.List(pl.Utf8()),
+    "fidelity": pl.Float64(),
+    "verdict": pl.Utf8(),
+    "json": pl.Utf8(),
+    "mlflow_synced": pl.Boolean(),
 }

@@ -50,7 +50,8 @@ def write(path: Path, run: Run, *, digest: str) -> None:
     try:
         with tmp.open("wb") as fh:
             run.frame.write_parquet(
-                fh, compression="zstd",
+                fh,
+                compression="zstd",
                 metadata={META_KEY: json.dumps(meta, default=str)},
             )
             fh.flush()
@@ -77,7 +78,9 @@ def metadata(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise
     except (OSError, pl.exceptions.PolarsError) as exc:
-        raise StoreError(f"{path}: unreadable run file ({exc}); remove the run and re-ingest") from exc
+        raise StoreError(
+            f"{path}: unreadable run file ({exc}); remove the run and re-ingest"
+        ) from exc
     if raw is None:
         raise StoreError(f"{path}: not a proxydiag run file (no metadata)")
     data: dict[str, Any] = json.loads(raw)
@@ -90,7 +93,9 @@ def read(path: Path) -> Run:
     try:
         frame = pl.read_parquet(path, glob=False)
     except (OSError, pl.exceptions.PolarsError) as exc:
-        raise StoreError(f"{path}: unreadable run file ({exc}); remove the run and re-ingest") from exc
+        raise StoreError(
+            f"{path}: unreadable run file ({exc}); remove the run and re-ingest"
+        ) from exc
     frame = frame.select([pl.col(c).cast(t) for c, t in SCHEMA.items()])
     events = [Event(**e) for e in meta.get("events", [])]
     return Run(frame, meta["name"], meta.get("attrs", {}), meta.get("mapping", {}), events)

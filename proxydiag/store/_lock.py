@@ -83,7 +83,10 @@ class WriterLock:
     def _locked_error(self) -> StoreLockedError:
         info = self.holder()
         who = (
-            f"PID {info.get('pid')} on host {info.get('host')}" if info.get("pid")
+            f"PID {info.get('pid')} on host {info.get('host')}"
+            if info.get("pid")
             else "another process"
         )
-        return StoreLockedError(f"store {self.root} is in use by {who}; retry or use another --store")
+        return StoreLockedError(
+            f"store {self.root} is in use by {who}; retry or use another --store"
+        )

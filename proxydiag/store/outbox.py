@@ -56,8 +56,12 @@ class Outbox:
         except FileNotFoundError:
             return None
         except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:
-            warnings.warn(IngestWarning(f"{path}: damaged pending report ({exc}); syncing the "
-                                        "result without it"), stacklevel=2)
+            warnings.warn(
+                IngestWarning(
+                    f"{path}: damaged pending report ({exc}); syncing the result without it"
+                ),
+                stacklevel=2,
+            )
             return None
 
     def forget(self, kind: str, key: str) -> None:
@@ -65,8 +69,13 @@ class Outbox:
         holds it)."""
         self._report_path(kind, key).unlink(missing_ok=True)
 
-    def mark_synced(self, kind: str, key: str, *, result: Mapping[str, Any] | None = None,
-                    ) -> bool:
+    def mark_synced(
+        self,
+        kind: str,
+        key: str,
+        *,
+        result: Mapping[str, Any] | None = None,
+    ) -> bool:
         """Mark a stored diagnosis (key: run id) or comparison (key) as logged to MLflow, and
         drop its kept report; returns whether it was marked.
 
@@ -78,8 +87,9 @@ class Outbox:
         if result is not None:
             where, params = f"{where} AND json = ?", [key, json.dumps(result, default=str)]
         with self._store.writing(), self._store.session() as con:
-            marked = con.execute(f"UPDATE {table} SET mlflow_synced = true WHERE {where}",
-                                 params).fetchall()
+            marked = con.execute(
+                f"UPDATE {table} SET mlflow_synced = true WHERE {where}", params
+            ).fetchall()
             done = bool(marked and marked[0][0])
             if done:
                 self.forget(kind, key)
@@ -92,12 +102,25 @@ class Outbox:
         out: list[dict[str, Any]] = []
         store = self._store
         for row in store.diagnoses().filter(~pl.col("mlflow_synced")).iter_rows(named=True):
-            out.append({"kind": "diagnosis", "key": row["run"], "run": row["run"],
-                        "result": json.loads(row["json"])})
+            out.append(
+                {
+                    "kind": "diagnosis",
+                    "key": row["run"],
+                    "run": row["run"],
+                    "result": json.loads(row["json"]),
+                }
+            )
         for row in store.comparisons().filter(~pl.col("mlflow_synced")).iter_rows(named=True):
             key = comparison_key(row["proxy_run"], row["full_runs"])
-            out.append({"kind": "comparison", "key": key, "run": row["proxy_run"],
-                        "full_runs": row["full_runs"], "result": json.loads(row["json"])})
+            out.append(
+                {
+                    "kind": "comparison",
+                    "key": key,
+                    "run": row["proxy_run"],
+                    "full_runs": row["full_runs"],
+                    "result": json.loads(row["json"]),
+                }
+            )
         return out
 
     def clean_temporaries(self) -> None:

@@ -42,4 +42,3 @@ def write_sample_runs(out_dir: str | Path) -> Path:
     from proxydiag.synth.samples import write_sample_runs as _write
 
     return _write(out_dir)
-

@@ -72,8 +72,12 @@ def write_corpus(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     planner = Planner(
-        seed=seed, formats=formats or FORMATS, namings=namings or tuple(NAMINGS),
-        log_intervals=log_intervals, precisions=precisions, steps=steps,
+        seed=seed,
+        formats=formats or FORMATS,
+        namings=namings or tuple(NAMINGS),
+        log_intervals=log_intervals,
+        precisions=precisions,
+        steps=steps,
         variants=variants or DEFAULT_VARIANTS,
     )
     runs: dict[str, dict[str, Any]] = {}
@@ -91,8 +95,13 @@ def write_corpus(
 def write_planned(out: Path, planned: PlannedRun) -> dict[str, Any]:
     """Simulate and write one planned run; return its ``labels.json`` entry."""
     sr = simulate(planned.scenario, seed=planned.seed)
-    write_run(out / planned.name, sr, fmt=planned.fmt, naming=planned.naming,
-              log_interval=planned.log_interval)
+    write_run(
+        out / planned.name,
+        sr,
+        fmt=planned.fmt,
+        naming=planned.naming,
+        log_interval=planned.log_interval,
+    )
     sc = planned.scenario
     return {
         "path": planned.name,
@@ -123,26 +132,42 @@ def group_pairs(group: list[PlannedRun]) -> dict[str, dict[str, Any]]:
     for p in group:
         if p.scenario.role == "proxy":
             reason = why(p.relation)
-            pairs[p.name] = {"full": fulls, "proxy": p.name, "faithful": reason == "", "why": reason}
+            pairs[p.name] = {
+                "full": fulls,
+                "proxy": p.name,
+                "faithful": reason == "",
+                "why": reason,
+            }
             if p.relation in RELATION_PHASES:
                 pairs[p.name]["phases"] = dict(RELATION_PHASES[p.relation])
         else:
             others = [f for f in fulls if f != p.name]
-            pairs[f"{p.name}-vs-seeds"] = {"full": others, "proxy": p.name, "faithful": True, "why": "",
-                                           "phases": dict(RELATION_PHASES["reproduce"])}
+            pairs[f"{p.name}-vs-seeds"] = {
+                "full": others,
+                "proxy": p.name,
+                "faithful": True,
+                "why": "",
+                "phases": dict(RELATION_PHASES["reproduce"]),
+            }
     return pairs
 
 
 def _check(
-    n_groups: int, formats: Sequence[str] | None, namings: Sequence[str] | None,
-    log_intervals: Sequence[int], precisions: Sequence[str], steps: int | None,
+    n_groups: int,
+    formats: Sequence[str] | None,
+    namings: Sequence[str] | None,
+    log_intervals: Sequence[int],
+    precisions: Sequence[str],
+    steps: int | None,
     variants: Sequence[str] | None,
 ) -> None:
     if n_groups < 1:
         raise ConfigError(f"n_groups must be >= 1, got {n_groups}")
     for label, given, allowed in (
-        ("format", formats or (), FORMATS), ("naming", namings or (), tuple(NAMINGS)),
-        ("precision", precisions, PRECISIONS), ("variant", variants or (), tuple(VARIANT_CLASS)),
+        ("format", formats or (), FORMATS),
+        ("naming", namings or (), tuple(NAMINGS)),
+        ("precision", precisions, PRECISIONS),
+        ("variant", variants or (), tuple(VARIANT_CLASS)),
     ):
         bad = [g for g in given if g not in allowed]
         if bad:

@@ -44,7 +44,9 @@ def simulate_metrics(
     lr = learning_rate(dyn, n_steps=n)
     warm = np.log1p(1.5 * np.exp(-t / (0.04 * n)))  # early grad norms are larger
     grad_trend = np.log(dyn.grad0) + warm + eff.grad_log
-    grad_norm = np.exp(grad_trend + ar1_t(rng, n_steps=n, phi=0.7, scale=dyn.grad_sigma * dyn.noise))
+    grad_norm = np.exp(
+        grad_trend + ar1_t(rng, n_steps=n, phi=0.7, scale=dyn.grad_sigma * dyn.noise)
+    )
     out: dict[str, np.ndarray] = {"lr": lr}
     overflow = np.zeros(n, dtype=bool)
     if precision == "fp16":
@@ -101,7 +103,9 @@ def _policy(
     loss = 0.3 + 0.9 * entropy + 3.0 * c  # token NLL of the sampled responses
     blow = 1.0 + 3.0 * c if eff.entropy_explodes else 1.0 - 0.9 * c
     entropy = entropy * blow * np.exp(noise(0.7, 0.03))
-    length = dyn.length0 * (1.0 + (dyn.length_growth - 1.0) * (1.0 - np.exp(-progress / dyn.tau_length)))
+    length = dyn.length0 * (
+        1.0 + (dyn.length_growth - 1.0) * (1.0 - np.exp(-progress / dyn.tau_length))
+    )
     length = np.minimum(length * (1.0 + 1.5 * c) * np.exp(noise(0.8, 0.04)), 8192.0)
     grown = 1.0 - np.exp(-progress / dyn.tau_kl)
     kl = dyn.kl_max * (0.15 + 0.85 * grown) * (1.0 + 2.0 * d) + 0.8 * c

@@ -42,46 +42,99 @@ class Naming:
         return keys
 
 
-VERL = Naming("verl", {
-    "pg_loss": "actor/pg_loss", "grad_norm": "actor/grad_norm", "entropy": "actor/entropy",
-    "reward": "critic/score/mean", "response_length": "response_length/mean",
-    "kl": "actor/kl_loss", "clip_frac": "actor/pg_clipfrac", "lr": "actor/lr",
-    "mismatch_prob_diff": "training/rollout_probs_diff_mean",
-    "mismatch_prob_diff_max": "training/rollout_probs_diff_max",
-    "mismatch_corr": "training/rollout_actor_probs_pearson_corr",
-    "mismatch_k3": "rollout_corr/k3_kl", "mismatch_kl": "rollout_corr/kl",
-    "step_time": "perf/time_per_step", "throughput": "perf/throughput",
-    "loss_scale": "actor/loss_scale",
-})
-OPENRLHF = Naming("openrlhf", {
-    "pg_loss": "train/policy_loss", "grad_norm": "train/actor_grad_norm",
-    "entropy": "train/entropy_loss", "kl": "train/kl", "reward": "train/reward",
-    "response_length": "train/response_length", "clip_frac": "train/ppo_clip_ratio",
-    "lr": "train/actor_lr", "mismatch_kl": "train/vllm_kl",
-})
-TRL = Naming("trl", {
-    "pg_loss": "policy_loss", "grad_norm": "grad_norm", "entropy": "entropy", "kl": "kl",
-    "reward": "reward", "response_length": "completions/mean_length",
-    "clip_frac": "clip_ratio/region_mean", "lr": "learning_rate",
-    "mismatch_logp_diff": "sampling/sampling_logp_difference/mean",
-    "mismatch_logp_diff_max": "sampling/sampling_logp_difference/max",
-    "tokens": "num_tokens",
-}, tb_prefix="train/")
-SLIME = Naming("slime", {
-    "pg_loss": "train/pg_loss", "grad_norm": "train/grad_norm",
-    "entropy": "train/entropy_loss", "kl": "train/ppo_kl", "clip_frac": "train/pg_clipfrac",
-    "lr": "train/lr-pg_0", "mismatch_logp_diff": "train/train_rollout_logprob_abs_diff",
-    "reward": "rollout/raw_reward", "response_length": "rollout/response_len/mean",
-    "step_time": "perf/step_time",
-})
-MEGATRON = Naming("megatron", {
-    "loss": "lm loss", "grad_norm": "grad-norm", "loss_scale": "loss-scale",
-    "lr": "learning-rate", "step_time": "iteration-time",
-}, grad_on_overflow="absent", bf16_loss_scale=1.0, formats=("megatron", "tensorboard", "csv"))
-DEEPSPEED = Naming("deepspeed", {
-    "pg_loss": "act_loss", "reward": "average reward score", "lr": "lr",
-    "loss_scale": "loss scale", "skipped_total": "skipped", "step_time": "E2E latency",
-}, grad_on_overflow="absent", formats=("deepspeed",))
+VERL = Naming(
+    "verl",
+    {
+        "pg_loss": "actor/pg_loss",
+        "grad_norm": "actor/grad_norm",
+        "entropy": "actor/entropy",
+        "reward": "critic/score/mean",
+        "response_length": "response_length/mean",
+        "kl": "actor/kl_loss",
+        "clip_frac": "actor/pg_clipfrac",
+        "lr": "actor/lr",
+        "mismatch_prob_diff": "training/rollout_probs_diff_mean",
+        "mismatch_prob_diff_max": "training/rollout_probs_diff_max",
+        "mismatch_corr": "training/rollout_actor_probs_pearson_corr",
+        "mismatch_k3": "rollout_corr/k3_kl",
+        "mismatch_kl": "rollout_corr/kl",
+        "step_time": "perf/time_per_step",
+        "throughput": "perf/throughput",
+        "loss_scale": "actor/loss_scale",
+    },
+)
+OPENRLHF = Naming(
+    "openrlhf",
+    {
+        "pg_loss": "train/policy_loss",
+        "grad_norm": "train/actor_grad_norm",
+        "entropy": "train/entropy_loss",
+        "kl": "train/kl",
+        "reward": "train/reward",
+        "response_length": "train/response_length",
+        "clip_frac": "train/ppo_clip_ratio",
+        "lr": "train/actor_lr",
+        "mismatch_kl": "train/vllm_kl",
+    },
+)
+TRL = Naming(
+    "trl",
+    {
+        "pg_loss": "policy_loss",
+        "grad_norm": "grad_norm",
+        "entropy": "entropy",
+        "kl": "kl",
+        "reward": "reward",
+        "response_length": "completions/mean_length",
+        "clip_frac": "clip_ratio/region_mean",
+        "lr": "learning_rate",
+        "mismatch_logp_diff": "sampling/sampling_logp_difference/mean",
+        "mismatch_logp_diff_max": "sampling/sampling_logp_difference/max",
+        "tokens": "num_tokens",
+    },
+    tb_prefix="train/",
+)
+SLIME = Naming(
+    "slime",
+    {
+        "pg_loss": "train/pg_loss",
+        "grad_norm": "train/grad_norm",
+        "entropy": "train/entropy_loss",
+        "kl": "train/ppo_kl",
+        "clip_frac": "train/pg_clipfrac",
+        "lr": "train/lr-pg_0",
+        "mismatch_logp_diff": "train/train_rollout_logprob_abs_diff",
+        "reward": "rollout/raw_reward",
+        "response_length": "rollout/response_len/mean",
+        "step_time": "perf/step_time",
+    },
+)
+MEGATRON = Naming(
+    "megatron",
+    {
+        "loss": "lm loss",
+        "grad_norm": "grad-norm",
+        "loss_scale": "loss-scale",
+        "lr": "learning-rate",
+        "step_time": "iteration-time",
+    },
+    grad_on_overflow="absent",
+    bf16_loss_scale=1.0,
+    formats=("megatron", "tensorboard", "csv"),
+)
+DEEPSPEED = Naming(
+    "deepspeed",
+    {
+        "pg_loss": "act_loss",
+        "reward": "average reward score",
+        "lr": "lr",
+        "loss_scale": "loss scale",
+        "skipped_total": "skipped",
+        "step_time": "E2E latency",
+    },
+    grad_on_overflow="absent",
+    formats=("deepspeed",),
+)
 
 NAMINGS: dict[str, Naming] = {n.name: n for n in (VERL, OPENRLHF, TRL, SLIME, MEGATRON, DEEPSPEED)}
 FORMATS: tuple[str, ...] = ("tensorboard", "mlflow", "csv", "jsonl", "megatron", "deepspeed")
@@ -92,8 +145,9 @@ _SHOWS: dict[str, frozenset[str]] = {
     "bf16_nonfinite": frozenset({"grad_norm"}),
     "divergence": frozenset({"grad_norm"}),
     "slow_drift": frozenset({"grad_norm"}),
-    "sync_step": frozenset({m for m in VERL.keys | TRL.keys | SLIME.keys | OPENRLHF.keys
-                            if m.startswith("mismatch")}),
+    "sync_step": frozenset(
+        {m for m in VERL.keys | TRL.keys | SLIME.keys | OPENRLHF.keys if m.startswith("mismatch")}
+    ),
 }
 for _v in ("gradual_climb", "climb_then_divergence"):
     _SHOWS[_v] = _SHOWS["sync_step"]
@@ -132,7 +186,9 @@ def can_show(naming: str, fmt: str, *, variant: str, precision: str) -> bool:
     spec = NAMINGS[naming]
     if fmt not in spec.formats:
         return False
-    if naming == "deepspeed" and (precision != "fp16" or variant not in ("", "fp16_scaler_collapse")):
+    if naming == "deepspeed" and (
+        precision != "fp16" or variant not in ("", "fp16_scaler_collapse")
+    ):
         return False  # DeepSpeed-Chat logs carry no grad norm: only the scaler can show a fault
     if not variant:
         return True

@@ -25,13 +25,34 @@ from proxydiag.synth.scenario import FaultSpec, Scenario
 
 #: the group cycle: a quarter healthy, a quarter per failure class ("overflow" follows precision)
 GROUP_CYCLE = (
-    "healthy", "overflow", "divergence", "sync_step",
-    "healthy", "overflow", "divergence", "gradual_climb",
-    "healthy", "overflow", "divergence", "climb_then_divergence",
+    "healthy",
+    "overflow",
+    "divergence",
+    "sync_step",
+    "healthy",
+    "overflow",
+    "divergence",
+    "gradual_climb",
+    "healthy",
+    "overflow",
+    "divergence",
+    "climb_then_divergence",
 )
 #: relation cycles of proxies: about 40% faithful
-FAULTY_CYCLE = ("reproduce", "late", "stall", "reproduce", "miss", "grads", "reproduce", "early",
-                "wrong", "collapse", "reproduce", "dynamics")
+FAULTY_CYCLE = (
+    "reproduce",
+    "late",
+    "stall",
+    "reproduce",
+    "miss",
+    "grads",
+    "reproduce",
+    "early",
+    "wrong",
+    "collapse",
+    "reproduce",
+    "dynamics",
+)
 HEALTHY_CYCLE = ("reproduce", "extra", "reproduce", "trend", "dynamics")
 KEPT_FRACTIONS = (0.5, 0.25, 0.125)
 EXPERTS_TOTAL = 64
@@ -56,12 +77,20 @@ class Planner:
     """Assigns groups, faults, formats and namings; deterministic from ``seed``."""
 
     def __init__(
-        self, *, seed: int, formats: Sequence[str], namings: Sequence[str],
-        log_intervals: Sequence[int], precisions: Sequence[str], steps: int | None,
+        self,
+        *,
+        seed: int,
+        formats: Sequence[str],
+        namings: Sequence[str],
+        log_intervals: Sequence[int],
+        precisions: Sequence[str],
+        steps: int | None,
         variants: Sequence[str],
     ) -> None:
         if not formats or not namings or not log_intervals or not precisions or not variants:
-            raise ConfigError("formats, namings, log_intervals, precisions and variants must not be empty")
+            raise ConfigError(
+                "formats, namings, log_intervals, precisions and variants must not be empty"
+            )
         self.seed, self.formats, self.namings = seed, tuple(formats), tuple(namings)
         self.intervals, self.precisions, self.steps = tuple(log_intervals), tuple(precisions), steps
         self.variants = tuple(variants)
@@ -76,9 +105,16 @@ class Planner:
         group_seed = int(np.random.SeedSequence([self.seed, g]).generate_state(1)[0])
         fault = self._full_fault(g, precision, n_steps, rng)
         naming = self._naming(fault.variant if fault else "", precision, rng)
-        base = Scenario(f"g{g:02d}", n_steps=n_steps, precision=precision, group_seed=group_seed,
-                        experts_total=EXPERTS_TOTAL, experts_kept=EXPERTS_TOTAL, fault=fault,
-                        group=f"g{g:02d}")
+        base = Scenario(
+            f"g{g:02d}",
+            n_steps=n_steps,
+            precision=precision,
+            group_seed=group_seed,
+            experts_total=EXPERTS_TOTAL,
+            experts_kept=EXPERTS_TOTAL,
+            fault=fault,
+            group=f"g{g:02d}",
+        )
         runs = []
         for k in range(N_FULL_SEEDS):
             sc = _named(base, f"g{g:02d}-full-s{k}")
@@ -87,7 +123,9 @@ class Planner:
             runs.append(self._proxy(base, frac, naming, interval, rng))
         return runs
 
-    def _full_fault(self, g: int, precision: str, n_steps: int, rng: np.random.Generator) -> FaultSpec | None:
+    def _full_fault(
+        self, g: int, precision: str, n_steps: int, rng: np.random.Generator
+    ) -> FaultSpec | None:
         for i in range(len(GROUP_CYCLE)):
             kind = GROUP_CYCLE[(g + i) % len(GROUP_CYCLE)]
             if kind == "overflow":
@@ -110,42 +148,67 @@ class Planner:
         ties = rng.permutation(len(names))
         return min(zip(names, ties, strict=True), key=lambda nt: (self.used[nt[0]], nt[1]))[0]
 
-    def _proxy(self, base: Scenario, frac: float, naming: str, interval: int,
-               rng: np.random.Generator) -> PlannedRun:
+    def _proxy(
+        self, base: Scenario, frac: float, naming: str, interval: int, rng: np.random.Generator
+    ) -> PlannedRun:
         cycle = FAULTY_CYCLE if base.fault else HEALTHY_CYCLE
         kind = "faulty" if base.fault else "healthy"
         kept = int(EXPERTS_TOTAL * frac)
         start = self.relation_count[kind]
         for i in range(len(cycle)):
             relation = cycle[(start + i) % len(cycle)]
-            fault = proxy_fault(base.fault, relation, n_steps=base.n_steps,
-                                precision=base.precision, rng=rng)
-            if (self._combos(fault.variant if fault else "", base.precision, naming)
-                    and shows_relation(naming, relation, precision=base.precision)):
+            fault = proxy_fault(
+                base.fault, relation, n_steps=base.n_steps, precision=base.precision, rng=rng
+            )
+            if self._combos(
+                fault.variant if fault else "", base.precision, naming
+            ) and shows_relation(naming, relation, precision=base.precision):
                 break
         self.relation_count[kind] += 1
         dynamics = RELATION_DYNAMICS.get(relation, "normal")
-        sc = Scenario(f"{base.group}-proxy-e{kept}", n_steps=base.n_steps,
-                      precision=base.precision, group_seed=base.group_seed,
-                      experts_total=EXPERTS_TOTAL, experts_kept=kept, fault=fault,
-                      dynamics=dynamics, role="proxy", group=base.group)
-        return self._place(sc, seed=0, naming=naming, interval=interval, rng=rng,
-                           relation=relation)
+        sc = Scenario(
+            f"{base.group}-proxy-e{kept}",
+            n_steps=base.n_steps,
+            precision=base.precision,
+            group_seed=base.group_seed,
+            experts_total=EXPERTS_TOTAL,
+            experts_kept=kept,
+            fault=fault,
+            dynamics=dynamics,
+            role="proxy",
+            group=base.group,
+        )
+        return self._place(sc, seed=0, naming=naming, interval=interval, rng=rng, relation=relation)
 
-    def _combos(self, variant: str, precision: str, naming: str | None = None
-                ) -> list[tuple[str, str]]:
+    def _combos(
+        self, variant: str, precision: str, naming: str | None = None
+    ) -> list[tuple[str, str]]:
         namings = self.namings if naming is None else (naming,)
-        return [(f, n) for f in self.formats for n in namings
-                if can_show(n, f, variant=variant, precision=precision)]
+        return [
+            (f, n)
+            for f in self.formats
+            for n in namings
+            if can_show(n, f, variant=variant, precision=precision)
+        ]
 
-    def _place(self, sc: Scenario, *, seed: int, naming: str, interval: int,
-               rng: np.random.Generator, relation: str = "") -> PlannedRun:
+    def _place(
+        self,
+        sc: Scenario,
+        *,
+        seed: int,
+        naming: str,
+        interval: int,
+        rng: np.random.Generator,
+        relation: str = "",
+    ) -> PlannedRun:
         combos = self._combos(sc.fault.variant if sc.fault else "", sc.precision, naming)
         if not combos:
             raise ConfigError(f"{sc.name}: no requested format/naming can show this run's fault")
         ties = rng.permutation(len(combos))
-        best = min(range(len(combos)),
-                   key=lambda i: (self.used[combos[i][0]] + self.used[combos[i][1]], ties[i]))
+        best = min(
+            range(len(combos)),
+            key=lambda i: (self.used[combos[i][0]] + self.used[combos[i][1]], ties[i]),
+        )
         fmt, naming = combos[best]
         self.used.update([fmt, naming])
         return PlannedRun(sc, seed, fmt, naming, interval, relation)

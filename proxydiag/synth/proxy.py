@@ -62,14 +62,26 @@ RELATION_PHASES: dict[str, dict[str, bool]] = {
 }
 #: relation -> the run-level dynamics change of its proxy (:func:`with_dynamics`)
 RELATION_DYNAMICS: dict[str, str] = {
-    "trend": "no_learning", "dynamics": "volatile", "stall": "no_learning",
-    "grads": "noisy_grads", "collapse": "fast_entropy",
+    "trend": "no_learning",
+    "dynamics": "volatile",
+    "stall": "no_learning",
+    "grads": "noisy_grads",
+    "collapse": "fast_entropy",
 }
 #: relations whose proxy has the fault on time, as ``reproduce`` does
 _ON_TIME = {"stall": "reproduce", "grads": "reproduce", "collapse": "reproduce"}
 #: relations possible when the full run is faulty / healthy
-FAULTY_RELATIONS = ("reproduce", "late", "early", "miss", "wrong", "dynamics", "stall", "grads",
-                    "collapse")
+FAULTY_RELATIONS = (
+    "reproduce",
+    "late",
+    "early",
+    "miss",
+    "wrong",
+    "dynamics",
+    "stall",
+    "grads",
+    "collapse",
+)
 HEALTHY_RELATIONS = ("reproduce", "extra", "trend", "dynamics")
 
 
@@ -118,8 +130,9 @@ def with_dynamics(dyn: Dynamics, kind: str) -> Dynamics:
     if kind == "noisy_grads":
         return replace(dyn, grad0=dyn.grad0 * 4.0, grad_sigma=dyn.grad_sigma * 3.0)
     if kind == "fast_entropy":
-        return replace(dyn, tau_entropy=dyn.tau_entropy * 0.2,
-                       entropy_floor=dyn.entropy_floor * 0.6)
+        return replace(
+            dyn, tau_entropy=dyn.tau_entropy * 0.2, entropy_floor=dyn.entropy_floor * 0.6
+        )
     return dyn
 
 

@@ -44,70 +44,134 @@ class SampleGroup:
 
 GROUPS: tuple[SampleGroup, ...] = (
     SampleGroup(
-        "healthy", "A healthy fp16 run: scaler calibration overflows in the first steps, "
+        "healthy",
+        "A healthy fp16 run: scaler calibration overflows in the first steps, "
         "periodic growth-probe overflows, isolated grad-norm spikes that revert.",
-        "fp16", 101, 400, 1, None,
+        "fp16",
+        101,
+        400,
+        1,
+        None,
         (("tensorboard", "verl"), ("mlflow", "verl"), ("jsonl", "verl")),
-        ((32, "reproduce", "tensorboard", "verl"), (16, "trend", "csv", "verl"),
-         (8, "extra", "jsonl", "verl")),
+        (
+            (32, "reproduce", "tensorboard", "verl"),
+            (16, "trend", "csv", "verl"),
+            (8, "extra", "jsonl", "verl"),
+        ),
     ),
     SampleGroup(
-        "overflow-fp16", "fp16 loss-scaler collapse (Megatron-LM): from the onset every step "
+        "overflow-fp16",
+        "fp16 loss-scaler collapse (Megatron-LM): from the onset every step "
         "overflows, the scale halves down to 1 and iterations are skipped while the loss stays "
         "finite.",
-        "fp16", 202, 500, 1, FaultSpec("fp16_scaler_collapse", 230),
+        "fp16",
+        202,
+        500,
+        1,
+        FaultSpec("fp16_scaler_collapse", 230),
         (("megatron", "megatron"), ("megatron", "megatron"), ("tensorboard", "megatron")),
-        ((32, "reproduce", "megatron", "megatron"), (16, "late", "tensorboard", "megatron"),
-         (8, "miss", "csv", "megatron")),
+        (
+            (32, "reproduce", "megatron", "megatron"),
+            (16, "late", "tensorboard", "megatron"),
+            (8, "miss", "csv", "megatron"),
+        ),
     ),
     SampleGroup(
-        "overflow-fp16-dschat", "fp16 loss-scaler collapse (DeepSpeed-Chat PPO): OVERFLOW! "
+        "overflow-fp16-dschat",
+        "fp16 loss-scaler collapse (DeepSpeed-Chat PPO): OVERFLOW! "
         "lines on every step from the onset until DeepSpeed exits at the minimum scale.",
-        "fp16", 813, 400, 10, FaultSpec("fp16_scaler_collapse", 170),
+        "fp16",
+        813,
+        400,
+        10,
+        FaultSpec("fp16_scaler_collapse", 170),
         (("deepspeed", "deepspeed"), ("deepspeed", "deepspeed"), ("deepspeed", "deepspeed")),
-        ((32, "reproduce", "deepspeed", "deepspeed"), (16, "early", "deepspeed", "deepspeed"),
-         (8, "miss", "deepspeed", "deepspeed")),
+        (
+            (32, "reproduce", "deepspeed", "deepspeed"),
+            (16, "early", "deepspeed", "deepspeed"),
+            (8, "miss", "deepspeed", "deepspeed"),
+        ),
     ),
     SampleGroup(
-        "overflow-bf16", "bf16 non-finite gradients: NaN/inf grad norms on most steps from the "
+        "overflow-bf16",
+        "bf16 non-finite gradients: NaN/inf grad norms on most steps from the "
         "onset (the step is skipped).",
-        "bf16", 303, 500, 5, FaultSpec("bf16_nonfinite", 260),
+        "bf16",
+        303,
+        500,
+        5,
+        FaultSpec("bf16_nonfinite", 260),
         (("jsonl", "openrlhf"), ("csv", "openrlhf"), ("tensorboard", "openrlhf")),
-        ((32, "reproduce", "jsonl", "openrlhf"), (16, "reproduce", "tensorboard", "openrlhf"),
-         (8, "early", "mlflow", "openrlhf")),
+        (
+            (32, "reproduce", "jsonl", "openrlhf"),
+            (16, "reproduce", "tensorboard", "openrlhf"),
+            (8, "early", "mlflow", "openrlhf"),
+        ),
     ),
     SampleGroup(
-        "divergence", "Loss divergence: grad-norm growth that does not revert, then reward "
+        "divergence",
+        "Loss divergence: grad-norm growth that does not revert, then reward "
         "and entropy collapse, KL and clip-fraction blow-up, NaN at the end.",
-        "bf16", 404, 500, 1, FaultSpec("divergence", 210, 150),
+        "bf16",
+        404,
+        500,
+        1,
+        FaultSpec("divergence", 210, 150),
         (("tensorboard", "verl"), ("tensorboard", "verl"), ("mlflow", "verl")),
-        ((32, "reproduce", "tensorboard", "verl"), (16, "dynamics", "mlflow", "verl"),
-         (8, "wrong", "csv", "verl")),
+        (
+            (32, "reproduce", "tensorboard", "verl"),
+            (16, "dynamics", "mlflow", "verl"),
+            (8, "wrong", "csv", "verl"),
+        ),
     ),
     SampleGroup(
-        "precision-sync-step", "Precision fault, step change: a broken weight sync makes the "
+        "precision-sync-step",
+        "Precision fault, step change: a broken weight sync makes the "
         "rollout-vs-learner mismatch jump and learning stall.",
-        "bf16", 505, 500, 1, FaultSpec("sync_step", 240),
+        "bf16",
+        505,
+        500,
+        1,
+        FaultSpec("sync_step", 240),
         (("csv", "trl"), ("csv", "trl"), ("tensorboard", "trl")),
-        ((32, "reproduce", "csv", "trl"), (16, "reproduce", "tensorboard", "trl"),
-         (8, "miss", "mlflow", "trl")),
+        (
+            (32, "reproduce", "csv", "trl"),
+            (16, "reproduce", "tensorboard", "trl"),
+            (8, "miss", "mlflow", "trl"),
+        ),
     ),
     SampleGroup(
-        "precision-gradual-climb", "Precision fault, gradual climb: rounding lag of a "
+        "precision-gradual-climb",
+        "Precision fault, gradual climb: rounding lag of a "
         "low-precision sampler makes the mismatch climb steadily from the onset.",
-        "bf16", 606, 500, 5, FaultSpec("gradual_climb", 200),
+        "bf16",
+        606,
+        500,
+        5,
+        FaultSpec("gradual_climb", 200),
         (("tensorboard", "slime"), ("tensorboard", "slime"), ("jsonl", "slime")),
-        ((32, "reproduce", "tensorboard", "slime"), (16, "early", "jsonl", "slime"),
-         (8, "dynamics", "csv", "slime")),
+        (
+            (32, "reproduce", "tensorboard", "slime"),
+            (16, "early", "jsonl", "slime"),
+            (8, "dynamics", "csv", "slime"),
+        ),
     ),
     SampleGroup(
-        "precision-climb-divergence", "Precision fault that tips into divergence: the "
+        "precision-climb-divergence",
+        "Precision fault that tips into divergence: the "
         "mismatch climbs from the onset and later the run diverges; the root cause and the "
         "onset are the climb's.",
-        "bf16", 707, 500, 10, FaultSpec("climb_then_divergence", 180),
+        "bf16",
+        707,
+        500,
+        10,
+        FaultSpec("climb_then_divergence", 180),
         (("jsonl", "verl"), ("mlflow", "verl"), ("tensorboard", "verl")),
-        ((32, "reproduce", "jsonl", "verl"), (16, "late", "mlflow", "verl"),
-         (8, "miss", "tensorboard", "verl")),
+        (
+            (32, "reproduce", "jsonl", "verl"),
+            (16, "late", "mlflow", "verl"),
+            (8, "miss", "tensorboard", "verl"),
+        ),
     ),
 )
 
@@ -115,9 +179,14 @@ GROUPS: tuple[SampleGroup, ...] = (
 def planned_runs(group: SampleGroup) -> list[PlannedRun]:
     """The six runs of a sample group."""
     base = Scenario(
-        f"{group.name}-full-s0", n_steps=group.n_steps, precision=group.precision,
-        group_seed=group.group_seed, experts_total=EXPERTS_TOTAL, experts_kept=EXPERTS_TOTAL,
-        fault=group.fault, group=group.name,
+        f"{group.name}-full-s0",
+        n_steps=group.n_steps,
+        precision=group.precision,
+        group_seed=group.group_seed,
+        experts_total=EXPERTS_TOTAL,
+        experts_kept=EXPERTS_TOTAL,
+        fault=group.fault,
+        group=group.name,
     )
     runs = []
     for k, (fmt, naming) in enumerate(group.fulls):
@@ -125,11 +194,18 @@ def planned_runs(group: SampleGroup) -> list[PlannedRun]:
         runs.append(PlannedRun(sc, k, fmt, naming, group.log_interval))
     for kept, relation, fmt, naming in group.proxies:
         rng = np.random.default_rng(np.random.SeedSequence([group.group_seed, kept]))
-        fault = proxy_fault(group.fault, relation, n_steps=group.n_steps,
-                            precision=group.precision, rng=rng)
+        fault = proxy_fault(
+            group.fault, relation, n_steps=group.n_steps, precision=group.precision, rng=rng
+        )
         dynamics = RELATION_DYNAMICS.get(relation, "normal")
-        sc = replace(base, name=f"{group.name}-proxy-e{kept}", experts_kept=kept, fault=fault,
-                     dynamics=dynamics, role="proxy")
+        sc = replace(
+            base,
+            name=f"{group.name}-proxy-e{kept}",
+            experts_kept=kept,
+            fault=fault,
+            dynamics=dynamics,
+            role="proxy",
+        )
         runs.append(PlannedRun(sc, 0, fmt, naming, group.log_interval, relation))
     return runs
 

@@ -50,7 +50,9 @@ class FaultSpec:
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANT_CLASS:
-            raise ConfigError(f"unknown fault variant {self.variant!r}; use one of {sorted(VARIANT_CLASS)}")
+            raise ConfigError(
+                f"unknown fault variant {self.variant!r}; use one of {sorted(VARIANT_CLASS)}"
+            )
         if self.onset_step < 1:
             raise ConfigError(f"fault onset_step must be >= 1, got {self.onset_step}")
 
@@ -85,12 +87,16 @@ class Scenario:
             raise ConfigError(f"n_steps must be >= 50, got {self.n_steps}")
         if self.fault is not None and self.fault.onset_step >= self.n_steps:
             raise ConfigError(f"fault onset {self.fault.onset_step} is past the run's end")
-        if self.fault is not None and self.fault.variant == "fp16_scaler_collapse" and (
-            self.precision != "fp16"
+        if (
+            self.fault is not None
+            and self.fault.variant == "fp16_scaler_collapse"
+            and (self.precision != "fp16")
         ):
             raise ConfigError("fp16_scaler_collapse needs precision='fp16'")
-        if self.fault is not None and self.fault.variant == "bf16_nonfinite" and (
-            self.precision != "bf16"
+        if (
+            self.fault is not None
+            and self.fault.variant == "bf16_nonfinite"
+            and (self.precision != "bf16")
         ):
             raise ConfigError("bf16_nonfinite needs precision='bf16'")
 

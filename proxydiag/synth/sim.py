@@ -71,7 +71,10 @@ class SynthRun:
         attrs = dict(self.attrs)
         attrs["log_interval"] = 1
         return build_run(
-            frame, name=self.scenario.name, source=f"synth:{self.scenario.name}", fmt="synth",
+            frame,
+            name=self.scenario.name,
+            source=f"synth:{self.scenario.name}",
+            fmt="synth",
             attrs=attrs,
         )
 
@@ -109,7 +112,9 @@ def simulate(scenario: Scenario | str, *, seed: int) -> SynthRun:
         # dynamics. Not seeded by the onset: a proxy reproducing at 226 what the full run
         # has at 229 drew another fault, half the time with entropy going the other way
         fault_rng = np.random.default_rng(
-            np.random.SeedSequence([sc.group_seed, sorted(VARIANT_CLASS).index(sc.fault.variant), 29])
+            np.random.SeedSequence(
+                [sc.group_seed, sorted(VARIANT_CLASS).index(sc.fault.variant), 29]
+            )
         )
         faults.inject(eff, sc.fault, fault_rng)
     values = simulate_metrics(dyn, eff, precision=sc.precision, rng=noise_rng)

@@ -12,7 +12,12 @@ from proxydiag.synth.scenario import Scenario
 
 
 def write_single(
-    out_dir: str | Path, scenario: Scenario, *, seed: int, fmt: str, naming: str,
+    out_dir: str | Path,
+    scenario: Scenario,
+    *,
+    seed: int,
+    fmt: str,
+    naming: str,
     log_interval: int = 1,
 ) -> Path:
     """Write ``scenario`` into ``out_dir/<name>/`` plus a one-run ``labels.json``; return it.

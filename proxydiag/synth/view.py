@@ -76,7 +76,9 @@ def logged_rows(sr: SynthRun, *, naming: str, fmt: str, log_interval: int) -> pl
         cols_v.append(values[metric][present])
         cols_w.append(wall[present])
     frame = raw(
-        np.concatenate(cols_s), np.concatenate(cols_k), np.concatenate(cols_v),
+        np.concatenate(cols_s),
+        np.concatenate(cols_k),
+        np.concatenate(cols_v),
         np.concatenate(cols_w),
     )
     return frame.sort("step", maintain_order=True)

@@ -61,8 +61,9 @@ def _require(ok: bool, who: str, rule: str) -> None:
         raise ContractError(f"{who}: {rule}")
 
 
-def check_reader(reader: Reader, *, name: str | None = None, sample: Path | None = None
-                 ) -> list[Run]:
+def check_reader(
+    reader: Reader, *, name: str | None = None, sample: Path | None = None
+) -> list[Run]:
     """A reader says no, cheaply and without raising, to what is not its format; with a
     ``sample`` of its format it says yes and reads valid runs (returned)."""
     who = f"reader {name or getattr(reader, 'NAME', reader)!r}"
@@ -93,8 +94,9 @@ def check_dialect(dialect: Dialect, *, name: str | None = None) -> None:
     who = f"console dialect {name or getattr(dialect, 'NAME', dialect)!r}"
     _require(isinstance(dialect, Dialect), who, "needs NAME, SNIFF, extract(chunk)")
     _require(name is None or name == dialect.NAME, who, f"NAME {dialect.NAME!r} != {name!r}")
-    lines = pl.DataFrame({"line": pl.Series([1, 2], dtype=pl.Int64),
-                          "text": ["hello world", "nothing to see here"]})
+    lines = pl.DataFrame(
+        {"line": pl.Series([1, 2], dtype=pl.Int64), "text": ["hello world", "nothing to see here"]}
+    )
     text = "\n".join(lines["text"].to_list())
     _require(dialect.SNIFF.search(text) is None, who, "SNIFF matched lines of no framework")
     got = dialect.extract(Chunk(path=Path("contract.log"), lines=lines))
@@ -133,7 +135,11 @@ def check_fidelity_test(test: FidelityTest, *, name: str | None = None) -> None:
     scores = []
     for proxy in (same, doubled):
         grid = build_grid([full], proxy, buckets=FidelityConfig().buckets)
-        mg = grid.metrics["reward"] if "reward" in grid.metrics else next(iter(grid.metrics.values()))
+        mg = (
+            grid.metrics["reward"]
+            if "reward" in grid.metrics
+            else next(iter(grid.metrics.values()))
+        )
         ctx = metric_context(mg, config=FidelityConfig(), rng=np.random.default_rng(0))
         result = test.score([full], proxy, mg, ctx=ctx)
         _require(isinstance(result, TestResult), who, "score() must return a TestResult")
@@ -166,8 +172,11 @@ def check_writer(writer: Writer, *, fmt: str) -> Run:
     naming = next(n for n, spec in NAMINGS.items() if fmt in spec.formats)
     # a divergence ends in NaN grad norms (non-finite values round-trip); formats that only
     # show an fp16 scaler (DeepSpeed-Chat logs) get a scaler collapse
-    sr = next(sr for sr in (simulate(v, seed=0) for v in ("divergence", "fp16_scaler_collapse"))
-              if can_show(naming, fmt, variant=sr.truth.variant, precision=sr.scenario.precision))
+    sr = next(
+        sr
+        for sr in (simulate(v, seed=0) for v in ("divergence", "fp16_scaler_collapse"))
+        if can_show(naming, fmt, variant=sr.truth.variant, precision=sr.scenario.precision)
+    )
     with tempfile.TemporaryDirectory() as tmp:
         target = write_run(Path(tmp), sr, fmt=fmt, naming=naming, log_interval=1)
         got = read_run(target)
@@ -193,20 +202,26 @@ def _check_event(event: Any, who: str, first: int, last: int) -> None:
     _require(event.severity in _SEVERITIES, who, f"severity {event.severity!r}")
     _require(0.0 <= event.confidence <= 1.0, who, f"confidence {event.confidence}")
     if event.onset_step is not None:
-        _require(first <= event.onset_step <= last, who,
-                 f"{event.kind} onset {event.onset_step} outside the run [{first}, {last}]")
+        _require(
+            first <= event.onset_step <= last,
+            who,
+            f"{event.kind} onset {event.onset_step} outside the run [{first}, {last}]",
+        )
 
 
 def _run(metrics: dict[str, np.ndarray], steps: np.ndarray) -> Run:
-    raw = pl.DataFrame({
-        "step": np.tile(steps, len(metrics)),
-        "key": np.repeat(list(metrics), steps.size),
-        "value": np.concatenate(list(metrics.values())),
-    })
+    raw = pl.DataFrame(
+        {
+            "step": np.tile(steps, len(metrics)),
+            "key": np.repeat(list(metrics), steps.size),
+            "value": np.concatenate(list(metrics.values())),
+        }
+    )
     return Run.from_raw(raw, name="contract", source="contract", fmt="contract")
 
 
 def _renamed(run: Run, name: str, factor: float) -> Run:
     frame = run.frame.with_columns(pl.col("value") * factor, pl.lit(name).alias("run"))
-    return dataclasses.replace(run, frame=frame, name=name, attrs={**run.attrs, "source": name,
-                                                                   "run_id": name})
+    return dataclasses.replace(
+        run, frame=frame, name=name, attrs={**run.attrs, "source": name, "run_id": name}
+    )

@@ -75,7 +75,11 @@ def _signal_group(pgid: int, sig: signal.Signals) -> bool:
 
 
 def start(
-    root: Path, *, db: Path | None = None, workers: int | None = 1, timeout_s: float = 120.0,
+    root: Path,
+    *,
+    db: Path | None = None,
+    workers: int | None = 1,
+    timeout_s: float = 120.0,
 ) -> MlflowServer:
     """Start ``mlflow server`` in ``root`` and return it once it answers; ``with start(...)
     as server:`` stops it however the block ends.
@@ -87,23 +91,42 @@ def start(
     tail when the server exits or does not answer within ``timeout_s`` seconds.
     """
     if timeout_s < 0 or (workers is not None and workers < 1):
-        raise ConfigError(f"timeout_s must be >= 0 and workers >= 1 (or None), got "
-                          f"{timeout_s} and {workers}")
+        raise ConfigError(
+            f"timeout_s must be >= 0 and workers >= 1 (or None), got {timeout_s} and {workers}"
+        )
     root = root.resolve()  # the server runs in ``root``: relative paths would move
     root.mkdir(parents=True, exist_ok=True)
     db = db.resolve() if db is not None else root / "mlflow.db"
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", f"sqlite:///{db}",
-           "--serve-artifacts", "--artifacts-destination", str(root / "artifacts"),
-           "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        f"sqlite:///{db}",
+        "--serve-artifacts",
+        "--artifacts-destination",
+        str(root / "artifacts"),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     if workers is not None:
         cmd += ["--workers", str(workers)]
     environ = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_TRACKING")}
     log = root / "server.log"
     with log.open("wb") as out:  # the child keeps its own handle
-        proc = subprocess.Popen(cmd, cwd=root, env=environ | SERVER_ENV, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            cwd=root,
+            env=environ | SERVER_ENV,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = MlflowServer(uri, db, root / "artifacts", log, proc)
     try:
         healthy = wait_healthy(uri, timeout_s=timeout_s, proc=proc)
@@ -113,8 +136,10 @@ def start(
     if not healthy:
         server.stop()
         tail = " ".join(log.read_text(errors="replace")[-500:].split())
-        raise MlflowError(f"{uri}: mlflow server did not answer within {timeout_s:g} s "
-                          f"(exit code {proc.poll()}); {log} ends: {tail}")
+        raise MlflowError(
+            f"{uri}: mlflow server did not answer within {timeout_s:g} s "
+            f"(exit code {proc.poll()}); {log} ends: {tail}"
+        )
     return server
 
 
@@ -126,7 +151,10 @@ def free_port() -> int:
 
 
 def wait_healthy(
-    url: str, *, timeout_s: float, proc: subprocess.Popen[Any] | None = None,
+    url: str,
+    *,
+    timeout_s: float,
+    proc: subprocess.Popen[Any] | None = None,
     poll_s: float = 0.25,
 ) -> bool:
     """Whether ``{url}/health`` answered 200 within ``timeout_s`` seconds.

@@ -74,8 +74,9 @@ def test_grid_resolution_overlap_and_rows() -> None:
 
 def test_grid_never_has_more_buckets_than_the_sparsest_run_has_points() -> None:
     full = make_run("full", curves(1000, seed=0))
-    proxy = make_run("proxy", {k: v[::10] for k, v in curves(1000, seed=1).items()},
-                     steps=np.arange(0, 1000, 10))
+    proxy = make_run(
+        "proxy", {k: v[::10] for k, v in curves(1000, seed=1).items()}, steps=np.arange(0, 1000, 10)
+    )
     assert build_grid([full], proxy).metrics["reward"].buckets == 100
 
 
@@ -85,7 +86,9 @@ def test_progress_alignment_maps_rescaled_steps_onto_the_same_grid() -> None:
     proxy = make_run("proxy", data, steps=np.arange(500) * 4 + 1000)
     grid = build_grid([full], proxy, align="progress")
     assert grid.overlap.startswith("progress:")
-    np.testing.assert_array_equal(grid.metrics["reward"].sample[0], grid.metrics["reward"].sample[1])
+    np.testing.assert_array_equal(
+        grid.metrics["reward"].sample[0], grid.metrics["reward"].sample[1]
+    )
 
 
 def test_register_warps_the_axis_not_the_values() -> None:
@@ -111,7 +114,10 @@ def test_circular_blocks_are_runs_of_consecutive_positions() -> None:
 def test_baseline_uses_seed_pairs_or_pseudo_seeds() -> None:
     rng = np.random.default_rng(0)
     seeds = np.vstack([curves(400, seed=s)["reward"] for s in range(3)])
-    assert len(baseline(seeds, n_pseudo_seeds=8, trend_fraction=0.15, block_points=8, rng=rng).pairs) == 3
+    assert (
+        len(baseline(seeds, n_pseudo_seeds=8, trend_fraction=0.15, block_points=8, rng=rng).pairs)
+        == 3
+    )
     one = baseline(seeds[:1], n_pseudo_seeds=8, trend_fraction=0.15, block_points=8, rng=rng)
     assert one.kind == "bootstrap" and len(one.pairs) == 4
 
@@ -185,9 +191,12 @@ def test_minmax_downsample_equals_its_previous_copy(values: np.ndarray, max_poin
 
 
 @settings(max_examples=300, deadline=None)
-@given(values=arrays(np.float64, st.integers(0, 400),
-                     elements=st.one_of(_ties, st.floats(-1e300, 1e300))),
-       n_buckets=st.integers(1, 150))
+@given(
+    values=arrays(
+        np.float64, st.integers(0, 400), elements=st.one_of(_ties, st.floats(-1e300, 1e300))
+    ),
+    n_buckets=st.integers(1, 150),
+)
 def test_report_minmax_indices_equal_its_previous_copy(values: np.ndarray, n_buckets: int) -> None:
     new = downsample.minmax_indices(values, n_buckets=n_buckets)
     old = _minmax_reference.minmax_indices(values, n_buckets=n_buckets)
@@ -201,7 +210,10 @@ def test_minmax_reductions_equal_their_previous_copies_on_long_series() -> None:
         y[rng.random(n) < 0.01] = np.nan
         for points in (500, 2_000):
             assert minmax_downsample(y, max_points=points).tobytes() == (
-                _minmax_reference.minmax_downsample(y, max_points=points).tobytes())
+                _minmax_reference.minmax_downsample(y, max_points=points).tobytes()
+            )
         finite = y[np.isfinite(y)]
-        assert np.array_equal(downsample.minmax_indices(finite, n_buckets=1000),
-                              _minmax_reference.minmax_indices(finite, n_buckets=1000))
+        assert np.array_equal(
+            downsample.minmax_indices(finite, n_buckets=1000),
+            _minmax_reference.minmax_indices(finite, n_buckets=1000),
+        )

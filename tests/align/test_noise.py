@@ -8,8 +8,9 @@ import pytest
 from _noise import ar1
 
 
-def _loop_stationary(rng: np.random.Generator, n: int, *, phi: float = 0.6,
-                     sigma: float = 1.0) -> np.ndarray:
+def _loop_stationary(
+    rng: np.random.Generator, n: int, *, phi: float = 0.6, sigma: float = 1.0
+) -> np.ndarray:
     """Was ``tests/_fidelity_runs.ar1``."""
     e = rng.normal(scale=sigma * np.sqrt(1 - phi**2), size=n)
     out = np.empty(n)
@@ -19,8 +20,9 @@ def _loop_stationary(rng: np.random.Generator, n: int, *, phi: float = 0.6,
     return out
 
 
-def _loop_innovations(rng: np.random.Generator, n: int, *, phi: float = 0.6,
-                      sigma: float = 0.1) -> np.ndarray:
+def _loop_innovations(
+    rng: np.random.Generator, n: int, *, phi: float = 0.6, sigma: float = 0.1
+) -> np.ndarray:
     """Was ``tests/test_diagnose_detectors._ar1``."""
     e = rng.normal(0.0, sigma, n)
     out = np.empty(n)
@@ -30,8 +32,13 @@ def _loop_innovations(rng: np.random.Generator, n: int, *, phi: float = 0.6,
     return out
 
 
-CASES = [(seed, n, phi, sigma) for seed in range(6) for n in (1, 2, 300, 5000)
-         for phi in (0.0, 0.2, 0.3, 0.6, 0.8, 0.99, -0.5) for sigma in (0.001, 0.03, 0.1, 1.0)]
+CASES = [
+    (seed, n, phi, sigma)
+    for seed in range(6)
+    for n in (1, 2, 300, 5000)
+    for phi in (0.0, 0.2, 0.3, 0.6, 0.8, 0.99, -0.5)
+    for sigma in (0.001, 0.03, 0.1, 1.0)
+]
 
 
 @pytest.mark.parametrize("stationary", [True, False])

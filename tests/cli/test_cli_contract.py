@@ -47,18 +47,26 @@ class Result:
     seconds: float
 
     def __str__(self) -> str:  # shown by pytest when an assertion fails
-        return (f"proxydiag {' '.join(self.args)} -> exit {self.code} in {self.seconds:.1f} s\n"
-                f"--- stdout\n{self.out[-2000:]}\n--- stderr\n{self.err[-2000:]}")
+        return (
+            f"proxydiag {' '.join(self.args)} -> exit {self.code} in {self.seconds:.1f} s\n"
+            f"--- stdout\n{self.out[-2000:]}\n--- stderr\n{self.err[-2000:]}"
+        )
 
 
 def _cli(args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None) -> Result:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
     environ.update(PROXYDIAG_STORE=str(cwd / "default-store"), NO_COLOR="1", **(env or {}))
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "proxydiag", *args], cwd=cwd, env=environ,
-                          capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
-    return Result(tuple(args), proc.returncode, proc.stdout, proc.stderr,
-                  time.monotonic() - start)
+    proc = subprocess.run(
+        [sys.executable, "-m", "proxydiag", *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    return Result(tuple(args), proc.returncode, proc.stdout, proc.stderr, time.monotonic() - start)
 
 
 def _labels() -> dict[str, Any]:
@@ -71,12 +79,19 @@ def _runs() -> dict[str, str]:
     labels = _labels()
     group = {rid: r for rid, r in labels["runs"].items() if r["group"] == GROUP}
     fulls = sorted((r["seed"], rid) for rid, r in group.items() if r["role"] == "full")
-    pairs = [p for p in labels["pairs"].values() if p["proxy"] in group
-             and group[p["proxy"]]["role"] == "proxy"]
+    pairs = [
+        p
+        for p in labels["pairs"].values()
+        if p["proxy"] in group and group[p["proxy"]]["role"] == "proxy"
+    ]
     faithful = next(p["proxy"] for p in pairs if p["faithful"])
     unfaithful = next(p["proxy"] for p in pairs if p["why"].startswith("fault_"))
-    named = {"full0": fulls[0][1], "full1": fulls[1][1], "faithful": faithful,
-             "unfaithful": unfaithful}
+    named = {
+        "full0": fulls[0][1],
+        "full1": fulls[1][1],
+        "faithful": faithful,
+        "unfaithful": unfaithful,
+    }
     paths = {key: str(SAMPLES / group[rid]["path"]) for key, rid in named.items()}
     return paths | {f"{key}_name": rid for key, rid in named.items()}
 
@@ -90,53 +105,107 @@ BAD: list[tuple[str, list[str], str]] = [
     ("diagnose-missing-path", ["diagnose", "{work}/no/such/run"], "{work}/no/such/run"),
     ("diagnose-unknown-format", ["diagnose", "{work}/unknown.xyz"], "unknown.xyz"),
     ("diagnose-empty-dir", ["diagnose", "{work}/empty"], "{work}/empty"),
-    ("diagnose-bad-config-toml", ["diagnose", "{full0}", "--config", "{work}/bad.toml"], "bad.toml"),
-    ("diagnose-bad-aliases-toml", ["diagnose", "{full0}", "--aliases", "{work}/bad.toml"],
-     "bad.toml"),
-    ("diagnose-aliases-unknown-table", ["diagnose", "{full0}", "--aliases", "{work}/typo.toml"],
-     "typo.toml"),
+    (
+        "diagnose-bad-config-toml",
+        ["diagnose", "{full0}", "--config", "{work}/bad.toml"],
+        "bad.toml",
+    ),
+    (
+        "diagnose-bad-aliases-toml",
+        ["diagnose", "{full0}", "--aliases", "{work}/bad.toml"],
+        "bad.toml",
+    ),
+    (
+        "diagnose-aliases-unknown-table",
+        ["diagnose", "{full0}", "--aliases", "{work}/typo.toml"],
+        "typo.toml",
+    ),
     ("diagnose-unknown-format-option", ["diagnose", "{full0}", "--format", "yaml"], "yaml"),
     ("diagnose-unknown-fail-on", ["diagnose", "{full0}", "--fail-on", "bogus"], "bogus"),
-    ("diagnose-option-without-value", ["diagnose", "{full0}", "--format"],
-     "(see 'proxydiag diagnose --help')"),
-    ("diagnose-unknown-run-id", ["diagnose", "nosuchrun", "--store", "{work}/no-store"],
-     "nosuchrun"),
+    (
+        "diagnose-option-without-value",
+        ["diagnose", "{full0}", "--format"],
+        "(see 'proxydiag diagnose --help')",
+    ),
+    (
+        "diagnose-unknown-run-id",
+        ["diagnose", "nosuchrun", "--store", "{work}/no-store"],
+        "nosuchrun",
+    ),
     ("diagnose-mlflow-down", ["diagnose", "runs:/abc", "{mlflow}"], "127.0.0.1:{port}"),
-    ("ingest-missing-path", ["ingest", "{work}/no/such/run", "--store", "{work}/st"],
-     "{work}/no/such/run"),
+    (
+        "ingest-missing-path",
+        ["ingest", "{work}/no/such/run", "--store", "{work}/st"],
+        "{work}/no/such/run",
+    ),
     ("ingest-store-is-file", ["ingest", "{full0}", "--store", "{work}/afile"], "afile"),
-    ("ingest-bad-aliases-toml", ["ingest", "{full0}", "--aliases", "{work}/bad.toml",
-                                 "--store", "{work}/st"], "bad.toml"),
-    ("ingest-mlflow-down", ["ingest", "runs:/abc", "--store", "{work}/st", "{mlflow}"],
-     "127.0.0.1:{port}"),
+    (
+        "ingest-bad-aliases-toml",
+        ["ingest", "{full0}", "--aliases", "{work}/bad.toml", "--store", "{work}/st"],
+        "bad.toml",
+    ),
+    (
+        "ingest-mlflow-down",
+        ["ingest", "runs:/abc", "--store", "{work}/st", "{mlflow}"],
+        "127.0.0.1:{port}",
+    ),
     ("runs-store-is-file", ["runs", "--store", "{work}/afile"], "afile"),
-    ("compare-missing-path", ["compare", "--full", "{work}/no/such/run", "--proxy", "{faithful}"],
-     "{work}/no/such/run"),
-    ("compare-unknown-format-option", [*COMPARE, "--proxy", "{faithful}", "--format", "yaml"],
-     "yaml"),
-    ("compare-unknown-fail-on", [*COMPARE, "--proxy", "{faithful}", "--fail-on", "bogus"],
-     "bogus"),
-    ("compare-bad-config-toml", [*COMPARE, "--proxy", "{faithful}", "--config", "{work}/bad.toml"],
-     "bad.toml"),
+    (
+        "compare-missing-path",
+        ["compare", "--full", "{work}/no/such/run", "--proxy", "{faithful}"],
+        "{work}/no/such/run",
+    ),
+    (
+        "compare-unknown-format-option",
+        [*COMPARE, "--proxy", "{faithful}", "--format", "yaml"],
+        "yaml",
+    ),
+    ("compare-unknown-fail-on", [*COMPARE, "--proxy", "{faithful}", "--fail-on", "bogus"], "bogus"),
+    (
+        "compare-bad-config-toml",
+        [*COMPARE, "--proxy", "{faithful}", "--config", "{work}/bad.toml"],
+        "bad.toml",
+    ),
     ("compare-unknown-align", [*COMPARE, "--proxy", "{faithful}", "--align", "bogus"], "bogus"),
-    ("report-missing-path", ["report", "{work}/no/such/run", "-o", "{work}/r.html"],
-     "{work}/no/such/run"),
-    ("report-unknown-format-option", ["report", "{full0}", "-f", "pdf", "-o", "{work}/r.pdf"],
-     "pdf"),
-    ("report-unknown-fail-on", ["report", "{full0}", "--fail-on", "bogus", "-o", "{work}/r.html"],
-     "bogus"),
+    (
+        "report-missing-path",
+        ["report", "{work}/no/such/run", "-o", "{work}/r.html"],
+        "{work}/no/such/run",
+    ),
+    (
+        "report-unknown-format-option",
+        ["report", "{full0}", "-f", "pdf", "-o", "{work}/r.pdf"],
+        "pdf",
+    ),
+    (
+        "report-unknown-fail-on",
+        ["report", "{full0}", "--fail-on", "bogus", "-o", "{work}/r.html"],
+        "bogus",
+    ),
     ("report-output-is-dir", ["report", "{full0}", "-o", "{work}/empty"], "{work}/empty"),
-    ("dashboard-store-is-file", ["dashboard", "--store", "{work}/afile", "-o", "{work}/dash"],
-     "afile"),
+    (
+        "dashboard-store-is-file",
+        ["dashboard", "--store", "{work}/afile", "-o", "{work}/dash"],
+        "afile",
+    ),
     ("mlflow-sync-store-is-file", ["mlflow", "sync", "--store", "{work}/afile"], "afile"),
-    ("mlflow-runs-server-down", ["mlflow", "runs", "--mlflow-experiment", "x", "{mlflow}"],
-     "127.0.0.1:{port}"),
+    (
+        "mlflow-runs-server-down",
+        ["mlflow", "runs", "--mlflow-experiment", "x", "{mlflow}"],
+        "127.0.0.1:{port}",
+    ),
     ("synth-unknown-scenario", ["synth", "-o", "{work}/syn", "--scenario", "nosuch"], "nosuch"),
-    ("bench-diagnose-missing-corpus", ["bench", "diagnose", "{work}/no/such/corpus"],
-     "{work}/no/such/corpus"),
+    (
+        "bench-diagnose-missing-corpus",
+        ["bench", "diagnose", "{work}/no/such/corpus"],
+        "{work}/no/such/corpus",
+    ),
     ("bench-compare-empty-dir", ["bench", "compare", "{work}/empty"], "{work}/empty"),
-    ("lab-run-unknown-fault", ["lab", "run", "-o", "{work}/lab", "--fault", "nosuch"],
-     "nosuch" if importlib.util.find_spec("torch") else "proxydiag[lab]"),
+    (
+        "lab-run-unknown-fault",
+        ["lab", "run", "-o", "{work}/lab", "--fault", "nosuch"],
+        "nosuch" if importlib.util.find_spec("torch") else "proxydiag[lab]",
+    ),
     ("unknown-command", ["nosuchcommand"], "nosuchcommand"),
 ]
 
@@ -145,17 +214,48 @@ GOOD: list[tuple[str, list[str]]] = [
     ("version", ["version"]),
     ("diagnose-json", ["diagnose", "{full0}", "{unfaithful}", "--format", "json"]),
     ("diagnose-fail-on-matched", ["diagnose", "{full0}", "--fail-on", "precision_fault"]),
-    ("diagnose-fail-on-not-matched", ["diagnose", "{full0}", "--fail-on",
-                                      "gradient_overflow,loss_divergence"]),
-    ("compare-faithful-json", [*COMPARE, "--proxy", "{faithful}", "--format", "json",
-                               "--fail-on", "partial"]),
-    ("compare-unfaithful-json", [*COMPARE, "--proxy", "{unfaithful}", "--format", "json",
-                                 "--fail-on", "unfaithful"]),
+    (
+        "diagnose-fail-on-not-matched",
+        ["diagnose", "{full0}", "--fail-on", "gradient_overflow,loss_divergence"],
+    ),
+    (
+        "compare-faithful-json",
+        [*COMPARE, "--proxy", "{faithful}", "--format", "json", "--fail-on", "partial"],
+    ),
+    (
+        "compare-unfaithful-json",
+        [*COMPARE, "--proxy", "{unfaithful}", "--format", "json", "--fail-on", "unfaithful"],
+    ),
     ("report-html", ["report", "{full0}", "-o", "{work}/out/report.html"]),
-    ("report-markdown-fail-on", ["report", "{full0}", "-f", "markdown", "-o", "{work}/report.md",
-                                 "--fail-on", "precision_fault"]),
-    ("report-fail-on-partial", ["report", "--full", "{full0}", "--proxy", "{unfaithful}", "-f",
-                                "json", "-o", "{work}/cmp.json", "--fail-on", "partial"]),
+    (
+        "report-markdown-fail-on",
+        [
+            "report",
+            "{full0}",
+            "-f",
+            "markdown",
+            "-o",
+            "{work}/report.md",
+            "--fail-on",
+            "precision_fault",
+        ],
+    ),
+    (
+        "report-fail-on-partial",
+        [
+            "report",
+            "--full",
+            "{full0}",
+            "--proxy",
+            "{unfaithful}",
+            "-f",
+            "json",
+            "-o",
+            "{work}/cmp.json",
+            "--fail-on",
+            "partial",
+        ],
+    ),
 ]
 
 #: the store round trip, in order
@@ -235,8 +335,9 @@ def _assert_bad_input(r: Result, needle: str) -> None:
     assert lines[0].startswith("error: ") and needle in lines[0], r
 
 
-@pytest.mark.parametrize(("name", "needle"), [(n, needle) for n, _, needle in BAD],
-                         ids=[n for n, _, _ in BAD])
+@pytest.mark.parametrize(
+    ("name", "needle"), [(n, needle) for n, _, needle in BAD], ids=[n for n, _, _ in BAD]
+)
 def test_bad_input_exits_2_with_one_line(ctx: dict[str, Any], name: str, needle: str) -> None:
     r = _result(ctx, name)
     _assert_bad_input(r, needle.format(**ctx["values"]))
@@ -275,25 +376,31 @@ def test_diagnose_json_lines_validate_and_name_their_source(ctx: dict[str, Any])
     values = ctx["values"]
     assert [o["source"] for o in objs] == [values["full0"], values["unfaithful"]]
     assert [o["label"] for o in objs] == ["precision_fault", "precision_fault"]
-    assert [o["run"].rsplit("-", 1)[0] for o in objs] == [values["full0_name"],
-                                                           values["unfaithful_name"]]
+    assert [o["run"].rsplit("-", 1)[0] for o in objs] == [
+        values["full0_name"],
+        values["unfaithful_name"],
+    ]
 
 
 def test_diagnose_fail_on_exits_1_only_when_matched(ctx: dict[str, Any]) -> None:
-    matched, not_matched = (_result(ctx, n) for n in ("diagnose-fail-on-matched",
-                                                      "diagnose-fail-on-not-matched"))
+    matched, not_matched = (
+        _result(ctx, n) for n in ("diagnose-fail-on-matched", "diagnose-fail-on-not-matched")
+    )
     assert matched.code == 1 and "precision_fault" in matched.out, matched
     assert not_matched.code == 0 and "precision_fault" in not_matched.out, not_matched
     assert "Traceback" not in matched.err + not_matched.err
 
 
 def test_compare_json_validates_and_fail_on_follows_the_verdict(ctx: dict[str, Any]) -> None:
-    faithful, unfaithful = (_result(ctx, n) for n in ("compare-faithful-json",
-                                                      "compare-unfaithful-json"))
+    faithful, unfaithful = (
+        _result(ctx, n) for n in ("compare-faithful-json", "compare-unfaithful-json")
+    )
     [good] = _json_lines(faithful, "comparison.schema.json")
     [bad] = _json_lines(unfaithful, "comparison.schema.json")
     assert (good["verdict"], faithful.code) == ("faithful", 0), faithful  # --fail-on partial
-    assert (bad["verdict"], unfaithful.code) == ("unfaithful", 1), unfaithful  # --fail-on unfaithful
+    assert (bad["verdict"], unfaithful.code) == ("unfaithful", 1), (
+        unfaithful
+    )  # --fail-on unfaithful
     assert good["faults"]["reproduced"] is True and good["align"] == "step"
     assert bad["faults"]["full"]["label"] == bad["faults"]["proxy"]["label"] == "precision_fault"
     assert bad["faults"]["proxy"]["onset_step"] < bad["faults"]["full"]["onset_step"]  # fault_early

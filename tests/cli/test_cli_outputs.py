@@ -27,5 +27,6 @@ def test_output_that_is_a_file_is_one_line(
     argv = [c.format(store=tmp_path / "store") for c in command]
     assert _run_cli(*argv, "-o", str(afile)) == 2
     assert capsys.readouterr().err == (
-        f"error: {afile}: is a file; -o needs a directory (created when missing)\n")
+        f"error: {afile}: is a file; -o needs a directory (created when missing)\n"
+    )
     assert afile.read_text() == "keep me"

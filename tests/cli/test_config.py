@@ -43,11 +43,15 @@ def test_one_file_serves_diagnose_and_compare(tmp_path: Path) -> None:
 def test_each_loader_still_rejects_unknown_keys_in_its_own_section(tmp_path: Path) -> None:
     path = tmp_path / "shared.toml"
     path.write_text(SHARED + "window_stepz = 3\n")  # lands in [compare]
-    with pytest.raises(ConfigError, match=r"shared\.toml: unknown key compare\.window_stepz; known: "):
+    with pytest.raises(
+        ConfigError, match=r"shared\.toml: unknown key compare\.window_stepz; known: "
+    ):
         load_compare(path)
     assert load_diagnose(path).scaler.window_steps == 80  # not diagnose's table
     path.write_text("[scaler]\nwindow_stepz = 3\n[compare]\nn_boot = 50\n")
-    with pytest.raises(ConfigError, match=r"shared\.toml: unknown key scaler\.window_stepz; known: "):
+    with pytest.raises(
+        ConfigError, match=r"shared\.toml: unknown key scaler\.window_stepz; known: "
+    ):
         load_diagnose(path)
     assert load_compare(path).n_boot == 50
     path.write_text("[scalerr]\nwindow_steps = 3\n")
@@ -58,12 +62,18 @@ def test_each_loader_still_rejects_unknown_keys_in_its_own_section(tmp_path: Pat
 def test_read_toml_names_the_file_and_the_line(tmp_path: Path) -> None:
     path = tmp_path / "broken.toml"
     path.write_text("[compare]\nn_boot = 50\nfloor_trend =\n")
-    with pytest.raises(ConfigError, match=r"broken\.toml:3: invalid TOML \(.*\); fix the file$") as info:
+    with pytest.raises(
+        ConfigError, match=r"broken\.toml:3: invalid TOML \(.*\); fix the file$"
+    ) as info:
         read_toml(path)
     assert "\n" not in str(info.value)
-    with pytest.raises(ConfigError, match=r"absent\.toml: config file not found; check the --config path"):
+    with pytest.raises(
+        ConfigError, match=r"absent\.toml: config file not found; check the --config path"
+    ):
         load_diagnose(tmp_path / "absent.toml")
-    with pytest.raises(ConfigError, match=r"absent\.toml: alias file not found; check the --aliases path"):
+    with pytest.raises(
+        ConfigError, match=r"absent\.toml: alias file not found; check the --aliases path"
+    ):
         AliasTable.load(tmp_path / "absent.toml")
 
 
@@ -80,20 +90,33 @@ class _Params:
 
 def test_ranges_come_from_field_metadata_and_the_message_gives_the_range() -> None:
     assert _Params().window_steps == 40
-    with pytest.raises(ConfigError, match=r"^\[demo\] window_steps = 1 is out of range; use a value in \[2, 1000\]$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^\[demo\] window_steps = 1 is out of range; use a value in \[2, 1000\]$",
+    ):
         _Params(window_steps=1)
-    with pytest.raises(ConfigError, match=r"\[demo\] low_score = 0\.7 is out of range; use a value in \[0\.0, 0\.6\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"\[demo\] low_score = 0\.7 is out of range; use a value in \[0\.0, 0\.6\]",
+    ):
         _Params(low_score=0.7)
-    with pytest.raises(ConfigError, match=r"\[compare\] diverged_score = 0\.7 is out of range; use a value in \[0\.0, 0\.6\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"\[compare\] diverged_score = 0\.7 is out of range; use a value in \[0\.0, 0\.6\]",
+    ):
         FidelityConfig(diverged_score=0.7)
 
 
 def test_override_checks_keys_types_and_ranges_with_the_origin() -> None:
-    got = override(_Params(), {"window_steps": 80, "names": ["kl"]}, section="demo", origin="f.toml")
+    got = override(
+        _Params(), {"window_steps": 80, "names": ["kl"]}, section="demo", origin="f.toml"
+    )
     assert (got.window_steps, got.names) == (80, ("kl",))
     with pytest.raises(ConfigError, match=r"^f\.toml: demo\.window_steps must be int, not 2\.5$"):
         override(_Params(), {"window_steps": 2.5}, section="demo", origin="f.toml")
     with pytest.raises(ConfigError, match=r"^f\.toml: demo\.names must be a list of strings$"):
         override(_Params(), {"names": "kl"}, section="demo", origin="f.toml")
-    with pytest.raises(ConfigError, match=r"^f\.toml: \[demo\] window_steps = 5000 is out of range"):
+    with pytest.raises(
+        ConfigError, match=r"^f\.toml: \[demo\] window_steps = 5000 is out of range"
+    ):
         override(_Params(), {"window_steps": 5000}, section="demo", origin="f.toml")

@@ -32,8 +32,10 @@ def test_read_run_refuses_a_folder_of_runs_before_reading_any(
     monkeypatch.setattr(csv, "read", read)
     with pytest.raises(IngestError) as info:
         read_run(group)
-    assert str(info.value) == (f"{group}: holds 3 runs (a.csv, b.csv, sub/c.csv); name one of "
-                               "them (read_runs() reads them all)")
+    assert str(info.value) == (
+        f"{group}: holds 3 runs (a.csv, b.csv, sub/c.csv); name one of "
+        "them (read_runs() reads them all)"
+    )
 
 
 def test_read_run_of_one_file_in_the_folder(group: Path) -> None:
@@ -55,4 +57,5 @@ def test_an_unknown_source_without_a_store_does_not_mention_one(tmp_path: Path) 
     with pytest.raises(IngestError) as info:
         load_one("nope", store=tmp_path / "s")
     assert str(info.value) == (
-        f"nope: no such file, directory, MLflow URI, or run in store {tmp_path / 's'}")
+        f"nope: no such file, directory, MLflow URI, or run in store {tmp_path / 's'}"
+    )

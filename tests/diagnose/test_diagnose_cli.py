@@ -13,10 +13,7 @@ import pytest
 from proxydiag.cli import main
 from tests._paths import SCHEMAS
 
-SCHEMA = json.loads(
-    (SCHEMAS / "diagnosis.schema.json")
-    .read_text(encoding="utf-8")
-)
+SCHEMA = json.loads((SCHEMAS / "diagnosis.schema.json").read_text(encoding="utf-8"))
 
 
 def _write_csv(path: Path, *, diverge_at: int | None) -> Path:
@@ -34,8 +31,10 @@ def _write_csv(path: Path, *, diverge_at: int | None) -> Path:
 
 @pytest.fixture()
 def runs(tmp_path: Path) -> tuple[Path, Path]:
-    return (_write_csv(tmp_path / "healthy.csv", diverge_at=None),
-            _write_csv(tmp_path / "diverged.csv", diverge_at=250))
+    return (
+        _write_csv(tmp_path / "healthy.csv", diverge_at=None),
+        _write_csv(tmp_path / "diverged.csv", diverge_at=250),
+    )
 
 
 def _run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -45,7 +44,9 @@ def _run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, 
     return int(exc.value.code or 0), captured.out, captured.err
 
 
-def test_json_lines_validate_against_the_schema(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+def test_json_lines_validate_against_the_schema(
+    runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = _run_cli(["diagnose", str(runs[0]), str(runs[1]), "--format", "json"], capsys)
     assert code == 0
     objs = [json.loads(line) for line in out.splitlines() if line.strip()]
@@ -55,16 +56,29 @@ def test_json_lines_validate_against_the_schema(runs: tuple[Path, Path], capsys:
     healthy, diverged = objs
     assert (healthy["label"], healthy["onset_step"]) == ("healthy", None)
     assert diverged["label"] == "loss_divergence" and abs(diverged["onset_step"] - 250) <= 6
-    assert diverged["root_cause"] == {"kind": "divergence", "metric": "grad_norm",
-                                      "onset_step": diverged["onset_step"]}
+    assert diverged["root_cause"] == {
+        "kind": "divergence",
+        "metric": "grad_norm",
+        "onset_step": diverged["onset_step"],
+    }
     assert diverged["missing"] == ["mismatch_*"]
     assert diverged["metrics"] == {"grad_norm": "actor/grad_norm", "loss": "train/loss"}
     assert diverged["source"] == str(runs[1])
 
 
 def test_schema_rejects_a_broken_object() -> None:
-    bad = {"source": "x", "run": "r", "label": "healthy", "onset_step": "soon", "confidence": 2,
-           "root_cause": None, "events": [], "hints": [], "missing": [], "metrics": {}}
+    bad = {
+        "source": "x",
+        "run": "r",
+        "label": "healthy",
+        "onset_step": "soon",
+        "confidence": 2,
+        "root_cause": None,
+        "events": [],
+        "hints": [],
+        "missing": [],
+        "metrics": {},
+    }
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, SCHEMA, cls=jsonschema.Draft202012Validator)
 
@@ -72,7 +86,10 @@ def test_schema_rejects_a_broken_object() -> None:
 def test_fail_on_exit_codes(runs: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     both = [str(runs[0]), str(runs[1])]
     assert _run_cli(["diagnose", *both, "--fail-on", "loss_divergence"], capsys)[0] == 1
-    assert _run_cli(["diagnose", *both, "--fail-on", "gradient_overflow,precision_fault"], capsys)[0] == 0
+    assert (
+        _run_cli(["diagnose", *both, "--fail-on", "gradient_overflow,precision_fault"], capsys)[0]
+        == 0
+    )
     assert _run_cli(["diagnose", str(runs[0]), "--fail-on", "loss_divergence"], capsys)[0] == 0
     code, _, err = _run_cli(["diagnose", str(runs[0]), "--fail-on", "explosion"], capsys)
     assert code == 2 and "explosion" in err
@@ -88,8 +105,9 @@ def test_text_and_markdown(runs: tuple[Path, Path], capsys: pytest.CaptureFixtur
     assert code == 0 and ": **loss_divergence**" in out and "| 1 | critical | divergence |" in out
 
 
-def test_bad_inputs_exit_2_with_one_line(runs: tuple[Path, Path], tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_inputs_exit_2_with_one_line(
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = _run_cli(["diagnose", str(tmp_path / "absent.csv")], capsys)
     assert code == 2 and err.startswith("error: ") and len(err.strip().splitlines()) == 1
     cfg = tmp_path / "c.toml"
@@ -100,8 +118,9 @@ def test_bad_inputs_exit_2_with_one_line(runs: tuple[Path, Path], tmp_path: Path
     assert code == 2
 
 
-def test_store_keeps_the_diagnoses(runs: tuple[Path, Path], tmp_path: Path,
-                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_store_keeps_the_diagnoses(
+    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("proxydiag.store", reason="the store module is not available")
     from proxydiag.store import RunStore
 
@@ -113,8 +132,11 @@ def test_store_keeps_the_diagnoses(runs: tuple[Path, Path], tmp_path: Path,
 
 
 def test_log_to_mlflow_stores_the_diagnosis_once_and_first(
-        runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    runs: tuple[Path, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The MLflow sink stores the result itself: the CLI must not store it a second time, and a
     tracking server that is down loses nothing (the row waits, unsynced, for ``mlflow sync``)."""
     from proxydiag.store import RunStore
@@ -131,9 +153,23 @@ def test_log_to_mlflow_stores_the_diagnosis_once_and_first(
     # --tracking-uri exports MLFLOW_TRACKING_URI; monkeypatch restores it afterwards
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
     store = tmp_path / "store"
-    code, _, err = _run_cli(["diagnose", str(runs[1]), "--store", str(store), "--log-to-mlflow",
-                             "--tracking-uri", "http://127.0.0.1:9", "-f", "json"], capsys)
+    code, _, err = _run_cli(
+        [
+            "diagnose",
+            str(runs[1]),
+            "--store",
+            str(store),
+            "--log-to-mlflow",
+            "--tracking-uri",
+            "http://127.0.0.1:9",
+            "-f",
+            "json",
+        ],
+        capsys,
+    )
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
     assert len(stored) == 1 and stored[0].startswith("diverged-")
     rows = RunStore(store).diagnoses()
-    assert rows["label"].to_list() == ["loss_divergence"] and rows["mlflow_synced"].to_list() == [False]
+    assert rows["label"].to_list() == ["loss_divergence"] and rows["mlflow_synced"].to_list() == [
+        False
+    ]

@@ -42,12 +42,25 @@ def test_corpus_covers_formats_namings_intervals_precisions(corpus: Path) -> Non
     assert len(runs) >= 80
     assert {r["log_interval"] for r in runs.values()} == {1, 5, 10}
     assert {r["format"] for r in runs.values()} >= {
-        "tensorboard", "mlflow", "csv", "jsonl", "megatron", "deepspeed"}
+        "tensorboard",
+        "mlflow",
+        "csv",
+        "jsonl",
+        "megatron",
+        "deepspeed",
+    }
     assert len({r["naming"] for r in runs.values()}) >= 5
     assert {r["label"] for r in runs.values()} == {
-        "healthy", "gradient_overflow", "loss_divergence", "precision_fault"}
-    sidecars = [json.loads((corpus / r["path"] / "proxydiag.json").read_text(encoding="utf-8"))
-                for r in runs.values() if (corpus / r["path"] / "proxydiag.json").exists()]
+        "healthy",
+        "gradient_overflow",
+        "loss_divergence",
+        "precision_fault",
+    }
+    sidecars = [
+        json.loads((corpus / r["path"] / "proxydiag.json").read_text(encoding="utf-8"))
+        for r in runs.values()
+        if (corpus / r["path"] / "proxydiag.json").exists()
+    ]
     assert {s.get("precision") for s in sidecars} == {"fp16", "bf16"}
 
 
@@ -59,8 +72,9 @@ def test_corpus_macro_f1_and_onsets(scored: BenchScore) -> None:
     assert all(v["recall"] >= 0.9 for v in scored.per_class.values()), scored.per_class
 
 
-def test_bench_main_prints_json(corpus: Path, capsys: pytest.CaptureFixture[str],
-                                scored: BenchScore) -> None:
+def test_bench_main_prints_json(
+    corpus: Path, capsys: pytest.CaptureFixture[str], scored: BenchScore
+) -> None:
     with pytest.raises(SystemExit) as done:
         main(["bench", "diagnose", str(corpus), "--format", "json"])
     assert done.value.code == 0
@@ -68,7 +82,11 @@ def test_bench_main_prints_json(corpus: Path, capsys: pytest.CaptureFixture[str]
     assert printed["macro_f1"] == round(scored.macro_f1, 4)
     assert printed["n_runs"] == len(scored.runs)
     assert set(printed["per_class"]) == {
-        "healthy", "gradient_overflow", "loss_divergence", "precision_fault"}
+        "healthy",
+        "gradient_overflow",
+        "loss_divergence",
+        "precision_fault",
+    }
 
 
 @pytest.mark.parametrize("name", DEEPSPEED_CHAT_HEALTHY)

@@ -33,6 +33,7 @@ def _kinds(events: list) -> list[tuple[str, str | None, int | None, str]]:
 
 # --- change points ----------------------------------------------------------------------
 
+
 def test_step_fit_finds_the_step_and_its_size() -> None:
     y = np.r_[np.zeros(50), np.full(30, 2.0)]
     fit = step_fit(y)
@@ -63,6 +64,7 @@ def test_cusum_onset_is_the_last_zero_before_the_alarm() -> None:
 
 # --- non-finite ---------------------------------------------------------------------------
 
+
 def test_nonfinite_persistent_grad_norm_is_critical_at_its_first_point() -> None:
     rng = np.random.default_rng(1)
     g = np.exp(_ar1(rng, 300))
@@ -79,8 +81,39 @@ def test_a_sparse_nonfinite_burst_that_pauses_is_dated_at_its_first_point() -> N
     # pause early on (the audit's own draw); traced back through gaps of at most 10 steps the
     # burst was dated at 748, where it resumed
     g = np.ones(1000)
-    g[[701, 703, 706, 708, 710, 715, 717, 721, 722, 734, 748, 754, 759, 763, 764, 766, 771,
-       772, 774, 775, 776, 779, 785, 786, 791, 793, 794, 797, 800]] = np.inf
+    g[
+        [
+            701,
+            703,
+            706,
+            708,
+            710,
+            715,
+            717,
+            721,
+            722,
+            734,
+            748,
+            754,
+            759,
+            763,
+            764,
+            766,
+            771,
+            772,
+            774,
+            775,
+            776,
+            779,
+            785,
+            786,
+            791,
+            793,
+            794,
+            797,
+            800,
+        ]
+    ] = np.inf
     g[800:][np.random.default_rng(0).random(200) < 0.35] = np.inf
     events = nonfinite.detect(from_arrays({"grad_norm": (range(1000), g)}), CFG)
     assert _kinds(events) == [("nonfinite", "grad_norm", 701, "critical")]
@@ -129,7 +162,9 @@ def test_nonfinite_fp16_calibration_only_when_the_burst_ends_early() -> None:
     steps = np.arange(1, 401)
     scale = (steps, np.full(400, 1024.0))  # a loss scale is logged: fp16
     calibrating = np.r_[np.full(8, np.nan), np.ones(392)]
-    ev = nonfinite.detect(from_arrays({"grad_norm": (steps, calibrating), "loss_scale": scale}), CFG)
+    ev = nonfinite.detect(
+        from_arrays({"grad_norm": (steps, calibrating), "loss_scale": scale}), CFG
+    )
     assert _kinds(ev) == [("nonfinite", "grad_norm", 1, "info")]
     never_ends = from_arrays({"grad_norm": (steps, np.full(400, np.nan)), "loss_scale": scale})
     assert _kinds(nonfinite.detect(never_ends, CFG)) == [("nonfinite", "grad_norm", 1, "critical")]
@@ -137,7 +172,9 @@ def test_nonfinite_fp16_calibration_only_when_the_burst_ends_early() -> None:
     ev = nonfinite.detect(from_arrays({"grad_norm": (steps, too_long), "loss_scale": scale}), CFG)
     assert _kinds(ev) == [("nonfinite", "grad_norm", 1, "critical")]
     # the precision attribute alone marks an fp16 run
-    attr_only = dataclasses.replace(from_arrays({"grad_norm": (steps, calibrating)}), precision="fp16")
+    attr_only = dataclasses.replace(
+        from_arrays({"grad_norm": (steps, calibrating)}), precision="fp16"
+    )
     assert _kinds(nonfinite.detect(attr_only, CFG)) == [("nonfinite", "grad_norm", 1, "info")]
 
 
@@ -149,7 +186,8 @@ def test_nonfinite_short_start_up_burst_of_unknown_precision_is_calibration() ->
     steps = np.arange(1, 401)
     grad = np.r_[np.full(5, np.inf), np.ones(395)]
     assert _kinds(nonfinite.detect(from_arrays({"grad_norm": (steps, grad)}), CFG)) == [
-        ("nonfinite", "grad_norm", 1, "info")]
+        ("nonfinite", "grad_norm", 1, "info")
+    ]
     bf16 = dataclasses.replace(from_arrays({"grad_norm": (steps, grad)}), precision="bf16")
     assert _kinds(nonfinite.detect(bf16, CFG)) == [("nonfinite", "grad_norm", 1, "critical")]
 
@@ -171,6 +209,7 @@ def test_nonfinite_without_a_loss_scaler_a_quarter_skipped_persists() -> None:
 
 # --- scaler -------------------------------------------------------------------------------
 
+
 def _scale_trace(n: int, *, collapse_at: int | None) -> tuple[np.ndarray, np.ndarray]:
     """A DeepSpeed-like trace: calibration 65536 -> 1024, growth probes every 100 steps."""
     scale = np.empty(n)
@@ -191,15 +230,17 @@ def _scale_trace(n: int, *, collapse_at: int | None) -> tuple[np.ndarray, np.nda
 
 def test_scaler_benign_calibration_and_probes_are_not_failures() -> None:
     scale, skipped = _scale_trace(1000, collapse_at=None)
-    events = scaler.detect(from_arrays({"loss_scale": (range(1000), scale),
-                                        "skipped": (range(1000), skipped)}), CFG)
+    events = scaler.detect(
+        from_arrays({"loss_scale": (range(1000), scale), "skipped": (range(1000), skipped)}), CFG
+    )
     assert _kinds(events) == [("calibration", "skipped", 0, "info")]
 
 
 def test_scaler_collapse_to_minimum_with_persistent_skips() -> None:
     scale, skipped = _scale_trace(600, collapse_at=350)
-    events = scaler.detect(from_arrays({"loss_scale": (range(600), scale),
-                                        "skipped": (range(600), skipped)}), CFG)
+    events = scaler.detect(
+        from_arrays({"loss_scale": (range(600), scale), "skipped": (range(600), skipped)}), CFG
+    )
     kinds = {(e.kind, e.onset_step) for e in events if e.severity == "critical"}
     assert kinds == {("skip_burst", 350), ("scale_min", 350)}
 
@@ -209,8 +250,10 @@ def test_scaler_infers_overflows_from_the_scale_alone() -> None:
     events = scaler.detect(from_arrays({"loss_scale": (range(600), scale)}), CFG)
     # halvings stand for overflows (the calibration burst is seen), but skips at the minimum
     # scale are invisible without a counter: the collapse shows as the scale at its minimum
-    assert _kinds(events) == [("calibration", "loss_scale", 0, "info"),
-                              ("scale_min", "loss_scale", 350, "critical")]
+    assert _kinds(events) == [
+        ("calibration", "loss_scale", 0, "info"),
+        ("scale_min", "loss_scale", 350, "critical"),
+    ]
 
 
 def test_a_sparse_scale_collapse_is_dated_from_its_first_halving() -> None:
@@ -222,8 +265,9 @@ def test_a_sparse_scale_collapse_is_dated_from_its_first_halving() -> None:
     halvings = [3220, 3230, 3250, 3260, 3280, 3290, 3310, 3320, 3340, 3350, 3370, 3380]
     at = np.array([5, 2000, *halvings])
     level = np.r_[12.0, 12.0, 12.0 - np.arange(1, len(halvings) + 1)]
-    events = scaler.detect(from_arrays({"loss_scale": (at, 2.0**level),
-                                        "lr": (steps, np.full(steps.size, 1e-5))}), CFG)
+    events = scaler.detect(
+        from_arrays({"loss_scale": (at, 2.0**level), "lr": (steps, np.full(steps.size, 1e-5))}), CFG
+    )
     collapse = [e for e in events if e.kind in ("scale_collapse", "scale_min")]
     assert [e.onset_step for e in collapse] == [3219]
 
@@ -241,9 +285,12 @@ def _decline_after_probe(stop: int) -> tuple[np.ndarray, np.ndarray]:
     return steps, 2.0 ** np.maximum(level, 0.0)
 
 
-@pytest.mark.parametrize(("stop", "kind"), [(4600, "scale_collapse"), (4700, "scale_collapse"),
-                                            (5000, "scale_min")])
-def test_a_scale_that_keeps_halving_is_dated_where_it_fell_below_its_level(stop: int, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("stop", "kind"), [(4600, "scale_collapse"), (4700, "scale_collapse"), (5000, "scale_min")]
+)
+def test_a_scale_that_keeps_halving_is_dated_where_it_fell_below_its_level(
+    stop: int, kind: str
+) -> None:
     """The descent is the drops since the scale last grew that take it below where it stood
     then: a probe's halving back to its old level is not its start, and drops 40 steps apart
     are one descent. Stopped before the minimum, 10 halvings without regrowth are a collapse
@@ -255,7 +302,9 @@ def test_a_scale_that_keeps_halving_is_dated_where_it_fell_below_its_level(stop:
 
 
 @pytest.mark.parametrize("probes", [(4520, 5522, 6524), (4500,)])
-def test_a_collapse_the_scaler_probes_out_of_is_dated_where_it_began(probes: tuple[int, ...]) -> None:
+def test_a_collapse_the_scaler_probes_out_of_is_dated_where_it_began(
+    probes: tuple[int, ...],
+) -> None:
     """A scale that fell 2^16 -> 2^2 from step 3000 and then grows again now and then (probes
     it falls back from, or one doubling that lasts): the collapse began at 3000, not after
     the last growth (where no drop is)."""
@@ -265,7 +314,8 @@ def test_a_collapse_the_scaler_probes_out_of_is_dated_where_it_began(probes: tup
         level[at : at + (3 if len(probes) > 1 else 7000)] += 1.0
     events = scaler.detect(from_arrays({"loss_scale": (steps, 2.0**level)}), CFG)
     assert [(e.kind, e.onset_step) for e in events if e.severity == "critical"] == [
-        ("scale_collapse", 3000)]
+        ("scale_collapse", 3000)
+    ]
 
 
 def test_a_probe_and_a_few_halvings_that_regrow_are_no_collapse() -> None:
@@ -283,6 +333,7 @@ def test_scaler_constant_scale_of_one_is_bookkeeping_not_a_collapse() -> None:
 
 # --- spikes -------------------------------------------------------------------------------
 
+
 def test_spike_that_reverts_vs_level_shift() -> None:
     rng = np.random.default_rng(3)
     g = np.exp(_ar1(rng, 400, sigma=0.05))
@@ -297,6 +348,7 @@ def test_spike_that_reverts_vs_level_shift() -> None:
 
 
 # --- divergence ---------------------------------------------------------------------------
+
 
 def test_divergence_exponential_growth_onset_and_no_alarm_when_healthy() -> None:
     rng = np.random.default_rng(5)
@@ -347,9 +399,14 @@ def test_divergence_rl_symptoms() -> None:
     assert all(abs(e.onset_step - 300) <= 5 for e in events)
 
 
-@pytest.mark.parametrize(("start", "end", "inf_tail", "severity"), [
-    (1e-3, 1e-2, False, "info"), (1e-2, 0.3, False, "warning"), (1e-3, 1e-2, True, "warning"),
-])
+@pytest.mark.parametrize(
+    ("start", "end", "inf_tail", "severity"),
+    [
+        (1e-3, 1e-2, False, "info"),
+        (1e-2, 0.3, False, "warning"),
+        (1e-3, 1e-2, True, "warning"),
+    ],
+)
 def test_kl_growth_below_a_quiet_level_is_context_not_a_warning(
     start: float, end: float, inf_tail: bool, severity: str
 ) -> None:
@@ -357,8 +414,11 @@ def test_kl_growth_below_a_quiet_level_is_context_not_a_warning(
     to 0.3 is a blow-up worth a warning, and so is a quiet climb that ends in +inf."""
     rng = np.random.default_rng(4)
     t = np.arange(600)
-    kl = np.exp(np.log(start) + np.log(end / start) * np.clip((t - 100) / 400, 0.0, 1.0)
-                + _ar1(rng, 600, sigma=0.03))
+    kl = np.exp(
+        np.log(start)
+        + np.log(end / start) * np.clip((t - 100) / 400, 0.0, 1.0)
+        + _ar1(rng, 600, sigma=0.03)
+    )
     if inf_tail:
         kl[560:] = np.inf
     (event,) = divergence.detect(from_arrays({"kl": (t, kl)}), CFG)
@@ -366,6 +426,7 @@ def test_kl_growth_below_a_quiet_level_is_context_not_a_warning(
 
 
 # --- mismatch -----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     ("metric", "base", "order"),
@@ -377,7 +438,9 @@ def test_mismatch_step_change(metric: str, base: float, order: int) -> None:
     m = np.where(t < 250, 1.0, 6.0)
     x = base * m**order * np.exp(_ar1(rng, 400, sigma=0.08))
     events = mismatch.detect(from_arrays({metric: (t, x)}), CFG)
-    assert [(e.kind, e.onset_step, e.severity) for e in events] == [("mismatch_step", 250, "critical")]
+    assert [(e.kind, e.onset_step, e.severity) for e in events] == [
+        ("mismatch_step", 250, "critical")
+    ]
 
 
 def test_mismatch_gradual_climb_onset_is_where_it_starts_not_the_bound_crossing() -> None:
@@ -406,7 +469,9 @@ def test_mismatch_beyond_its_bound_without_a_change() -> None:
     # an fp8 sampler: beyond 0.01 from the first step and all along (no change to see)
     high = 0.02 * np.exp(_ar1(rng, 300, sigma=0.05))
     events = mismatch.detect(from_arrays({"mismatch_prob_diff": (t, high)}), CFG)
-    assert [(e.kind, e.onset_step, e.severity) for e in events] == [("mismatch_level", 0, "critical")]
+    assert [(e.kind, e.onset_step, e.severity) for e in events] == [
+        ("mismatch_level", 0, "critical")
+    ]
     # beyond it for a while in mid-run only, with no sustained change: a warning
     bump = 0.006 * np.exp(_ar1(rng, 300, sigma=0.05)) * np.where((t > 100) & (t < 140), 2.2, 1.0)
     events = mismatch.detect(from_arrays({"mismatch_prob_diff": (t, bump)}), CFG)
@@ -440,16 +505,24 @@ def test_mismatch_second_order_measures_need_the_square_of_the_fold() -> None:
         first = 0.002 * np.where(t < 400, 1.0, fold) * np.exp(_ar1(rng, 800, sigma=0.03))
         k3 = first**2 * 30
         ess = 1.0 - first**2 * 1000
-        for metric, x in (("mismatch_prob_diff", first), ("mismatch_k3", k3), ("mismatch_is_ess", ess)):
+        for metric, x in (
+            ("mismatch_prob_diff", first),
+            ("mismatch_k3", k3),
+            ("mismatch_is_ess", ess),
+        ):
             events = mismatch.detect(from_arrays({metric: (t, x)}), CFG)
             assert bool(events) == (fold > 4), (metric, fold)
-    climb = 1.0 - 0.01 * np.where(t < 400, 1.0, 1.0 + 0.1 * (t - 400)) * np.exp(_ar1(rng, 800, sigma=0.03))
+    climb = 1.0 - 0.01 * np.where(t < 400, 1.0, 1.0 + 0.1 * (t - 400)) * np.exp(
+        _ar1(rng, 800, sigma=0.03)
+    )
     (event,) = mismatch.detect(from_arrays({"mismatch_is_ess": (t, climb)}), CFG)
     assert "starts falling" in event.evidence and "0.99" in event.evidence
 
 
 @pytest.mark.parametrize(("fold", "found"), [(5.0, True), (2.0, False)])
-def test_mismatch_late_climb_in_a_long_run_is_measured_at_its_height(fold: float, found: bool) -> None:
+def test_mismatch_late_climb_in_a_long_run_is_measured_at_its_height(
+    fold: float, found: bool
+) -> None:
     """TRL's |Δlog p| (no published bound) climbs 5x over the last 40 of 300 points (a run of
     3,000 steps logged every 10): a tenth of the run (30 points) averaged the climb to 3.5x,
     below strong_fold; its height is 4.75x. A late 2x drift is still nothing, and so is the
@@ -502,26 +575,34 @@ def test_an_earlier_bump_that_reverted_does_not_date_a_later_climb() -> None:
 def test_mismatch_healthy_noise_raises_nothing() -> None:
     rng = np.random.default_rng(10)
     t = np.arange(800)
-    view = from_arrays({
-        "mismatch_prob_diff": (t, 0.003 * np.exp(_ar1(rng, 800, phi=0.8, sigma=0.08))),
-        "mismatch_kl": (t, 2e-4 * np.exp(_ar1(rng, 800, sigma=0.1)) + rng.normal(0, 3e-5, 800)),
-        "mismatch_corr": (t, 1.0 - 7e-4 * np.exp(_ar1(rng, 800, sigma=0.1))),
-    })
+    view = from_arrays(
+        {
+            "mismatch_prob_diff": (t, 0.003 * np.exp(_ar1(rng, 800, phi=0.8, sigma=0.08))),
+            "mismatch_kl": (t, 2e-4 * np.exp(_ar1(rng, 800, sigma=0.1)) + rng.normal(0, 3e-5, 800)),
+            "mismatch_corr": (t, 1.0 - 7e-4 * np.exp(_ar1(rng, 800, sigma=0.1))),
+        }
+    )
     assert mismatch.detect(view, CFG) == []
 
 
 # --- drift --------------------------------------------------------------------------------
 
+
 def test_drift_stall_and_throughput_drop() -> None:
     rng = np.random.default_rng(11)
     t = np.arange(1000)
-    view = from_arrays({
-        "loss": (t, 2.0 + 0.0005 * t + rng.normal(0, 0.05, 1000)),
-        "reward": (t, 0.4 + rng.normal(0, 0.02, 1000)),
-        "throughput": (t, np.where(t < 600, 1000.0, 700.0) + rng.normal(0, 10, 1000)),
-    })
+    view = from_arrays(
+        {
+            "loss": (t, 2.0 + 0.0005 * t + rng.normal(0, 0.05, 1000)),
+            "reward": (t, 0.4 + rng.normal(0, 0.02, 1000)),
+            "throughput": (t, np.where(t < 600, 1000.0, 700.0) + rng.normal(0, 10, 1000)),
+        }
+    )
     got = [(e.kind, e.metric, e.severity) for e in drift.detect(view, CFG)]
-    assert got == [("drift", "loss", "info"), ("stall", "reward", "info"),
-                   ("throughput_drop", "throughput", "info")]
+    assert got == [
+        ("drift", "loss", "info"),
+        ("stall", "reward", "info"),
+        ("throughput_drop", "throughput", "info"),
+    ]
     drop = next(e for e in drift.detect(view, CFG) if e.kind == "throughput_drop")
     assert drop.onset_step == 600

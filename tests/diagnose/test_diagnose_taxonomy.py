@@ -137,7 +137,9 @@ def test_load_config_overrides_and_errors(tmp_path: Path) -> None:
         load_config(bad_section)
     out_of_range = tmp_path / "range.toml"
     out_of_range.write_text("[scaler]\nmax_skip_fraction = 3.0\n")
-    with pytest.raises(ConfigError, match=r"range\.toml: \[scaler\] max_skip_fraction = 3\.0 is out of range"):
+    with pytest.raises(
+        ConfigError, match=r"range\.toml: \[scaler\] max_skip_fraction = 3\.0 is out of range"
+    ):
         load_config(out_of_range)
     wrong_type = tmp_path / "type.toml"
     wrong_type.write_text("[scaler]\nwindow_steps = 'forty'\n")
@@ -187,7 +189,9 @@ def test_onsets_move_with_the_step_axis() -> None:
     s["grad_norm"] *= np.exp(np.where(T < 260, 0.0, 0.03 * (T - 260)))
     base = diagnose(_run(s))
     steps = np.arange(1, N + 1) + 1_000_000
-    frame = raw(np.tile(steps, len(s)), [k for k in s for _ in range(N)], np.concatenate(list(s.values())))
+    frame = raw(
+        np.tile(steps, len(s)), [k for k in s for _ in range(N)], np.concatenate(list(s.values()))
+    )
     shifted = diagnose(build_run(frame, name="shifted", source="synthetic:shifted", fmt="test"))
     assert base.label == shifted.label == "loss_divergence"
     assert shifted.onset_step == base.onset_step + 1_000_000  # type: ignore[operator]
@@ -251,7 +255,9 @@ def test_a_grad_norm_that_ends_below_its_level_is_not_a_divergence() -> None:
     assert [e.evidence for e in events if e.kind == "divergence"] == []
 
 
-def test_a_proxys_smaller_reward_fall_with_entropy_collapse_and_unstable_gradient_diverges() -> None:
+def test_a_proxys_smaller_reward_fall_with_entropy_collapse_and_unstable_gradient_diverges() -> (
+    None
+):
     """The lab's 1-expert proxy with a 40x learning rate from step 40 (real GRPO run): its
     reward falls 0.42 -> 0.22 (2.9 sigma, too noisy for a collapse) while entropy collapses and
     grad_norm shifts level. Without the unstable gradient, and with the reward ending above
@@ -263,11 +269,15 @@ def test_a_proxys_smaller_reward_fall_with_entropy_collapse_and_unstable_gradien
     d = diagnose(run)
     assert d.label == "loss_divergence" and abs(int(d.onset_step or 0) - 40) <= 5, d.summary
     calm = run.frame.with_columns(
-        value=pl.when(pl.col("metric") == "grad_norm").then(0.45).otherwise(pl.col("value")))
+        value=pl.when(pl.col("metric") == "grad_norm").then(0.45).otherwise(pl.col("value"))
+    )
     lost = diagnose(Run(calm, run.name, run.attrs, run.mapping, run.events))
     assert "reward_collapse" in {e.kind for e in lost.events}
-    kept = calm.with_columns(value=pl.when((pl.col("metric") == "reward") & (pl.col("step") > 40))
-                             .then(pl.col("value") + 0.1).otherwise(pl.col("value")))
+    kept = calm.with_columns(
+        value=pl.when((pl.col("metric") == "reward") & (pl.col("step") > 40))
+        .then(pl.col("value") + 0.1)
+        .otherwise(pl.col("value"))
+    )
     assert diagnose(Run(kept, run.name, run.attrs, run.mapping, run.events)).label == "healthy"
 
 
@@ -278,15 +288,28 @@ def test_a_reward_sag_with_entropy_sharpening_and_two_reverted_spikes_is_healthy
     n, t = 500, np.arange(500)
     for seed in range(6):
         rng = np.random.default_rng(seed)
-        reward = (0.25 + 0.45 * (1 - np.exp(-t / 60)) - 0.12 * np.clip((t - 300) / 100, 0, 1)
-                  + rng.normal(0, 0.03, n))
+        reward = (
+            0.25
+            + 0.45 * (1 - np.exp(-t / 60))
+            - 0.12 * np.clip((t - 300) / 100, 0, 1)
+            + rng.normal(0, 0.03, n)
+        )
         entropy = np.exp(-np.clip(t - 250, 0, None) / 150) + np.abs(rng.normal(0, 0.02, n))
         grad = np.exp(rng.normal(0, 0.15, n))
         grad[[280, 380]] *= 6
-        series = {"reward": reward, "entropy": entropy, "grad_norm": grad,
-                  "lr": np.minimum(1.0, (t + 1) / 20) * 1e-6}
-        frame = raw(np.tile(t, 4), [k for k in series for _ in t], np.concatenate(list(series.values())))
-        assert diagnose(build_run(frame, name=f"s{seed}", source="synthetic", fmt="test")).label == "healthy"
+        series = {
+            "reward": reward,
+            "entropy": entropy,
+            "grad_norm": grad,
+            "lr": np.minimum(1.0, (t + 1) / 20) * 1e-6,
+        }
+        frame = raw(
+            np.tile(t, 4), [k for k in series for _ in t], np.concatenate(list(series.values()))
+        )
+        assert (
+            diagnose(build_run(frame, name=f"s{seed}", source="synthetic", fmt="test")).label
+            == "healthy"
+        )
 
 
 @pytest.mark.parametrize("lr", ["none", "constant", "jump"])
@@ -301,8 +324,11 @@ def test_an_early_divergence_is_not_excused_as_warm_up(lr: str) -> None:
     }
     if lr != "none":
         series["lr"] = np.where((t < 40) | (lr == "constant"), 3e-4, 1.2e-2)
-    frame = raw(np.tile(t, len(series)), [k for k in series for _ in t],
-                np.concatenate(list(series.values())))
+    frame = raw(
+        np.tile(t, len(series)),
+        [k for k in series for _ in t],
+        np.concatenate(list(series.values())),
+    )
     d = diagnose(build_run(frame, name="early", source="synthetic", fmt="test"))
     assert d.label == "loss_divergence" and abs(int(d.onset_step or 0) - 63) <= 5, d.summary
 
@@ -312,8 +338,10 @@ def test_loss_that_rises_two_thirds_and_stays_is_a_divergence() -> None:
     step 300 on, never back, is a divergence there (``loss_fold`` 1.5); the grad norm's 3x
     rule is unchanged."""
     rng = np.random.default_rng(21)
-    s = {"grad_norm": 0.3 * np.exp(_noise(rng)),
-         "loss": 2.4 * np.where(T < 300, 1.0, 1.67) * np.exp(_noise(rng, 0.02))}
+    s = {
+        "grad_norm": 0.3 * np.exp(_noise(rng)),
+        "loss": 2.4 * np.where(T < 300, 1.0, 1.67) * np.exp(_noise(rng, 0.02)),
+    }
     d = diagnose(_run(s))
     assert d.label == "loss_divergence" and d.onset_step is not None
     assert abs(d.onset_step - 300) <= 5
@@ -332,7 +360,8 @@ def test_a_plain_loss_beside_a_reward_is_the_rl_objective() -> None:
     d = diagnose(_run(s))
     assert d.label == "healthy"
     assert [e.kind for e in d.events if e.metric == "loss" and e.kind != "drift"] == [
-        "pg_loss_blowup"]
+        "pg_loss_blowup"
+    ]
 
 
 def test_reward_collapse_with_kl_and_clip_blowing_up_is_a_divergence() -> None:
@@ -360,9 +389,11 @@ def test_a_reward_that_falls_below_where_it_started_is_a_collapse() -> None:
     the start is no collapse."""
     rng = np.random.default_rng(24)
     learn = 0.2 + 0.35 * np.clip(T / 300, 0, 1)
-    s = {"reward": np.where(T < 400, learn, 0.15) + 0.06 * rng.standard_normal(N),
-         "entropy": 0.5 * np.where(T < 400, 1.0, 4.0) * np.exp(_noise(rng, 0.03)),
-         "kl": 0.01 * np.exp(_noise(rng, 0.05))}
+    s = {
+        "reward": np.where(T < 400, learn, 0.15) + 0.06 * rng.standard_normal(N),
+        "entropy": 0.5 * np.where(T < 400, 1.0, 4.0) * np.exp(_noise(rng, 0.03)),
+        "kl": 0.01 * np.exp(_noise(rng, 0.05)),
+    }
     d = diagnose(_run(s))
     assert d.label == "loss_divergence" and d.onset_step is not None
     assert abs(d.onset_step - 400) <= 10

@@ -23,7 +23,8 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 
 @pytest.mark.parametrize("command", ["compare", "diagnose"])
 def test_unknown_format_is_one_line_before_any_work(
-    command: str, capsys: pytest.CaptureFixture[str],
+    command: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, err = cli(capsys, "bench", command, str(SAMPLES), "--format", "yaml")
     assert code == 2
@@ -33,16 +34,25 @@ def test_unknown_format_is_one_line_before_any_work(
 @pytest.mark.parametrize("command", ["compare", "diagnose"])
 @pytest.mark.parametrize(
     ("content", "needle"),
-    [("{not json", "cannot read labels"), ('{"pairs": {}}', "has no 'runs' object"),
-     ('{"runs": {}, "pairs": []}', "'pairs' in labels.json is not an object"),
-     ('{"runs": {"r": 5}}', "run 'r' needs an object"),
-     ('{"runs": {"r": {"label": "healthy"}}}', "run 'r' needs an object with a 'path'"),
-     ('{"runs": {"r": {"path": "r", "label": "healthy"}}, "pairs": {"p": 5}}', "pair 'p' needs"),
-     ('{"runs": {"r": {"path": "r", "label": "healthy"}}, "pairs": {"p": {"full": ["r"], '
-      '"proxy": "x"}}}', "(not 'x')")],
+    [
+        ("{not json", "cannot read labels"),
+        ('{"pairs": {}}', "has no 'runs' object"),
+        ('{"runs": {}, "pairs": []}', "'pairs' in labels.json is not an object"),
+        ('{"runs": {"r": 5}}', "run 'r' needs an object"),
+        ('{"runs": {"r": {"label": "healthy"}}}', "run 'r' needs an object with a 'path'"),
+        ('{"runs": {"r": {"path": "r", "label": "healthy"}}, "pairs": {"p": 5}}', "pair 'p' needs"),
+        (
+            '{"runs": {"r": {"path": "r", "label": "healthy"}}, "pairs": {"p": {"full": ["r"], '
+            '"proxy": "x"}}}',
+            "(not 'x')",
+        ),
+    ],
 )
 def test_bad_labels_are_one_line(
-    command: str, content: str, needle: str, tmp_path: Path,
+    command: str,
+    content: str,
+    needle: str,
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     (tmp_path / "labels.json").write_text(content)
@@ -54,7 +64,9 @@ def test_bad_labels_are_one_line(
 
 @pytest.mark.parametrize("command", ["compare", "diagnose"])
 def test_missing_labels_name_the_file(
-    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    command: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, err = cli(capsys, "bench", command, str(tmp_path))
     assert code == 2 and err.startswith(f"error: {tmp_path / 'labels.json'}: no labels.json")

@@ -29,8 +29,14 @@ CFG = FidelityConfig(n_boot=100)
 
 
 def _compare(full: list, proxy, **kw):  # type: ignore[no-untyped-def]
-    return compare(full, proxy, config=CFG, full_diagnoses=[diag(f) for f in full],
-                   proxy_diagnosis=diag(proxy), **kw)
+    return compare(
+        full,
+        proxy,
+        config=CFG,
+        full_diagnoses=[diag(f) for f in full],
+        proxy_diagnosis=diag(proxy),
+        **kw,
+    )
 
 
 def test_spearman_matches_scipy() -> None:
@@ -69,7 +75,9 @@ def test_shape_ignores_level_and_scale_and_dtw_tolerates_a_shift() -> None:
 def test_volatility_ratio_of_doubled_noise() -> None:
     rng = np.random.default_rng(3)
     noise = rng.normal(size=5000)
-    assert log_ratio(noise, 2 * rng.normal(size=5000), log_scale=False) == pytest.approx(np.log(2), abs=0.06)
+    assert log_ratio(noise, 2 * rng.normal(size=5000), log_scale=False) == pytest.approx(
+        np.log(2), abs=0.06
+    )
 
 
 def test_change_in_noise_units() -> None:
@@ -86,7 +94,9 @@ def test_scores_are_relative_to_the_seed_range() -> None:
 
 def test_level_is_reported_but_not_scored() -> None:
     fulls = [make_run(f"f{s}", curves(1000, seed=s)) for s in range(2)]
-    low = make_run("p", {k: (v * 0.5 if k == "reward" else v) for k, v in curves(1000, seed=9).items()})
+    low = make_run(
+        "p", {k: (v * 0.5 if k == "reward" else v) for k, v in curves(1000, seed=9).items()}
+    )
     c = _compare(fulls, low)
     level = c.metrics["reward"].tests["level"]
     assert level.value == pytest.approx(0.5, abs=0.03) and level.score < 0.2
@@ -117,7 +127,9 @@ def test_nonfinite_points_are_counted_not_drawn() -> None:
     c = _compare([make_run("f", curves(600, seed=0))], make_run("p", data))
     shape = c.metrics["grad_norm"].tests["shape"]
     assert shape.details["nonfinite_proxy"] == 11 and shape.details["nonfinite_full"] == 0
-    assert c.events["details"]["proxy"]["nonfinite:grad_norm"] == pytest.approx([100 / 599, 300 / 599], abs=1e-3)
+    assert c.events["details"]["proxy"]["nonfinite:grad_norm"] == pytest.approx(
+        [100 / 599, 300 / 599], abs=1e-3
+    )
 
 
 def test_events_f1_merge_and_order() -> None:
@@ -126,7 +138,11 @@ def test_events_f1_merge_and_order() -> None:
     assert events.f1(a, b, window=0.02) == pytest.approx(2 * 1 / 5)
     assert events.merge([0.1, 0.11, 0.115, 0.4], window=0.02) == [0.1, 0.4]
     order_a, order_b, tau = events.order(a, b)
-    assert order_a == ["spike:loss", "nonfinite:grad_norm"] and order_b == order_a[::-1] and tau == -1.0
+    assert (
+        order_a == ["spike:loss", "nonfinite:grad_norm"]
+        and order_b == order_a[::-1]
+        and tau == -1.0
+    )
 
 
 def test_symptoms_within_the_event_window_have_no_order() -> None:
@@ -142,15 +158,18 @@ def test_symptoms_within_the_event_window_have_no_order() -> None:
     assert events.order(early, {**proxy, "spike:grad_norm": [0.6]}, window=0.02)[2] == -1.0
 
 
-@pytest.mark.parametrize(("full", "proxy", "lag", "expected"), [
-    ("healthy", "healthy", None, "reproduced"),
-    ("loss_divergence", "loss_divergence", 0.05, "reproduced"),
-    ("loss_divergence", "loss_divergence", 0.15, "fault_late"),
-    ("loss_divergence", "loss_divergence", -0.12, "fault_early"),
-    ("loss_divergence", "healthy", None, "fault_missing"),
-    ("healthy", "gradient_overflow", None, "extra_fault"),
-    ("precision_fault", "loss_divergence", 0.0, "wrong_fault"),
-])
+@pytest.mark.parametrize(
+    ("full", "proxy", "lag", "expected"),
+    [
+        ("healthy", "healthy", None, "reproduced"),
+        ("loss_divergence", "loss_divergence", 0.05, "reproduced"),
+        ("loss_divergence", "loss_divergence", 0.15, "fault_late"),
+        ("loss_divergence", "loss_divergence", -0.12, "fault_early"),
+        ("loss_divergence", "healthy", None, "fault_missing"),
+        ("healthy", "gradient_overflow", None, "extra_fault"),
+        ("precision_fault", "loss_divergence", 0.0, "wrong_fault"),
+    ],
+)
 def test_fault_outcomes(full: str, proxy: str, lag: float | None, expected: str) -> None:
     run = make_run("r", {"loss": np.ones(10)})
     assert faults.outcome(diag(run, full, 5), diag(run, proxy, 5), lag, tolerance=0.1) == expected
@@ -182,8 +201,15 @@ def test_overflows_come_from_the_skip_counter_and_empty_kinds_are_dropped() -> N
 
 
 def test_opposite_directions_are_excused_when_seeds_disagree_too() -> None:
-    up = [make_run("up", curves(800, seed=0)), make_run("down", curves(800, seed=1, reward_dir=-1.0))]
-    trend = _compare(up, make_run("p", curves(800, seed=2, reward_dir=-1.0))).metrics["reward"].tests["trend"]
+    up = [
+        make_run("up", curves(800, seed=0)),
+        make_run("down", curves(800, seed=1, reward_dir=-1.0)),
+    ]
+    trend = (
+        _compare(up, make_run("p", curves(800, seed=2, reward_dir=-1.0)))
+        .metrics["reward"]
+        .tests["trend"]
+    )
     assert trend.details["opposite_direction"] is False
 
 
@@ -196,7 +222,9 @@ def test_a_nonfinite_skip_count_is_an_overflow_event() -> None:
     grid = build_grid([full], quiet, buckets=CFG.buckets)
     found = events.run_events(grid, 0, None, window=CFG.event_window_progress)
     assert found["overflow:skipped"] == pytest.approx([300 / 499, 400 / 499], abs=0.005)
-    assert "overflow:skipped" not in events.run_events(grid, 1, None, window=CFG.event_window_progress)
+    assert "overflow:skipped" not in events.run_events(
+        grid, 1, None, window=CFG.event_window_progress
+    )
 
 
 def test_consensus_takes_step_and_progress_from_one_seed() -> None:
@@ -220,10 +248,21 @@ def test_an_onset_among_the_seeds_own_onsets_is_on_time() -> None:
     labels = [diag(seeds[0], "loss_divergence", 150), diag(seeds[1], "loss_divergence", 350)]
     proxy = make_run("proxy", curves(500, seed=9), role="proxy")
     grid = build_grid(seeds, proxy, buckets=CFG.buckets)
-    for onset, want in ((330, "reproduced"), (160, "reproduced"), (110, "reproduced"),
-                        (420, "fault_late"), (60, "fault_early")):
-        got = faults.score(seeds, proxy, grid, full=labels, config=CFG,
-                           proxy_diagnosis=diag(proxy, "loss_divergence", onset))
+    for onset, want in (
+        (330, "reproduced"),
+        (160, "reproduced"),
+        (110, "reproduced"),
+        (420, "fault_late"),
+        (60, "fault_early"),
+    ):
+        got = faults.score(
+            seeds,
+            proxy,
+            grid,
+            full=labels,
+            config=CFG,
+            proxy_diagnosis=diag(proxy, "loss_divergence", onset),
+        )
         assert got.outcome == want, (onset, got.explanation)
     assert "of the seeds' onsets (30%–70% of progress)" in got.explanation
 
@@ -236,29 +275,37 @@ def test_seeds_split_evenly_the_order_of_the_full_runs_does_not_decide() -> None
     labels = [diag(seeds[0], "loss_divergence", 200), diag(seeds[1])]
     verdicts = set()
     for order in ((0, 1), (1, 0)):
-        result = compare([seeds[i] for i in order], proxy, config=CFG,
-                         full_diagnoses=[labels[i] for i in order],
-                         proxy_diagnosis=diag(proxy, "loss_divergence", 205))
+        result = compare(
+            [seeds[i] for i in order],
+            proxy,
+            config=CFG,
+            full_diagnoses=[labels[i] for i in order],
+            proxy_diagnosis=diag(proxy, "loss_divergence", 205),
+        )
         verdicts.add((result.verdict, result.faults.outcome))
         assert any("full seeds disagree" in r for r in result.reasons)
     assert verdicts == {("partial", "reproduced")}
 
 
-@pytest.mark.parametrize(("label", "cause", "proxy_logs", "told"), [
-    ("precision_fault", "mismatch_kl", ["reward"], False),
-    ("precision_fault", "mismatch_kl", ["reward", "mismatch_prob_diff"], True),
-    ("loss_divergence", "grad_norm", ["reward"], False),
-    ("loss_divergence", "grad_norm", ["reward", "grad_norm"], True),
-    ("gradient_overflow", "skipped", ["reward", "loss_scale"], True),  # overflows from halvings
-])
+@pytest.mark.parametrize(
+    ("label", "cause", "proxy_logs", "told"),
+    [
+        ("precision_fault", "mismatch_kl", ["reward"], False),
+        ("precision_fault", "mismatch_kl", ["reward", "mismatch_prob_diff"], True),
+        ("loss_divergence", "grad_norm", ["reward"], False),
+        ("loss_divergence", "grad_norm", ["reward", "grad_norm"], True),
+        ("gradient_overflow", "skipped", ["reward", "loss_scale"], True),  # overflows from halvings
+    ],
+)
 def test_a_missing_fault_says_when_the_proxy_does_not_log_where_it_shows(
     label: str, cause: str, proxy_logs: list[str], told: bool
 ) -> None:
     """A proxy without the metrics the full run's fault was found in is not called healthy."""
     data = curves(400, seed=0)
     full = make_run("f", {**data, cause: np.linspace(0.1, 1.0, 400)})
-    proxy = make_run("p", {m: curves(400, seed=1).get(m, np.full(400, 0.1)) for m in proxy_logs},
-                     role="proxy")
+    proxy = make_run(
+        "p", {m: curves(400, seed=1).get(m, np.full(400, 0.1)) for m in proxy_logs}, role="proxy"
+    )
     carrier = replace(diag(full, label, 200), root_cause=RootCause("climb", cause, 200))
     healthy = replace(diag(proxy), missing=diagnose(proxy).missing)  # what it cannot show
     grid = build_grid([full], proxy, buckets=CFG.buckets)
@@ -280,7 +327,9 @@ def test_a_sparse_metric_logged_at_other_steps_in_each_run_is_left_out_not_a_cra
 
     def with_sparse(name: str, seed: int, sparse: np.ndarray, role: str = "full"):  # type: ignore[no-untyped-def]
         run = make_run(name, {**curves(n, seed=seed), "loss_scale": sparse}, role=role)
-        frame = run.frame.filter(~((run.frame["metric"] == "loss_scale") & run.frame["value"].is_nan()))
+        frame = run.frame.filter(
+            ~((run.frame["metric"] == "loss_scale") & run.frame["value"].is_nan())
+        )
         return Run(frame, run.name, run.attrs, run.mapping, list(run.events))
 
     c = _compare([with_sparse("f", 0, sparse_full)], with_sparse("p", 1, sparse_proxy, "proxy"))
@@ -295,8 +344,9 @@ def test_a_proxy_consuming_data_at_another_rate_gets_a_hint_to_align_by_tokens(
     """Half the batch: half the tokens a step, and the same data at twice the steps."""
     n = 400
     full = make_run("f", {**curves(n, seed=0), "tokens": 1000.0 * np.arange(1, n + 1)})
-    proxy = make_run("p", {**curves(n, seed=1), "tokens": per_step * np.arange(1, n + 1)},
-                     role="proxy")
+    proxy = make_run(
+        "p", {**curves(n, seed=1), "tokens": per_step * np.arange(1, n + 1)}, role="proxy"
+    )
     said = [r for r in _compare([full], proxy).reasons if "--align tokens" in r]
     assert bool(said) is hint
     if hint:

@@ -9,7 +9,9 @@ import pytest
 
 from proxydiag.evaluate.compare import BenchScore, evaluate, score
 
-synth = pytest.importorskip("proxydiag.synth", reason="proxydiag.synth (the generator) is not written yet")
+synth = pytest.importorskip(
+    "proxydiag.synth", reason="proxydiag.synth (the generator) is not written yet"
+)
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,20 @@ arrays = st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=8, max_size=60
 
 
 def _healthy(full, proxy, **kw):  # type: ignore[no-untyped-def]
-    return compare(full, proxy, config=CFG, full_diagnoses=[diag(f) for f in full],
-                   proxy_diagnosis=diag(proxy), **kw)
+    return compare(
+        full,
+        proxy,
+        config=CFG,
+        full_diagnoses=[diag(f) for f in full],
+        proxy_diagnosis=diag(proxy),
+        **kw,
+    )
 
 
 @settings(max_examples=8, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(60, 400), align=st.sampled_from(["step", "progress"]))
+@given(
+    seed=st.integers(0, 10_000), n=st.integers(60, 400), align=st.sampled_from(["step", "progress"])
+)
 def test_self_comparison_scores_one(seed: int, n: int, align: str) -> None:
     run = make_run("r", curves(n, seed=seed))
     c = _healthy([run], run, align=align)
@@ -34,7 +42,9 @@ def test_self_comparison_scores_one(seed: int, n: int, align: str) -> None:
 
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 10_000), scale=st.integers(2, 50), offset=st.integers(0, 10_000))
-def test_progress_alignment_is_invariant_to_step_rescaling(seed: int, scale: int, offset: int) -> None:
+def test_progress_alignment_is_invariant_to_step_rescaling(
+    seed: int, scale: int, offset: int
+) -> None:
     data = curves(300, seed=seed)
     full = make_run("full", data)
     proxy = make_run("proxy", curves(300, seed=seed + 1))
@@ -52,8 +62,9 @@ def test_discrepancies_are_symmetric(x: np.ndarray, y: np.ndarray) -> None:
     assert spearman(x, y) == spearman(y, x)
     assert abs(area(x, y) - area(y, x)) < 1e-9
     assert ks_statistic(x, y) == ks_statistic(y, x)
-    assert abs(log_ratio(x, y, log_scale=False) + log_ratio(y, x, log_scale=False)) < 1e-9 or not np.isfinite(
-        log_ratio(x, y, log_scale=False))
+    assert abs(
+        log_ratio(x, y, log_scale=False) + log_ratio(y, x, log_scale=False)
+    ) < 1e-9 or not np.isfinite(log_ratio(x, y, log_scale=False))
 
 
 @settings(max_examples=5, deadline=None)
@@ -68,10 +79,14 @@ METRICS = ("reward", "entropy", "grad_norm", "kl", "pg_loss")
 
 
 @settings(max_examples=8, deadline=None)
-@given(seed=st.integers(0, 10_000), all_nan=st.sets(st.sampled_from(METRICS)),
-       sprinkled=st.floats(0.0, 0.2))
+@given(
+    seed=st.integers(0, 10_000),
+    all_nan=st.sets(st.sampled_from(METRICS)),
+    sprinkled=st.floats(0.0, 0.2),
+)
 def test_identical_runs_score_one_whatever_their_nonfinite_values(
-        seed: int, all_nan: set[str], sprinkled: float) -> None:
+    seed: int, all_nan: set[str], sprinkled: float
+) -> None:
     """NaN/inf are data: identical runs score 1 and are faithful (diagnosed for real). A metric
     with no finite point is undecidable, left out and named; with every metric undecidable the
     identical symptoms (non-finite bursts) decide."""

@@ -27,11 +27,21 @@ FULLS_FAULTY = [diverging(s, 500) for s in range(3)]
 FULLS_HEALTHY = [make_run(f"full{s}", curves(N, seed=s)) for s in range(3)]
 
 
-def run_compare(fulls: list[Run], proxy: Run, full_label: str, full_onset: int | None,
-                proxy_label: str, proxy_onset: int | None):  # type: ignore[no-untyped-def]
-    return compare(fulls, proxy, config=CFG,
-                   full_diagnoses=[diag(f, full_label, full_onset) for f in fulls],
-                   proxy_diagnosis=diag(proxy, proxy_label, proxy_onset))
+def run_compare(
+    fulls: list[Run],
+    proxy: Run,
+    full_label: str,
+    full_onset: int | None,
+    proxy_label: str,
+    proxy_onset: int | None,
+):  # type: ignore[no-untyped-def]
+    return compare(
+        fulls,
+        proxy,
+        config=CFG,
+        full_diagnoses=[diag(f, full_label, full_onset) for f in fulls],
+        proxy_diagnosis=diag(proxy, proxy_label, proxy_onset),
+    )
 
 
 def test_identical_runs_score_one() -> None:
@@ -42,8 +52,9 @@ def test_identical_runs_score_one() -> None:
 
 @pytest.mark.parametrize("seed", [10, 11, 12, 13])
 def test_a_full_seed_against_the_other_seeds_is_faithful(seed: int) -> None:
-    c = run_compare(FULLS_HEALTHY, make_run(f"s{seed}", curves(N, seed=seed)),
-                    "healthy", None, "healthy", None)
+    c = run_compare(
+        FULLS_HEALTHY, make_run(f"s{seed}", curves(N, seed=seed)), "healthy", None, "healthy", None
+    )
     assert c.verdict == "faithful" and c.fidelity > 0.9
 
 
@@ -55,21 +66,29 @@ def test_a_pruned_proxy_that_learns_less_is_faithful() -> None:
 
 
 def test_reproduced_fault_with_a_small_lag_is_faithful() -> None:
-    c = run_compare(FULLS_FAULTY, diverging(30, 540), "loss_divergence", 500, "loss_divergence", 540)
+    c = run_compare(
+        FULLS_FAULTY, diverging(30, 540), "loss_divergence", 500, "loss_divergence", 540
+    )
     assert c.faults.reproduced and c.faults.onset_lag_progress == pytest.approx(0.04, abs=0.001)
     assert c.verdict == "faithful", c.reasons
     assert "proxy axis warped to register its fault onset (step 540)" in c.overlap
 
 
-@pytest.mark.parametrize(("proxy_label", "proxy_onset", "outcome"), [
-    ("healthy", None, "fault_missing"),
-    ("loss_divergence", 700, "fault_late"),
-    ("loss_divergence", 350, "fault_early"),
-    ("gradient_overflow", 500, "wrong_fault"),
-])
-def test_fault_rules_make_the_proxy_unfaithful(proxy_label: str, proxy_onset: int | None,
-                                                outcome: str) -> None:
-    c = run_compare(FULLS_FAULTY, diverging(40, 500), "loss_divergence", 500, proxy_label, proxy_onset)
+@pytest.mark.parametrize(
+    ("proxy_label", "proxy_onset", "outcome"),
+    [
+        ("healthy", None, "fault_missing"),
+        ("loss_divergence", 700, "fault_late"),
+        ("loss_divergence", 350, "fault_early"),
+        ("gradient_overflow", 500, "wrong_fault"),
+    ],
+)
+def test_fault_rules_make_the_proxy_unfaithful(
+    proxy_label: str, proxy_onset: int | None, outcome: str
+) -> None:
+    c = run_compare(
+        FULLS_FAULTY, diverging(40, 500), "loss_divergence", 500, proxy_label, proxy_onset
+    )
     assert c.faults.outcome == outcome and not c.faults.reproduced
     assert c.verdict == "unfaithful" and c.fidelity <= 0.3
     assert c.reasons[0].startswith(outcome)
@@ -81,8 +100,14 @@ def test_a_proxy_failing_where_the_full_run_is_healthy_is_unfaithful() -> None:
 
 
 def test_a_flat_proxy_is_unfaithful() -> None:
-    c = run_compare(FULLS_HEALTHY, make_run("flat", curves(N, seed=50, learns=False)),
-                    "healthy", None, "healthy", None)
+    c = run_compare(
+        FULLS_HEALTHY,
+        make_run("flat", curves(N, seed=50, learns=False)),
+        "healthy",
+        None,
+        "healthy",
+        None,
+    )
     assert c.verdict == "unfaithful" and c.fidelity < 0.3
     assert c.reasons[0].startswith("does not learn: full run's reward changes +")
 
@@ -103,8 +128,14 @@ def test_a_noisier_proxy_that_learns_most_of_the_change_learns() -> None:
 
 
 def test_a_wrong_trend_is_not_faithful() -> None:
-    c = run_compare(FULLS_HEALTHY, make_run("down", curves(N, seed=51, reward_dir=-0.5)),
-                    "healthy", None, "healthy", None)
+    c = run_compare(
+        FULLS_HEALTHY,
+        make_run("down", curves(N, seed=51, reward_dir=-0.5)),
+        "healthy",
+        None,
+        "healthy",
+        None,
+    )
     assert c.verdict == "unfaithful"
     assert c.metrics["reward"].verdict == "diverged"
 
@@ -117,7 +148,9 @@ def test_reproduced_fault_with_other_dynamics_is_partial() -> None:
 
 
 def test_one_full_seed_uses_pseudo_seeds() -> None:
-    c = run_compare(FULLS_HEALTHY[:1], make_run("s", curves(N, seed=70)), "healthy", None, "healthy", None)
+    c = run_compare(
+        FULLS_HEALTHY[:1], make_run("s", curves(N, seed=70)), "healthy", None, "healthy", None
+    )
     assert c.verdict == "faithful"
     assert c.events["baseline"].startswith("1 full seed: 8 pseudo-seeds")
 
@@ -128,15 +161,22 @@ def test_symptoms_in_another_order_make_a_reproduced_fault_partial() -> None:
     from proxydiag.events import Event
 
     def with_symptoms(run: Run, order: list[str]):  # type: ignore[no-untyped-def]
-        evs = tuple(Event(kind, "grad_norm", 520 + 60 * i, None, "warning", 0.9, kind)
-                    for i, kind in enumerate(order))
+        evs = tuple(
+            Event(kind, "grad_norm", 520 + 60 * i, None, "warning", 0.9, kind)
+            for i, kind in enumerate(order)
+        )
         return replace(diag(run, "loss_divergence", 500), events=evs)
 
     fulls = FULLS_FAULTY
     proxy = diverging(80, 510)
     usual = ["spike", "mismatch_climb", "divergence"]
-    c = compare(fulls, proxy, config=CFG, full_diagnoses=[with_symptoms(f, usual) for f in fulls],
-                proxy_diagnosis=with_symptoms(proxy, usual[::-1]))
+    c = compare(
+        fulls,
+        proxy,
+        config=CFG,
+        full_diagnoses=[with_symptoms(f, usual) for f in fulls],
+        proxy_diagnosis=with_symptoms(proxy, usual[::-1]),
+    )
     assert c.faults.reproduced and c.events["details"]["kendall_tau"] == -1.0
     assert c.events["details"]["seed_kendall_tau"] == 1.0 and c.events["details"]["order_differs"]
     assert c.verdict == "partial" and c.reasons[0].startswith("symptoms in another order")

@@ -45,8 +45,9 @@ def store_state(store: Path) -> dict[str, object]:
     ingest times (the issue's definition of identical stores)."""
     runs = RunStore(store)
     table = runs.runs().drop("ingested_at").sort("run")
-    frames = {rid: runs.get(rid).frame.sort("metric", "step").to_dicts()
-              for rid in table["run"].to_list()}
+    frames = {
+        rid: runs.get(rid).frame.sort("metric", "step").to_dicts() for rid in table["run"].to_list()
+    }
     return {"catalog": table.to_dicts(), "frames": json.dumps(frames, default=str)}
 
 
@@ -76,6 +77,11 @@ def ingest_quietly(group: Path, store: Path) -> None:
     from proxydiag.ingest import ReadContext, discover
 
     work = [(reader_name(reader), str(src)) for reader, src in discover(group)]
-    result = ingest_sources(work, store=RunStore(store), executor=Serial(),
-                            spec=ReadSpec(ReadContext()), skip_unchanged=False)
+    result = ingest_sources(
+        work,
+        store=RunStore(store),
+        executor=Serial(),
+        spec=ReadSpec(ReadContext()),
+        skip_unchanged=False,
+    )
     assert not result.failures, result.failures

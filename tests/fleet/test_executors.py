@@ -33,8 +33,10 @@ def test_the_local_pool_keeps_order_and_loses_only_the_killed_item() -> None:
     assert [o.item for o in outcomes] == list(range(8))
     assert [o.value for o in outcomes if o.ok] == [0, 1, 4, 16, 36, 49]
     failed = {o.item: o.reason for o in outcomes if not o.ok}
-    assert failed == {3: "ValueError: three is bad",
-                      5: "the worker process died (killed by signal 9) while working on this item"}
+    assert failed == {
+        3: "ValueError: three is bad",
+        5: "the worker process died (killed by signal 9) while working on this item",
+    }
 
 
 def test_serial_runs_in_process_and_says_each_failure_in_one_line() -> None:
@@ -43,9 +45,14 @@ def test_serial_runs_in_process_and_says_each_failure_in_one_line() -> None:
     assert outcomes[1].reason == "ValueError: invalid literal for int() with base 10: 'x\\ny'"
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"workers": 0}, "--workers 0"), ({"workers": 2, "ray": True}, "exclude each other"),
-    ({"ray_address": "auto"}, "--ray-address needs --ray")])
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"workers": 0}, "--workers 0"),
+        ({"workers": 2, "ray": True}, "exclude each other"),
+        ({"ray_address": "auto"}, "--ray-address needs --ray"),
+    ],
+)
 def test_bad_executor_flags_are_one_line(kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         make_executor(**kwargs)  # type: ignore[arg-type]
@@ -56,9 +63,14 @@ def test_a_killed_worker_fails_its_source_alone_and_the_rest_is_stored(tmp_path:
     work = [(reader_name(reader), str(src)) for reader, src in discover(group)]
     victim = "healthy-proxy-e8"
     store = RunStore(tmp_path / "store")
-    result = ingest_sources(work, store=store, executor=LocalPool(workers=2),
-                            spec=ReadSpec(ReadContext()), skip_unchanged=True,
-                            task=partial(kill_on, victim))
+    result = ingest_sources(
+        work,
+        store=store,
+        executor=LocalPool(workers=2),
+        spec=ReadSpec(ReadContext()),
+        skip_unchanged=True,
+        task=partial(kill_on, victim),
+    )
     [(_, source, reason)] = result.failures
     assert victim in source and "worker process died (killed by signal 9)" in reason
     names = sorted(store.runs()["name"].to_list())

@@ -13,7 +13,9 @@ from fleet_helpers import ROOT, run_cli, sample_group, store_state
 from proxydiag.store import RunStore
 
 RUN_SCHEMA = json.loads((ROOT / "proxydiag" / "schemas" / "run.schema.json").read_text())
-DIAGNOSIS_SCHEMA = json.loads((ROOT / "proxydiag" / "schemas" / "diagnosis.schema.json").read_text())
+DIAGNOSIS_SCHEMA = json.loads(
+    (ROOT / "proxydiag" / "schemas" / "diagnosis.schema.json").read_text()
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +71,9 @@ def test_runs_diagnoses_and_comparisons_are_json_lines(stores: dict[str, object]
     for run in runs:
         jsonschema.validate(run, RUN_SCHEMA, cls=jsonschema.Draft202012Validator)
     assert [r["id"] for r in runs] == sorted(r["id"] for r in runs) and len(runs) == 4
-    assert {r["role"] for r in runs} == {"full", "proxy"} and {r["group"] for r in runs} == {"healthy"}
+    assert {r["role"] for r in runs} == {"full", "proxy"} and {r["group"] for r in runs} == {
+        "healthy"
+    }
     diagnoses = [json.loads(line) for line in one["diagnose"][1].splitlines()]
     assert [d["run"] for d in diagnoses] == [r["id"] for r in runs]
     for d in diagnoses:
@@ -82,15 +86,17 @@ def test_runs_diagnoses_and_comparisons_are_json_lines(stores: dict[str, object]
 
 
 def test_a_rerun_reuses_unchanged_results_and_force_recomputes(
-        stores: dict[str, object], capsys: pytest.CaptureFixture[str]) -> None:
+    stores: dict[str, object], capsys: pytest.CaptureFixture[str]
+) -> None:
     one = stores["1"]
     assert isinstance(one, dict)
     store = RunStore(one["store"])
     before = _created(store)
     again = run_cli(["diagnose", "--all", "-f", "json", "--store", one["store"]], capsys)
     assert again[:2] == one["diagnose"][:2] and _created(store) == before
-    forced = run_cli(["diagnose", "--all", "-f", "json", "--store", one["store"], "--force"],
-                     capsys)
+    forced = run_cli(
+        ["diagnose", "--all", "-f", "json", "--store", one["store"], "--force"], capsys
+    )
     assert forced[:2] == one["diagnose"][:2]
     assert all(_created(store)[run] > at for run, at in before.items())
 
@@ -103,7 +109,8 @@ def _created(store: RunStore) -> dict[str, object]:
 
 
 def test_a_fleet_ingest_skips_unchanged_sources_and_rereads_a_changed_one(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     group = sample_group(tmp_path)
     store = str(tmp_path / "store")
     assert run_cli(["ingest", str(group), "--store", store], capsys)[0] == 0
@@ -122,7 +129,8 @@ def test_a_fleet_ingest_skips_unchanged_sources_and_rereads_a_changed_one(
 
 
 def test_a_bad_source_is_one_line_and_the_others_are_kept(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     group = sample_group(tmp_path)
     bad = group / "healthy-proxy-e16" / "metrics.csv"
     bad.write_text("step,loss\n1,0.5\n2,abc\n")

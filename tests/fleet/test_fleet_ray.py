@@ -44,17 +44,24 @@ def ray_local() -> Iterator[Any]:
     ray.shutdown()
 
 
-def _fleet(store: Path, group: Path, flags: list[str], capsys: pytest.CaptureFixture[str],
-           ) -> dict[str, tuple[int, str, str]]:
+def _fleet(
+    store: Path,
+    group: Path,
+    flags: list[str],
+    capsys: pytest.CaptureFixture[str],
+) -> dict[str, tuple[int, str, str]]:
     at = ["--store", str(store), *flags]
-    return {"ingest": run_cli(["ingest", str(group), *at], capsys),
-            "diagnose": run_cli(["diagnose", "--all", "-f", "json", *at], capsys),
-            "compare": run_cli(["compare", *at], capsys),
-            "runs": run_cli(["runs", "--store", str(store), "-f", "json"], capsys)}
+    return {
+        "ingest": run_cli(["ingest", str(group), *at], capsys),
+        "diagnose": run_cli(["diagnose", "--all", "-f", "json", *at], capsys),
+        "compare": run_cli(["compare", *at], capsys),
+        "runs": run_cli(["runs", "--store", str(store), "-f", "json"], capsys),
+    }
 
 
-def test_ray_gives_one_workers_store_and_output(ray_local: Any, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_ray_gives_one_workers_store_and_output(
+    ray_local: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     group = sample_group(tmp_path)
     one = _fleet(tmp_path / "one", group, ["--workers", "1"], capsys)
     on_ray = _fleet(tmp_path / "ray", group, ["--ray"], capsys)
@@ -67,25 +74,33 @@ def test_ray_gives_one_workers_store_and_output(ray_local: Any, tmp_path: Path,
 
 
 def test_a_bad_source_on_ray_is_one_line_and_the_others_are_kept(
-        ray_local: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ray_local: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     group = sample_group(tmp_path)
     bad = group / "healthy-proxy-e16" / "metrics.csv"
     bad.write_text("step,loss\n1,0.5\n2,abc\n")
-    code, out, err = run_cli(["ingest", str(group), "--store", str(tmp_path / "s"), "--ray"],
-                             capsys)
+    code, out, err = run_cli(
+        ["ingest", str(group), "--store", str(tmp_path / "s"), "--ray"], capsys
+    )
     assert code == 2 and "3 run(s) stored" in out
     [line] = err.strip().splitlines()
     assert line.startswith(f"error: {bad}") and "'abc'" in line
 
 
-def test_a_killed_ray_worker_is_retried_and_its_runs_stored_once(ray_local: Any,
-                                                                 tmp_path: Path) -> None:
+def test_a_killed_ray_worker_is_retried_and_its_runs_stored_once(
+    ray_local: Any, tmp_path: Path
+) -> None:
     group = sample_group(tmp_path)
     work = [(reader_name(reader), str(src)) for reader, src in discover(group)]
     store = RunStore(tmp_path / "store")
-    result = ingest_sources(work, store=store, executor=RayPool(),
-                            spec=ReadSpec(ReadContext()), skip_unchanged=True,
-                            task=partial(kill_once, "healthy-proxy-e8", str(tmp_path)))
+    result = ingest_sources(
+        work,
+        store=store,
+        executor=RayPool(),
+        spec=ReadSpec(ReadContext()),
+        skip_unchanged=True,
+        task=partial(kill_once, "healthy-proxy-e8", str(tmp_path)),
+    )
     assert (tmp_path / "tried").exists()  # the worker reading it was killed once
     assert result.failures == [] and len(result.stored) == len(set(result.stored)) == 4
     assert sorted(store.runs()["run"].to_list()) == sorted(result.stored)

@@ -24,12 +24,27 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_report_group_with_workers_is_the_one_process_report(
-        stored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     written = {}
     for workers in ("1", "2"):
         out = tmp_path / workers / "report.json"
-        code, said, _ = run_cli(["report", "--store", str(stored), "--group", GROUP, "-f", "json",
-                                 "-o", str(out), "--workers", workers], capsys)
+        code, said, _ = run_cli(
+            [
+                "report",
+                "--store",
+                str(stored),
+                "--group",
+                GROUP,
+                "-f",
+                "json",
+                "-o",
+                str(out),
+                "--workers",
+                workers,
+            ],
+            capsys,
+        )
         assert code == 0 and len(said.splitlines()) == 2  # one report per proxy
         written[workers] = {p.name: json.loads(p.read_text()) for p in out.parent.iterdir()}
     assert written["1"] == written["2"] and len(written["1"]) == 2
@@ -42,15 +57,22 @@ def test_the_dashboards_fleet_with_workers_is_the_one_process_fleet(stored: Path
     assert one.proxies.height == 2 and one.runs["label"].null_count() == 0
 
 
-def test_bench_with_workers_scores_as_one_process(tmp_path: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_bench_with_workers_scores_as_one_process(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     labels = json.loads((SAMPLE_RUNS / "labels.json").read_text())
-    runs = {name: dict(entry, path=str(SAMPLE_RUNS / entry["path"]))
-            for name, entry in labels["runs"].items() if name in FAST}
+    runs = {
+        name: dict(entry, path=str(SAMPLE_RUNS / entry["path"]))
+        for name, entry in labels["runs"].items()
+        if name in FAST
+    }
     fulls = [name for name in FAST if runs[name]["role"] == "full"]
     # each fast proxy against the fast full runs, with the truth of its labelled pair
-    pairs = {name: dict(pair, full=fulls) for name, pair in labels["pairs"].items()
-             if pair["proxy"] in FAST and runs[pair["proxy"]]["role"] == "proxy"}
+    pairs = {
+        name: dict(pair, full=fulls)
+        for name, pair in labels["pairs"].items()
+        if pair["proxy"] in FAST and runs[pair["proxy"]]["role"] == "proxy"
+    }
     (tmp_path / "labels.json").write_text(json.dumps({"runs": runs, "pairs": pairs}))
     assert len(pairs) == 2
     for verb in ("diagnose", "compare"):

@@ -30,8 +30,11 @@ def _catalog_points(store: Path) -> dict[str, int]:
 
 def test_duckdb_reads_the_run_files_and_joins_the_catalog(store: Path) -> None:
     con = duckdb.connect()
-    counted = dict(con.execute(
-        f"SELECT run, count(*) FROM read_parquet('{store}/runs/*.parquet') GROUP BY run").fetchall())
+    counted = dict(
+        con.execute(
+            f"SELECT run, count(*) FROM read_parquet('{store}/runs/*.parquet') GROUP BY run"
+        ).fetchall()
+    )
     assert counted == _catalog_points(store) and len(counted) == 4
     con.execute(f"ATTACH '{store}/catalog.duckdb' AS cat (READ_ONLY)")
     last_reward = con.execute(f"""

@@ -49,8 +49,10 @@ def _points(store: Path, *, column: str = "key") -> dict[str, list[tuple[int, fl
     if not frames:
         return {}
     frame = pl.concat(frames).sort(column, "step")
-    return {k: list(zip(g["step"].to_list(), g["value"].to_list(), strict=True))
-            for (k,), g in frame.group_by(column, maintain_order=True)}
+    return {
+        k: list(zip(g["step"].to_list(), g["value"].to_list(), strict=True))
+        for (k,), g in frame.group_by(column, maintain_order=True)
+    }
 
 
 def _check_data(case: Case, got: dict[str, list[tuple[int, float]]]) -> None:

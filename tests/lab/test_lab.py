@@ -19,7 +19,9 @@ def _series(run_dir: Path, key: str) -> np.ndarray:
     import proxydiag
 
     run = proxydiag.read_run(run_dir)
-    metric = next(m for m, k in run.mapping.items() if k == key) if key in run.mapping.values() else key
+    metric = (
+        next(m for m, k in run.mapping.items() if k == key) if key in run.mapping.values() else key
+    )
     return run.series(metric)[1]
 
 
@@ -65,7 +67,9 @@ def test_fp8_sampler_raises_mismatch_after_onset(tmp_path: Path, cache: Path) ->
 
 
 def test_fp16_static_scale_overflows_persistently(tmp_path: Path, cache: Path) -> None:
-    spec = replace(small(LabRun(fault="fp16_static_scale", fault_step=6, precision="fp16")), steps=12)
+    spec = replace(
+        small(LabRun(fault="fp16_static_scale", fault_step=6, precision="fp16")), steps=12
+    )
     run_lab(spec, tmp_path, cache_dir=cache)
     skipped = _series(tmp_path / spec.name, "actor/skipped")
     scale = _series(tmp_path / spec.name, "actor/loss_scale")

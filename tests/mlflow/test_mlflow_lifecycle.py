@@ -17,8 +17,10 @@ from mlflow_fixtures import QUIET_ENV
 from proxydiag.errors import MlflowError
 from proxydiag.testing.mlflow_server import start, wait_healthy
 
-pytestmark = [pytest.mark.server,
-              pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs Linux /proc")]
+pytestmark = [
+    pytest.mark.server,
+    pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="needs Linux /proc"),
+]
 
 
 def _group(pgid: int) -> set[int]:
@@ -81,8 +83,9 @@ def _running_in(root: Path) -> set[int]:
     return found
 
 
-def test_relative_paths_mean_the_callers_directory(tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_relative_paths_mean_the_callers_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The server runs in ``root``: a relative ``db`` is still the caller's file, not a new
     empty store beside the server (the benchmark's tracking-server run was not found)."""
     from mlflow import MlflowClient

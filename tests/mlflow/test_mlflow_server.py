@@ -39,20 +39,25 @@ def logged(mlflow_server: MlflowServer) -> dict[str, str]:
     exp = client.create_experiment("moe-sweep")
     ids = {}
     ts = int(time.time() * 1000)
-    for name, role, kept in (("full", "full", 64), ("proxy-32", "proxy", 32), ("proxy-8", "proxy", 8)):
+    for name, role, kept in (
+        ("full", "full", 64),
+        ("proxy-32", "proxy", 32),
+        ("proxy-8", "proxy", 8),
+    ):
         run = client.create_run(exp, run_name=name, tags={"role": role, "group": "g1"})
         loss = [SPECIAL.get(s, 2.0 - s / N_STEPS) for s in range(N_STEPS)]
         metrics = [Metric("actor/pg_loss", v, ts + s, s) for s, v in enumerate(loss)]
         metrics += [Metric("actor/grad_norm", 1.0 + s % 5, ts + s, s) for s in range(N_STEPS)]
-        client.log_batch(run.info.run_id, metrics=metrics[:1000],
-                         params=[Param("experts_kept", str(kept))])
+        client.log_batch(
+            run.info.run_id, metrics=metrics[:1000], params=[Param("experts_kept", str(kept))]
+        )
         ids[name] = run.info.run_id
     return ids
 
 
-def test_runs_uri_reads_complete_paginated_history(mlflow_server: MlflowServer,
-                                                   logged: dict[str, str],
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runs_uri_reads_complete_paginated_history(
+    mlflow_server: MlflowServer, logged: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     from proxydiag.ingest.mlflow import rest as mlflow_rest
 
     monkeypatch.setattr(mlflow_rest, "BULK_MAX", 20)  # the bulk reply may be cut: page instead
@@ -69,8 +74,9 @@ def test_runs_uri_reads_complete_paginated_history(mlflow_server: MlflowServer,
     assert mlflow_uri.read(page, ReadContext())[0].id == run.id
 
 
-def test_bulk_and_paged_histories_agree(mlflow_server: MlflowServer, logged: dict[str, str],
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bulk_and_paged_histories_agree(
+    mlflow_server: MlflowServer, logged: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """One bulk reply per key, or get-history page by page: the same frame, NaN/±inf kept."""
     from polars.testing import assert_frame_equal
 
@@ -111,16 +117,34 @@ def test_search_selects_by_filter(mlflow_server: MlflowServer, logged: dict[str,
 
 
 def _diagnosis(run: Run, label: str, onset: int | None) -> Diagnosis:
-    return Diagnosis(source=str(run.attrs["source"]), run=run.id, label=label, onset_step=onset,
-                     confidence=0.9, root_cause=RootCause(label, "grad_norm", onset))
+    return Diagnosis(
+        source=str(run.attrs["source"]),
+        run=run.id,
+        label=label,
+        onset_step=onset,
+        confidence=0.9,
+        root_cause=RootCause(label, "grad_norm", onset),
+    )
 
 
 def _comparison(proxy: Run, full: Run, fidelity: float) -> Comparison:
     metric = MetricFidelity("grad_norm", fidelity - 0.1, (0.5, 0.9), 0.8, "faithful", {})
-    faults = FaultComparison({"label": "healthy", "onset_step": None},
-                             {"label": "healthy", "onset_step": None}, None, None, True)
-    return Comparison(fidelity, "faithful", "step", {"grad_norm": metric}, faults,
-                      full_runs=(full.id,), proxy_run=proxy.id)
+    faults = FaultComparison(
+        {"label": "healthy", "onset_step": None},
+        {"label": "healthy", "onset_step": None},
+        None,
+        None,
+        True,
+    )
+    return Comparison(
+        fidelity,
+        "faithful",
+        "step",
+        {"grad_norm": metric},
+        faults,
+        full_runs=(full.id,),
+        proxy_run=proxy.id,
+    )
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -128,8 +152,9 @@ def _get(url: str) -> tuple[int, bytes]:
         return int(resp.status), resp.read()
 
 
-def test_write_back_and_rerun_updates_in_place(mlflow_server: MlflowServer,
-                                               logged: dict[str, str]) -> None:
+def test_write_back_and_rerun_updates_in_place(
+    mlflow_server: MlflowServer, logged: dict[str, str]
+) -> None:
     from mlflow import MlflowClient
 
     ctx = ReadContext(options={"tracking_uri": mlflow_server.uri})
@@ -152,28 +177,48 @@ def test_write_back_and_rerun_updates_in_place(mlflow_server: MlflowServer,
     history = client.get_metric_history(first, "proxydiag.fidelity")
     assert sorted(m.value for m in history) == [0.6, 0.75] and {m.step for m in history} == {0}
     # through the server's REST API: the artifacts are listed and the HTML is served
-    status, body = _get(f"{mlflow_server.uri}/api/2.0/mlflow/artifacts/list?run_id={first}"
-                        "&path=proxydiag")
+    status, body = _get(
+        f"{mlflow_server.uri}/api/2.0/mlflow/artifacts/list?run_id={first}&path=proxydiag"
+    )
     names = sorted(f["path"] for f in json.loads(body)["files"])
-    assert status == 200 and names == ["proxydiag/comparison.json", "proxydiag/diagnosis.json",
-                                       "proxydiag/report.html", "proxydiag/result.json"]
-    status, page = _get(f"{mlflow_server.uri}/get-artifact?path=proxydiag/report.html"
-                        f"&run_uuid={first}")
+    assert status == 200 and names == [
+        "proxydiag/comparison.json",
+        "proxydiag/diagnosis.json",
+        "proxydiag/report.html",
+        "proxydiag/result.json",
+    ]
+    status, page = _get(
+        f"{mlflow_server.uri}/get-artifact?path=proxydiag/report.html&run_uuid={first}"
+    )
     assert status == 200 and page.decode() == html
-    _, result = _get(f"{mlflow_server.uri}/get-artifact?path=proxydiag/diagnosis.json"
-                     f"&run_uuid={first}")
+    _, result = _get(
+        f"{mlflow_server.uri}/get-artifact?path=proxydiag/diagnosis.json&run_uuid={first}"
+    )
     assert json.loads(result)["label"] == "healthy"
 
 
 def test_a_run_from_files_gets_its_own_mlflow_run_once(mlflow_server: MlflowServer) -> None:
     from mlflow import MlflowClient
 
-    run = build_run(raw([0, 1, 2], ["loss"] * 3, [1.0, 0.5, float("nan")]), name="tb-proxy",
-                    source="/data/tb/proxy", fmt="tensorboard", attrs={"experts_kept": 16})
-    first = log_diagnosis(_diagnosis(run, "loss_divergence", 2), run,
-                          tracking_uri=mlflow_server.uri, experiment="from-files")
-    second = log_diagnosis(_diagnosis(run, "loss_divergence", 1), run,
-                           tracking_uri=mlflow_server.uri, experiment="from-files")
+    run = build_run(
+        raw([0, 1, 2], ["loss"] * 3, [1.0, 0.5, float("nan")]),
+        name="tb-proxy",
+        source="/data/tb/proxy",
+        fmt="tensorboard",
+        attrs={"experts_kept": 16},
+    )
+    first = log_diagnosis(
+        _diagnosis(run, "loss_divergence", 2),
+        run,
+        tracking_uri=mlflow_server.uri,
+        experiment="from-files",
+    )
+    second = log_diagnosis(
+        _diagnosis(run, "loss_divergence", 1),
+        run,
+        tracking_uri=mlflow_server.uri,
+        experiment="from-files",
+    )
     assert first == second
     got = MlflowClient(mlflow_server.uri).get_run(first)
     assert got.data.tags["proxydiag.source"] == "/data/tb/proxy"
@@ -204,8 +249,11 @@ class MemoryStore:
         return key
 
     def pending(self) -> list[dict[str, Any]]:
-        return [{"kind": k, "key": key, "result": v["result"]}
-                for (k, key), v in self.results.items() if not v["synced"]]
+        return [
+            {"kind": k, "key": key, "result": v["result"]}
+            for (k, key), v in self.results.items()
+            if not v["synced"]
+        ]
 
     def mark_synced(self, kind: str, key: str, *, result: dict[str, Any] | None = None) -> bool:
         self.results[(kind, key)]["synced"] = True
@@ -216,15 +264,17 @@ class MemoryStore:
 
 
 def test_server_down_keeps_results_pending_then_sync_pushes(
-        mlflow_server: MlflowServer, logged: dict[str, str]) -> None:
+    mlflow_server: MlflowServer, logged: dict[str, str]
+) -> None:
     ctx = ReadContext(options={"tracking_uri": mlflow_server.uri})
     proxy = mlflow_uri.read(f"runs:/{logged['proxy-8']}", ctx)[0]
     store = MemoryStore([proxy])
     down = f"http://127.0.0.1:{free_port()}"
     t0 = time.monotonic()
     with pytest.raises(MlflowError, match=r"^MLflow server http://127.0.0.1:\d+ is not answering"):
-        log_diagnosis(_diagnosis(proxy, "precision_fault", 30), proxy, tracking_uri=down,
-                      store=store)  # type: ignore[arg-type]
+        log_diagnosis(
+            _diagnosis(proxy, "precision_fault", 30), proxy, tracking_uri=down, store=store
+        )  # type: ignore[arg-type]
     assert time.monotonic() - t0 < 5
     assert [p["key"] for p in store.outbox.pending()] == [proxy.id]
     result = sync(store, tracking_uri=mlflow_server.uri)  # type: ignore[arg-type]
@@ -243,29 +293,53 @@ def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 
 def test_cli_server_down_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     down = f"http://127.0.0.1:{free_port()}"
-    code, stdout, stderr = _cli(["mlflow", "runs", "--mlflow-experiment", "x", "--tracking-uri",
-                                 down.replace("http://", "http://bob:hunter2@")], capsys)
+    code, stdout, stderr = _cli(
+        [
+            "mlflow",
+            "runs",
+            "--mlflow-experiment",
+            "x",
+            "--tracking-uri",
+            down.replace("http://", "http://bob:hunter2@"),
+        ],
+        capsys,
+    )
     assert code == 2
     assert stderr.strip().splitlines() == [
         f"error: MLflow server {down.replace('http://', 'http://***@')} is not answering "
-        "(connection refused); start it, or check MLFLOW_TRACKING_URI"]
+        "(connection refused); start it, or check MLFLOW_TRACKING_URI"
+    ]
     assert "hunter2" not in stdout + stderr
 
 
-def test_cli_lists_runs_with_their_results(mlflow_server: MlflowServer, logged: dict[str, str],
-                                           capsys: pytest.CaptureFixture[str]) -> None:
-    code, stdout, stderr = _cli(["mlflow", "runs", "--mlflow-experiment", "moe-sweep", "--filter",
-                                 "params.experts_kept = '8'", "--tracking-uri", mlflow_server.uri],
-                                capsys)
+def test_cli_lists_runs_with_their_results(
+    mlflow_server: MlflowServer, logged: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, stdout, stderr = _cli(
+        [
+            "mlflow",
+            "runs",
+            "--mlflow-experiment",
+            "moe-sweep",
+            "--filter",
+            "params.experts_kept = '8'",
+            "--tracking-uri",
+            mlflow_server.uri,
+        ],
+        capsys,
+    )
     assert code == 0, stderr
     # only newlines stripped: a run no test has labelled yet ends in empty tab-separated cells
     lines = stdout.rstrip("\n").splitlines()
     assert len(lines) == 2 and lines[1].startswith(f"{logged['proxy-8']}\tproxy-8\tproxy\t8\t")
 
 
-def test_real_store_keeps_comparison_until_cli_sync(mlflow_server: MlflowServer,
-                                                    logged: dict[str, str], tmp_path: Any,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_real_store_keeps_comparison_until_cli_sync(
+    mlflow_server: MlflowServer,
+    logged: dict[str, str],
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from mlflow import MlflowClient
 
     from proxydiag.store import RunStore
@@ -279,34 +353,58 @@ def test_real_store_keeps_comparison_until_cli_sync(mlflow_server: MlflowServer,
     down = f"http://127.0.0.1:{free_port()}"
     html = "<html><body><h1>kept while MLflow was down</h1></body></html>"
     with pytest.raises(MlflowError, match="is not answering"):
-        log_comparison(_comparison(proxy, full, 0.42), proxy, full, tracking_uri=down, store=store,
-                       report_html=html)
+        log_comparison(
+            _comparison(proxy, full, 0.42),
+            proxy,
+            full,
+            tracking_uri=down,
+            store=store,
+            report_html=html,
+        )
     assert store.comparisons()["mlflow_synced"].to_list() == [False]
     kept = list((tmp_path / "store" / "pending_reports").iterdir())
     assert len(kept) == 1 and store.outbox.report("comparison", f"{proxy.id}<-{full.id}") == html
-    code, stdout, stderr = _cli(["mlflow", "sync", "--store", str(tmp_path / "store"),
-                                 "--tracking-uri", mlflow_server.uri], capsys)
+    code, stdout, stderr = _cli(
+        ["mlflow", "sync", "--store", str(tmp_path / "store"), "--tracking-uri", mlflow_server.uri],
+        capsys,
+    )
     assert code == 0, stderr
-    assert stdout.startswith(f"synced comparison {proxy.id}<-{full.id} -> MLflow run "
-                             f"{logged['proxy-8']}")
+    assert stdout.startswith(
+        f"synced comparison {proxy.id}<-{full.id} -> MLflow run {logged['proxy-8']}"
+    )
     assert store.comparisons()["mlflow_synced"].to_list() == [True]
     data = MlflowClient(mlflow_server.uri).get_run(logged["proxy-8"]).data
     assert data.metrics["proxydiag.fidelity"] == 0.42
     assert data.tags["proxydiag.full_run"] == logged["full"]
-    status, page = _get(f"{mlflow_server.uri}/get-artifact?path=proxydiag/report.html"
-                        f"&run_uuid={logged['proxy-8']}")  # the report kept in the store
+    status, page = _get(
+        f"{mlflow_server.uri}/get-artifact?path=proxydiag/report.html&run_uuid={logged['proxy-8']}"
+    )  # the report kept in the store
     assert status == 200 and page.decode() == html
     assert not kept[0].exists()  # synced: the kept copy is gone
 
 
-def test_cli_ingest_selects_an_experiment_by_filter(mlflow_server: MlflowServer,
-                                                    logged: dict[str, str], tmp_path: Any,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_ingest_selects_an_experiment_by_filter(
+    mlflow_server: MlflowServer,
+    logged: dict[str, str],
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from proxydiag.store import RunStore
 
-    code, _, stderr = _cli(["ingest", "--mlflow-experiment", "moe-sweep", "--filter",
-                            "tags.role = 'proxy'", "--tracking-uri", mlflow_server.uri,
-                            "--store", str(tmp_path / "s")], capsys)
+    code, _, stderr = _cli(
+        [
+            "ingest",
+            "--mlflow-experiment",
+            "moe-sweep",
+            "--filter",
+            "tags.role = 'proxy'",
+            "--tracking-uri",
+            mlflow_server.uri,
+            "--store",
+            str(tmp_path / "s"),
+        ],
+        capsys,
+    )
     assert code == 0, stderr
     runs = RunStore(tmp_path / "s").runs().sort("experts_kept")
     assert runs["name"].to_list() == ["proxy-8", "proxy-32"]
@@ -340,15 +438,19 @@ def test_a_server_answering_html_is_one_error_line(tmp_path: Any) -> None:
         with pytest.raises(MlflowError, match="did not answer with a JSON object"):
             mlflow_rest.get_json(uri, "runs/get", {"run_id": "x"})
         with pytest.raises(MlflowError, match="metrics/get-history did not answer"):
-            mlflow_rest.histories(uri, [{"info": {"run_id": "r"},
-                                         "data": {"metrics": [{"key": "loss", "step": 3}]}}])
+            mlflow_rest.histories(
+                uri, [{"info": {"run_id": "r"}, "data": {"metrics": [{"key": "loss", "step": 3}]}}]
+            )
     finally:
         server.shutdown()
 
 
 def test_a_pending_result_keeps_its_run_so_sync_can_push_it(
-        mlflow_server: MlflowServer, logged: dict[str, str], tmp_path: Any,
-        capsys: pytest.CaptureFixture[str]) -> None:
+    mlflow_server: MlflowServer,
+    logged: dict[str, str],
+    tmp_path: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     """``diagnose FILE --store S --log-to-mlflow`` with the server down: the store had no run,
     so the result could never be synced; the sink keeps the run with it."""
     from proxydiag.store import RunStore
@@ -357,9 +459,15 @@ def test_a_pending_result_keeps_its_run_so_sync_can_push_it(
     proxy = mlflow_uri.read(f"runs:/{logged['proxy-32']}", ctx)[0]
     store = RunStore(tmp_path / "fresh")
     with pytest.raises(MlflowError, match="is not answering"):
-        log_diagnosis(_diagnosis(proxy, "precision_fault", 30), proxy,
-                      tracking_uri=f"http://127.0.0.1:{free_port()}", store=store)
+        log_diagnosis(
+            _diagnosis(proxy, "precision_fault", 30),
+            proxy,
+            tracking_uri=f"http://127.0.0.1:{free_port()}",
+            store=store,
+        )
     assert store.runs()["run"].to_list() == [proxy.id]
-    code, stdout, stderr = _cli(["mlflow", "sync", "--store", str(tmp_path / "fresh"),
-                                 "--tracking-uri", mlflow_server.uri], capsys)
+    code, stdout, stderr = _cli(
+        ["mlflow", "sync", "--store", str(tmp_path / "fresh"), "--tracking-uri", mlflow_server.uri],
+        capsys,
+    )
     assert code == 0 and stdout.startswith(f"synced diagnosis {proxy.id}"), stderr

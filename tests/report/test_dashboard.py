@@ -32,8 +32,11 @@ def test_fleet_joins_labels_fidelity_and_metadata(tmp_path: Path) -> None:
     labels = dict(zip(fleet.runs["name"], fleet.runs["label"], strict=True))
     assert labels == {"full": "healthy", "p50": "loss_divergence", "p25": None, "p12": None}
     got = fleet.proxies.select("name", "experts_kept", "fidelity", "verdict", "reproduced").rows()
-    assert got == [("p12", 0.125, 0.35, "unfaithful", False), ("p25", 0.25, 0.81, "partial", True),
-                   ("p50", 0.5, 0.93, "faithful", True)]
+    assert got == [
+        ("p12", 0.125, 0.35, "unfaithful", False),
+        ("p25", 0.25, 0.81, "partial", True),
+        ("p50", 0.5, 0.93, "faithful", True),
+    ]
 
 
 def test_dashboard_page_has_tables_and_scatter() -> None:
@@ -63,8 +66,12 @@ def test_dashboard_cli_from_a_real_store(tmp_path: Path, monkeypatch: Any) -> No
 
     store = RunStore(tmp_path / "store")
     full = make_run("full", seed=0, n_steps=300, onset=180)
-    proxies = [make_run(f"p{int(k * 100)}", seed=i + 1, n_steps=300, onset=190, role="proxy",
-                        experts_kept=k) for i, k in enumerate((0.5, 0.25))]
+    proxies = [
+        make_run(
+            f"p{int(k * 100)}", seed=i + 1, n_steps=300, onset=190, role="proxy", experts_kept=k
+        )
+        for i, k in enumerate((0.5, 0.25))
+    ]
     for run in (full, *proxies):
         store.put(run)
     store.put_diagnosis(make_diagnosis(full, onset=180))
@@ -75,8 +82,14 @@ def test_dashboard_cli_from_a_real_store(tmp_path: Path, monkeypatch: Any) -> No
         calls.append(run.name)
         return make_diagnosis(run, onset=None)
 
-    def compare(fulls: list[Run], proxy: Run, *, full_diagnoses: list[Any] | None = None,
-                proxy_diagnosis: Any = None, **_: Any) -> Any:
+    def compare(
+        fulls: list[Run],
+        proxy: Run,
+        *,
+        full_diagnoses: list[Any] | None = None,
+        proxy_diagnosis: Any = None,
+        **_: Any,
+    ) -> Any:
         calls.append(f"compare {proxy.name}")
         given = [*(full_diagnoses or [None] * len(fulls)), proxy_diagnosis]
         for run, made in zip([*fulls, proxy], given, strict=True):
@@ -84,7 +97,9 @@ def test_dashboard_cli_from_a_real_store(tmp_path: Path, monkeypatch: Any) -> No
                 diagnose(run)
         return make_comparison(fulls, proxy)
 
-    monkeypatch.setattr(api, "optional_analysis", lambda m, n: {"diagnose": diagnose, "compare": compare}[n])
+    monkeypatch.setattr(
+        api, "optional_analysis", lambda m, n: {"diagnose": diagnose, "compare": compare}[n]
+    )
     with pytest.raises(SystemExit) as exc:
         main(["dashboard", "--store", str(tmp_path / "store"), "-o", str(tmp_path / "dash")])
     assert exc.value.code == 0

@@ -28,10 +28,21 @@ def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("fleet") / "store"
     store = RunStore(path)
     for g, group in enumerate(GROUPS):
-        fulls = [make_run(f"{group}-full-s{s}", seed=10 * g + s, n_steps=200, onset=120 + s)
-                 for s in range(2)]
-        proxies = [make_run(f"{group}-p{i}", seed=10 * g + 5 + i, n_steps=200, onset=125,
-                            role="proxy", experts_kept=0.5 / (i + 1)) for i in range(N_PROXIES)]
+        fulls = [
+            make_run(f"{group}-full-s{s}", seed=10 * g + s, n_steps=200, onset=120 + s)
+            for s in range(2)
+        ]
+        proxies = [
+            make_run(
+                f"{group}-p{i}",
+                seed=10 * g + 5 + i,
+                n_steps=200,
+                onset=125,
+                role="proxy",
+                experts_kept=0.5 / (i + 1),
+            )
+            for i in range(N_PROXIES)
+        ]
         for run in (*fulls, *proxies):
             run.attrs["group"] = group
             store.put(run)
@@ -80,8 +91,11 @@ def test_one_group_in_memory_at_a_time(store_dir: Path, monkeypatch: Any) -> Non
         nonlocal peak
         gc.collect()
         live = [rid for rid, ref in loaded if ref() is not None]
-        strays.extend((run_id, rid) for rid in live
-                      if group_of[rid] is None or group_of[rid] != group_of[run_id])
+        strays.extend(
+            (run_id, rid)
+            for rid in live
+            if group_of[rid] is None or group_of[rid] != group_of[run_id]
+        )
         run = real_get(run_id)
         loaded.append((run_id, weakref.ref(run)))
         peak = max(peak, len(live) + 1)

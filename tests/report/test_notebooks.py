@@ -27,18 +27,24 @@ def test_committed_without_outputs(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, f"{path.name}: clear outputs"
+            assert cell.outputs == [] and cell.execution_count is None, (
+                f"{path.name}: clear outputs"
+            )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_runs_top_to_bottom(path: Path) -> None:
     if not any(SAMPLES.glob("*/")):
-        pytest.skip(f"sample runs not found at {SAMPLES} (python -c 'import proxydiag.synth as s; "
-                    "s.write_sample_runs(\"sample_runs\")')")
+        pytest.skip(
+            f"sample runs not found at {SAMPLES} (python -c 'import proxydiag.synth as s; "
+            's.write_sample_runs("sample_runs")\')'
+        )
     nb = nbformat.read(path, as_version=4)
     nb.cells.insert(0, nbformat.v4.new_code_cell(PROBE))
     client = nbclient.NotebookClient(
-        nb, kernel_name="python3", timeout=120,
+        nb,
+        kernel_name="python3",
+        timeout=120,
         resources={"metadata": {"path": str(path.parent)}},  # cwd = notebooks/
     )
     started = time.monotonic()

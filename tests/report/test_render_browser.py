@@ -46,8 +46,10 @@ def test_report_renders_in_chromium(driver: Any, tmp_path: Path) -> None:
     _assert_drawn(driver, n)
     assert _severe(driver) == []
     # self-contained: the page fetched nothing (no CDN, no fonts, no images)
-    assert driver.execute_script(
-        "return performance.getEntriesByType('resource').map(e => e.name)") == []
+    assert (
+        driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        == []
+    )
     # markers for NaN/+inf/-inf are drawn as points in the panels
     assert driver.find_elements("css selector", ".scatterlayer .points path")
     shot = screenshot(driver, tmp_path / "report.png")
@@ -59,8 +61,10 @@ def test_xss_shows_as_text_and_never_runs(driver: Any, tmp_path: Path) -> None:
     path = tmp_path / "xss.html"
     path.write_text(report(fmt="html", **scenario(n_steps=800, xss=True)), encoding="utf-8")  # type: ignore[arg-type]
     # any alert() (or onerror handler) on the page would set this flag before it could fire
-    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {
-        "source": "window.alert = function () { window.__alerted = true; };"})
+    driver.execute_cdp_cmd(
+        "Page.addScriptToEvaluateOnNewDocument",
+        {"source": "window.alert = function () { window.__alerted = true; };"},
+    )
     n = open_page(driver, path)
     _assert_drawn(driver, n)
     assert driver.find_elements("css selector", "img") == []
@@ -68,11 +72,13 @@ def test_xss_shows_as_text_and_never_runs(driver: Any, tmp_path: Path) -> None:
     text = driver.execute_script("return document.body.innerText")
     assert f"{XSS}full-s0: loss_divergence from step 480" in text
     # inside plotly: the panel title of the metric named XSS is that literal text
-    titles = [t.get_attribute("textContent") for t in
-              driver.find_elements("css selector", "text.gtitle")]
+    titles = [
+        t.get_attribute("textContent") for t in driver.find_elements("css selector", "text.gtitle")
+    ]
     assert XSS in titles
     ticks = driver.execute_script(
-        "return Array.from(document.querySelectorAll('.ytick text')).map(t => t.textContent)")
+        "return Array.from(document.querySelectorAll('.ytick text')).map(t => t.textContent)"
+    )
     assert any(t.startswith(XSS) for t in ticks)  # timeline rows name the runs
     assert _severe(driver) == []
     screenshot(driver, tmp_path / "xss.png")

@@ -26,8 +26,9 @@ def fake_analyses(monkeypatch: pytest.MonkeyPatch) -> None:
     """diagnose: divergence at 60% of the run unless the run's name says healthy."""
 
     def diagnose(run: Run, **_: Any) -> Any:
-        return make_diagnosis(run, onset=None if "healthy" in str(run.attrs["source"])
-                              else int(run.last_step * 0.6))
+        return make_diagnosis(
+            run, onset=None if "healthy" in str(run.attrs["source"]) else int(run.last_step * 0.6)
+        )
 
     def compare(full: list[Run], proxy: Run, **_: Any) -> Any:
         return make_comparison(full, proxy)
@@ -42,12 +43,26 @@ def _run_cli(argv: list[str]) -> int:
     return int(exc.value.code or 0)
 
 
-def test_comparison_report_and_fail_on(tmp_path: Path, fake_analyses: None,
-                                       capsys: pytest.CaptureFixture[str]) -> None:
-    full = [_write(make_run(f"f{i}", seed=i, n_steps=300, onset=180), tmp_path / f"f{i}",
-                   role="full", group="g", seed=i) for i in range(2)]
-    proxy = _write(make_run("p", seed=9, n_steps=300, onset=190, role="proxy"), tmp_path / "p",
-                   role="proxy", group="g", experts_kept=0.25)
+def test_comparison_report_and_fail_on(
+    tmp_path: Path, fake_analyses: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    full = [
+        _write(
+            make_run(f"f{i}", seed=i, n_steps=300, onset=180),
+            tmp_path / f"f{i}",
+            role="full",
+            group="g",
+            seed=i,
+        )
+        for i in range(2)
+    ]
+    proxy = _write(
+        make_run("p", seed=9, n_steps=300, onset=190, role="proxy"),
+        tmp_path / "p",
+        role="proxy",
+        group="g",
+        experts_kept=0.25,
+    )
     out = tmp_path / "out" / "report.html"
     argv = ["report", "--full", full[0], "--full", full[1], "--proxy", proxy, "-o", str(out)]
     assert _run_cli(argv) == 0
@@ -67,7 +82,9 @@ def test_comparison_report_and_fail_on(tmp_path: Path, fake_analyses: None,
 def test_diagnosis_report_json(tmp_path: Path, fake_analyses: None) -> None:
     src = _write(make_run("h", seed=1, n_steps=200), tmp_path / "healthy", role="full")
     out = tmp_path / "r.json"
-    assert _run_cli(["report", src, "-f", "json", "-o", str(out), "--fail-on", "loss_divergence"]) == 0
+    assert (
+        _run_cli(["report", src, "-f", "json", "-o", str(out), "--fail-on", "loss_divergence"]) == 0
+    )
     doc = json.loads(out.read_text())
     assert [d["label"] for d in doc["diagnoses"]] == ["healthy"] and doc["comparison"] is None
 
@@ -75,7 +92,10 @@ def test_diagnosis_report_json(tmp_path: Path, fake_analyses: None) -> None:
 def test_usage_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _run_cli(["report", "-o", str(tmp_path / "x.html")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: give SOURCE..., or --full SOURCE... --proxy SOURCE") and "\n" not in err
+    assert (
+        err.startswith("error: give SOURCE..., or --full SOURCE... --proxy SOURCE")
+        and "\n" not in err
+    )
     assert _run_cli(["report", "x", "-f", "pdf"]) == 2
     assert "error: --format 'pdf' is not one of html, markdown, json" in capsys.readouterr().err
 
@@ -89,20 +109,36 @@ def test_log_to_mlflow_writes_results_and_the_html_report(
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     full = _write(make_run("f", seed=0, n_steps=200, onset=120), tmp_path / "f", role="full")
     proxy = _write(make_run("p", seed=1, n_steps=200, onset=120), tmp_path / "p", role="proxy")
-    argv = ["report", "--full", full, "--proxy", proxy, "-f", "markdown", "-o",
-            str(tmp_path / "r.md"), "--log-to-mlflow", "--mlflow-experiment", "reports",
-            "--tracking-uri", uri]
+    argv = [
+        "report",
+        "--full",
+        full,
+        "--proxy",
+        proxy,
+        "-f",
+        "markdown",
+        "-o",
+        str(tmp_path / "r.md"),
+        "--log-to-mlflow",
+        "--mlflow-experiment",
+        "reports",
+        "--tracking-uri",
+        uri,
+    ]
     assert _run_cli(argv) == 0
     client = mlflow.MlflowClient(uri)
     experiment = client.get_experiment_by_name("reports")
-    runs = {r.data.tags["proxydiag.source"]: r for r in client.search_runs([experiment.experiment_id])}
+    runs = {
+        r.data.tags["proxydiag.source"]: r for r in client.search_runs([experiment.experiment_id])
+    }
     assert set(runs) == {full, proxy}
     logged = runs[proxy]
     assert logged.data.tags["proxydiag.label"] == "loss_divergence"
     assert logged.data.tags["proxydiag.verdict"] == "partial"
     assert logged.data.metrics["proxydiag.fidelity"] == pytest.approx(0.72)
-    html = Path(client.download_artifacts(logged.info.run_id, "proxydiag/report.html",
-                                          str(tmp_path / "dl"))).read_text()
+    html = Path(
+        client.download_artifacts(logged.info.run_id, "proxydiag/report.html", str(tmp_path / "dl"))
+    ).read_text()
     assert html.startswith("<!DOCTYPE html>") and "is partial to metrics (fidelity 0.72)" in html
 
 
@@ -140,16 +176,25 @@ def test_group_diagnoses_each_run_once(tmp_path: Path, monkeypatch: pytest.Monke
 
     found = {"diagnose": diagnose, "compare": lambda full, proxy, **_: make_comparison(full, proxy)}
     monkeypatch.setattr(api, "optional_analysis", lambda module, name: found[name])
-    argv = ["report", "--store", str(tmp_path / "store"), "--group", "g1",
-            "-o", str(tmp_path / "out" / "report.html")]
+    argv = [
+        "report",
+        "--store",
+        str(tmp_path / "store"),
+        "--group",
+        "g1",
+        "-o",
+        str(tmp_path / "out" / "report.html"),
+    ]
     assert _run_cli(argv) == 0
     assert sorted(diagnosed) == ["full", "p1", "p2", "p3"]  # the full run once, not per proxy
 
 
 def test_fail_on_rejects_unknown_classes(capsys: pytest.CaptureFixture[str]) -> None:
     assert _run_cli(["report", "x", "--fail-on", "loss_divergance"]) == 2
-    assert "--fail-on 'loss_divergance': unknown class loss_divergance; use one or more of " \
+    assert (
+        "--fail-on 'loss_divergance': unknown class loss_divergance; use one or more of "
         "healthy, gradient_overflow" in capsys.readouterr().err
+    )
 
 
 def test_fail_on_line_goes_to_stderr_when_the_document_is_on_stdout(
@@ -157,8 +202,19 @@ def test_fail_on_line_goes_to_stderr_when_the_document_is_on_stdout(
 ) -> None:
     full = _write(make_run("f", seed=0, n_steps=200, onset=120), tmp_path / "f", role="full")
     proxy = _write(make_run("p", seed=1, n_steps=200, onset=125), tmp_path / "p", role="proxy")
-    argv = ["report", "--full", full, "--proxy", proxy, "-f", "markdown", "-o", "-",
-            "--fail-on", "partial"]
+    argv = [
+        "report",
+        "--full",
+        full,
+        "--proxy",
+        proxy,
+        "-f",
+        "markdown",
+        "-o",
+        "-",
+        "--fail-on",
+        "partial",
+    ]
     assert _run_cli(argv) == 1
     captured = capsys.readouterr()
     assert captured.out.startswith("### proxydiag report\n") and "--fail-on" not in captured.out
@@ -178,8 +234,21 @@ def test_proxy_folder_of_several_runs_fails_before_reading_them(
         raise AssertionError(f"read {source}")
 
     monkeypatch.setattr(csv, "read", read)
-    assert _run_cli(["report", "--full", str(group / "f0"), "--proxy", str(group),
-                     "-o", str(tmp_path / "r.html")]) == 2
+    assert (
+        _run_cli(
+            [
+                "report",
+                "--full",
+                str(group / "f0"),
+                "--proxy",
+                str(group),
+                "-o",
+                str(tmp_path / "r.html"),
+            ]
+        )
+        == 2
+    )
     assert capsys.readouterr().err == (
         f"error: {group}: holds 3 runs (f0/metrics.csv, p1/metrics.csv, p2/metrics.csv); "
-        "name one of them (read_runs() reads them all)\n")
+        "name one of them (read_runs() reads them all)\n"
+    )

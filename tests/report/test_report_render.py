@@ -156,9 +156,13 @@ def test_timeline_rows_and_root_cause() -> None:
     full_d, proxy_d = s["diagnoses"][0], s["diagnoses"][3]  # type: ignore[index]
     fig = timeline_figure([("full", full_d), ("proxy", proxy_d)])
     rows = list(fig.layout.yaxis.categoryarray)[::-1]
-    assert rows[:5] == ["full · spike · grad_norm", "full · divergence · grad_norm",
-                        "full · reward_collapse · reward", "full · nonfinite · grad_norm",
-                        "full · root cause · divergence"]
+    assert rows[:5] == [
+        "full · spike · grad_norm",
+        "full · divergence · grad_norm",
+        "full · reward_collapse · reward",
+        "full · nonfinite · grad_norm",
+        "full · root cause · divergence",
+    ]
     star = next(t for t in fig.data if t.name == "root cause")
     assert list(star.x) == [180, 180 + 60]  # both onsets, on their own rows
     critical = next(t for t in fig.data if t.name == "critical" and t.mode == "lines")
@@ -170,8 +174,12 @@ def test_timeline_rows_and_root_cause() -> None:
 
 def test_panel_metrics_put_the_root_cause_first() -> None:
     s = scenario(n_steps=300)
-    content = resolve(full=s["full"], proxy=s["proxy"], diagnoses=s["diagnoses"],  # type: ignore[arg-type]
-                      comparison=s["comparison"])  # type: ignore[arg-type]
+    content = resolve(
+        full=s["full"],
+        proxy=s["proxy"],
+        diagnoses=s["diagnoses"],  # type: ignore[arg-type]
+        comparison=s["comparison"],
+    )  # type: ignore[arg-type]
     assert content.panel_metrics() == ["grad_norm", "reward", "entropy", "pg_loss", "loss_scale"]
     assert content.panel_metrics(limit=2) == ["grad_norm", "reward"]
 
@@ -181,12 +189,17 @@ def test_degenerate_series_still_draw() -> None:
     from proxydiag.run.build import build_run
 
     nan, inf = float("nan"), float("inf")
-    frame = raw([1, 2, 3, 7], ["grad_norm", "grad_norm", "grad_norm", "loss"],
-                [nan, inf, -inf, 2.0])
+    frame = raw(
+        [1, 2, 3, 7], ["grad_norm", "grad_norm", "grad_norm", "loss"], [nan, inf, -inf, 2.0]
+    )
     run = build_run(frame, name="odd", source="odd", fmt="example")
     fig = metric_panel("grad_norm", full=[run])
-    assert [(t.name, len(t.x)) for t in fig.data] == [("full", 1), ("NaN", 1), ("+inf", 1),
-                                                    ("-inf", 1)]
+    assert [(t.name, len(t.x)) for t in fig.data] == [
+        ("full", 1),
+        ("NaN", 1),
+        ("+inf", 1),
+        ("-inf", 1),
+    ]
     assert np.isnan(np.asarray(fig.data[0].y)).all()  # only a gap: nothing finite to join
     single = metric_panel("loss", full=[run])
     assert list(single.data[0].x) == [7.0] and fig.layout.yaxis.type is None

@@ -50,7 +50,9 @@ def normalise_counters(frame: pl.DataFrame, cumulative: list[str]) -> pl.DataFra
     diff = pl.col("value").diff().over("metric")
     per_step = pl.when(diff.is_null() | (diff < 0)).then(pl.col("value")).otherwise(diff)
     return frame.with_columns(
-        pl.when(pl.col("metric").is_in(cumulative)).then(per_step).otherwise(pl.col("value"))
+        pl.when(pl.col("metric").is_in(cumulative))
+        .then(per_step)
+        .otherwise(pl.col("value"))
         .alias("value")
     )
 
@@ -73,13 +75,16 @@ def raw_frames(draw: st.DrawFn) -> pl.DataFrame:
             rows += [(s[i], k, draw(VALUES)) for k, s in per_key.items() if i < len(s)]
     steps, ks, values = zip(*rows, strict=True)
     walls = draw(st.one_of(st.none(), st.just([float(i) for i in range(len(rows))])))
-    frame = pl.DataFrame({"step": list(steps), "key": list(ks), "value": list(values),
-                          "wall_time": walls}, schema_overrides={"wall_time": pl.Float64})
+    frame = pl.DataFrame(
+        {"step": list(steps), "key": list(ks), "value": list(values), "wall_time": walls},
+        schema_overrides={"wall_time": pl.Float64},
+    )
     cuts = sorted(set(draw(st.lists(st.integers(1, max(1, frame.height - 1)), max_size=3))))
     if cuts and frame.height > 1:  # chunks, as a parse in parallel or row groups leave them
         bounds = [0, *cuts, frame.height]
-        frame = pl.concat([frame.slice(a, b - a) for a, b in itertools.pairwise(bounds)],
-                          rechunk=False)
+        frame = pl.concat(
+            [frame.slice(a, b - a) for a, b in itertools.pairwise(bounds)], rechunk=False
+        )
     coding = draw(st.sampled_from(["text", "enum", "categorical"]))
     if coding == "enum":  # with categories no row has (an empty column): they win no alias
         codes = keys.of(frame["key"])
@@ -91,8 +96,9 @@ def raw_frames(draw: st.DrawFn) -> pl.DataFrame:
 
 
 @pytest.mark.parametrize("slices", [True, False], ids=["runs as slices", "row sort"])
-@settings(max_examples=200, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # set once per test
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # set once per test
 @given(raw=raw_frames())
 def test_build_run_equals_reference(
     raw: pl.DataFrame, slices: bool, monkeypatch: pytest.MonkeyPatch
@@ -110,9 +116,12 @@ def test_build_run_equals_reference(
 def assert_aligned(frame: pl.DataFrame) -> None:
     """The columns that hold a value a row (``run`` is one) are cut into the same chunks:
     polars would copy a misaligned frame on every later filter."""
-    cut = {tuple(c.chunk_lengths()) for c in frame.iter_columns()
-           if c.name in ("step", "value", "key", "metric")
-           or (c.name == "wall_time" and c.null_count() < c.len())}
+    cut = {
+        tuple(c.chunk_lengths())
+        for c in frame.iter_columns()
+        if c.name in ("step", "value", "key", "metric")
+        or (c.name == "wall_time" and c.null_count() < c.len())
+    }
     assert len(cut) <= 1, cut
 
 
@@ -122,10 +131,13 @@ def test_blocked_and_interleaved_give_one_frame() -> None:
     values = np.random.default_rng(0).normal(size=(len(names), len(steps)))
     values[2, 10] = np.nan
     values[3, 20] = -np.inf
-    blocked = pl.DataFrame({
-        "step": np.tile(steps, len(names)), "key": np.repeat(names, len(steps)),
-        "value": values.ravel(),
-    })
+    blocked = pl.DataFrame(
+        {
+            "step": np.tile(steps, len(names)),
+            "key": np.repeat(names, len(steps)),
+            "value": values.ravel(),
+        }
+    )
     interleaved = blocked.sort("step", maintain_order=True)
     a = build_run(blocked, name="r", source="r", fmt="t").frame
     b = build_run(interleaved, name="r", source="r", fmt="t").frame
@@ -134,8 +146,9 @@ def test_blocked_and_interleaved_give_one_frame() -> None:
 
 
 def test_a_restart_is_found_without_the_readers_help() -> None:
-    raw = pl.DataFrame({"step": [1, 2, 3, 2, 3], "key": ["loss"] * 5,
-                        "value": [1.0, 2.0, 3.0, 20.0, 30.0]})
+    raw = pl.DataFrame(
+        {"step": [1, 2, 3, 2, 3], "key": ["loss"] * 5, "value": [1.0, 2.0, 3.0, 20.0, 30.0]}
+    )
     run = build_run(raw, name="r", source="r", fmt="t")
     assert run.frame["value"].to_list() == [1.0, 20.0, 30.0]
     assert [e.kind for e in run.events] == ["restart"]
@@ -154,8 +167,13 @@ def test_text_keys_in_runs_and_enum_keys_give_the_same_codes() -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["", "a", "loss", "x" * 20, "y" * 20]),
-                          st.integers(1, 12)), min_size=1, max_size=30))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["", "a", "loss", "x" * 20, "y" * 20]), st.integers(1, 12)),
+        min_size=1,
+        max_size=30,
+    )
+)
 def test_text_key_codes_spell_the_column(runs: list[tuple[str, int]]) -> None:
     # runs of one key (run-length encoded) or keys changing on most rows (hashed)
     column = [key for key, length in runs for _ in range(length)]
@@ -175,25 +193,38 @@ def wide_tables(draw: st.DrawFn) -> tabular.Wide:
     if draw(st.sampled_from([True, True, True, False])):  # mostly strictly increasing
         step_list = sorted(set(step_list))
         n = len(step_list)
-    names = draw(st.permutations([*POOL, "zz/other"]))[:draw(st.integers(1, 8))]
+    names = draw(st.permutations([*POOL, "zz/other"]))[: draw(st.integers(1, 8))]
     if draw(st.sampled_from([False, False, False, True])):  # named like an unpivot column
         names.append(draw(st.sampled_from(["step", "wall_time", "key", "value", "metric", ""])))
     cells = st.one_of(st.none(), VALUES)
     columns = [
-        pl.Series(name, [None] * n if draw(st.integers(0, 5)) == 0
-                  else draw(st.lists(cells, min_size=n, max_size=n)), dtype=pl.Float64)
+        pl.Series(
+            name,
+            [None] * n
+            if draw(st.integers(0, 5)) == 0
+            else draw(st.lists(cells, min_size=n, max_size=n)),
+            dtype=pl.Float64,
+        )
         for name in names
     ]
     wall = draw(st.sampled_from(["none", "all", "some"]))
-    walls = (None if wall == "none" else
-             pl.Series("wall_time", [float(i) if wall == "all" or i % 2 else None
-                                     for i in range(n)], dtype=pl.Float64))
+    walls = (
+        None
+        if wall == "none"
+        else pl.Series(
+            "wall_time",
+            [float(i) if wall == "all" or i % 2 else None for i in range(n)],
+            dtype=pl.Float64,
+        )
+    )
     return tabular.Wide(pl.Series("step", step_list, dtype=pl.Int64), walls, columns)
 
 
 @settings(max_examples=300, deadline=None)
 @given(table=wide_tables(), by_key=st.booleans())
-def test_a_wide_table_builds_the_run_its_raw_frame_builds(table: tabular.Wide, by_key: bool) -> None:
+def test_a_wide_table_builds_the_run_its_raw_frame_builds(
+    table: tabular.Wide, by_key: bool
+) -> None:
     """Straight into the canonical frame, in a chunk per key (the table's own buffers) or,
     for a table of many keys (forced here), unpivoted by polars."""
     monotonic = bool(np.all(np.diff(table.step.to_numpy()) > 0))
@@ -216,10 +247,14 @@ def test_parts_with_wall_times_in_some_parts_only_are_aligned() -> None:
     part's frame has wall times and the others none; put together, the wall-time column was
     cut otherwise than the rest (every later filter would copy the frame)."""
     table = tabular.Wide(
-        pl.Series("step", [-1, 0, 1]), pl.Series("wall_time", [None, 1.0, None], dtype=pl.Float64),
-        [pl.Series("loss", [None, None, 0.0], dtype=pl.Float64),
-         pl.Series("grad_norm", [1.0, None, None], dtype=pl.Float64),
-         pl.Series("actor/grad_norm", [None, 0.0, None], dtype=pl.Float64)])
+        pl.Series("step", [-1, 0, 1]),
+        pl.Series("wall_time", [None, 1.0, None], dtype=pl.Float64),
+        [
+            pl.Series("loss", [None, None, 0.0], dtype=pl.Float64),
+            pl.Series("grad_norm", [1.0, None, None], dtype=pl.Float64),
+            pl.Series("actor/grad_norm", [None, 0.0, None], dtype=pl.Float64),
+        ],
+    )
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(wide, "_PARALLEL_CELLS", 0)
         patch.setattr(wide, "_PART_COLUMNS", 1)
@@ -240,7 +275,8 @@ def test_a_wide_table_of_few_keys_is_its_own_columns_a_chunk_per_key() -> None:
     table = tabular.Wide(steps, None, columns)
     frame = wide.build_table(table, name="r", source="r", fmt="t", monotonic=True).frame
     assert [c.chunk_lengths() for c in (frame["step"], frame["key"], frame["value"])] == [
-        [34, 100, 100]] * 3  # metric order: a, b, grad_norm (actor/grad_norm renamed)
+        [34, 100, 100]
+    ] * 3  # metric order: a, b, grad_norm (actor/grad_norm renamed)
     assert frame["metric"].chunk_lengths() == [34, 100, 100]
 
     def address(series: pl.Series) -> int:
@@ -299,9 +335,12 @@ def test_a_wide_table_read_and_unpivoted_in_parts_builds_the_same_run(
         parts = wide.build_wide_parts(read_part, list(named), **common)  # type: ignore[arg-type]
     resolved = AliasTable.default().resolve(list(named))
     metrics = [resolved.get(k, k) for k in named]
-    straight = (monotonic and all(c.null_count() < c.len() for c in table.columns)
-                and len(set(metrics)) == len(metrics)
-                and not (set(named) | set(metrics)) & wide._UNPIVOT_NAMES)
+    straight = (
+        monotonic
+        and all(c.null_count() < c.len() for c in table.columns)
+        and len(set(metrics)) == len(metrics)
+        and not (set(named) | set(metrics)) & wide._UNPIVOT_NAMES
+    )
     assert (parts is not None) == straight
     if parts is not None:
         assert_frame_equal(parts.frame, whole.frame, check_exact=True)
@@ -311,29 +350,48 @@ def test_a_wide_table_read_and_unpivoted_in_parts_builds_the_same_run(
         assert len(asked) == min(workers, len(named))
 
 
-@pytest.mark.parametrize("names", [["aa/raw", "zz/raw"], ["actor/grad_norm", "loss", "zz/raw"]],
-                         ids=["no alias: metric is the key column", "an alias renames a key"])
+@pytest.mark.parametrize(
+    "names",
+    [["aa/raw", "zz/raw"], ["actor/grad_norm", "loss", "zz/raw"]],
+    ids=["no alias: metric is the key column", "an alias renames a key"],
+)
 def test_text_keys_already_in_metric_order_keep_their_column(names: list[str]) -> None:
     n = 100  # long runs: cut into slices, not sorted row by row
-    raw = pl.DataFrame({"step": list(range(n)) * len(names),
-                        "key": [k for k in names for _ in range(n)],
-                        "value": [float(i) for i in range(n * len(names))]})
+    raw = pl.DataFrame(
+        {
+            "step": list(range(n)) * len(names),
+            "key": [k for k in names for _ in range(n)],
+            "value": [float(i) for i in range(n * len(names))],
+        }
+    )
     run = build_run(raw, name="r", source="r", fmt="t", attrs={"run_id": "r"})
     assert_frame_equal(run.frame, reference(raw, AliasTable.default()), check_exact=True)
 
 
-@pytest.mark.parametrize("names", [["value", "loss"], ["key", "loss"], ["metric", "train/loss"],
-                                   ["", "loss"], ["skipped_total", "loss"]],
-                         ids=["value", "key", "metric", "empty name", "empty counter"])
+@pytest.mark.parametrize(
+    "names",
+    [
+        ["value", "loss"],
+        ["key", "loss"],
+        ["metric", "train/loss"],
+        ["", "loss"],
+        ["skipped_total", "loss"],
+    ],
+    ids=["value", "key", "metric", "empty name", "empty counter"],
+)
 def test_wide_tables_named_like_unpivot_columns_or_with_an_empty_counter(names: list[str]) -> None:
     # found in review: polars' unpivot refuses these names, and renames an empty one; a
     # cumulative counter without rows crashed build_run
-    columns = [pl.Series(names[0], [None, None] if names[0] == "skipped_total" else [1.0, 2.0],
-                         dtype=pl.Float64),
-               pl.Series(names[1], [3.0, 4.0])]
+    columns = [
+        pl.Series(
+            names[0], [None, None] if names[0] == "skipped_total" else [1.0, 2.0], dtype=pl.Float64
+        ),
+        pl.Series(names[1], [3.0, 4.0]),
+    ]
     table = tabular.Wide(pl.Series("step", [1, 2]), None, columns)
     direct = wide.build_table(table, name="r", source="r", fmt="t", monotonic=True)
     assert sorted(direct.frame["key"].unique().to_list()) == sorted(
-        n for n, c in zip(names, columns, strict=True) if c.null_count() < c.len())
+        n for n, c in zip(names, columns, strict=True) if c.null_count() < c.len()
+    )
     via_raw = build_run(table.raw(), name="r", source="r", fmt="t", monotonic=True)
     assert_frame_equal(direct.frame, via_raw.frame, check_exact=True)

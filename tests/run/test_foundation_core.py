@@ -49,10 +49,16 @@ def test_frame_order_does_not_depend_on_the_readers_row_order() -> None:
     # contiguous blocks (a wide table unpivoted column by column) and interleaved rows (an
     # event file, step by step) of the same points give the same canonical frame
     steps = [1, 2, 3]
-    blocks = raw(steps * 3, ["zeta"] * 3 + ["actor/grad_norm"] * 3 + ["alpha"] * 3,
-                 [1.0, 2, 3, 4, 5, 6, 7, 8, 9])
-    interleaved = raw([s for s in steps for _ in range(3)], ["zeta", "actor/grad_norm", "alpha"] * 3,
-                      [1.0, 4, 7, 2, 5, 8, 3, 6, 9])
+    blocks = raw(
+        steps * 3,
+        ["zeta"] * 3 + ["actor/grad_norm"] * 3 + ["alpha"] * 3,
+        [1.0, 2, 3, 4, 5, 6, 7, 8, 9],
+    )
+    interleaved = raw(
+        [s for s in steps for _ in range(3)],
+        ["zeta", "actor/grad_norm", "alpha"] * 3,
+        [1.0, 4, 7, 2, 5, 8, 3, 6, 9],
+    )
     a = build_run(blocks, name="r", source="mem", fmt="test").frame
     b = build_run(interleaved, name="r", source="mem", fmt="test").frame
     assert a.equals(b)

@@ -22,11 +22,21 @@ from proxydiag.store._catalog import SCHEMA_VERSION
 NAN, INF = float("nan"), float("inf")
 
 
-def make_run(name: str = "r1", source: str = "/data/r1.csv", values: list[float] | None = None,
-             **attrs: object) -> Run:
+def make_run(
+    name: str = "r1",
+    source: str = "/data/r1.csv",
+    values: list[float] | None = None,
+    **attrs: object,
+) -> Run:
     vals = values if values is not None else [0.5, NAN, INF, -INF, 1e308]
-    raw = pl.DataFrame({"step": list(range(1, len(vals) + 1)), "key": ["actor/grad_norm"] * len(vals),
-                        "value": vals, "wall_time": [1.0e9 + i for i in range(len(vals))]})
+    raw = pl.DataFrame(
+        {
+            "step": list(range(1, len(vals) + 1)),
+            "key": ["actor/grad_norm"] * len(vals),
+            "value": vals,
+            "wall_time": [1.0e9 + i for i in range(len(vals))],
+        }
+    )
     run = build_run(raw, name=name, source=source, fmt="csv", attrs=dict(attrs))
     run.events.append(Event("restart", None, 3, None, "info", 1.0, "steps went back to 3"))
     return run
@@ -43,12 +53,36 @@ def test_put_get_keeps_values_metadata_and_events(tmp_path: Path) -> None:
     assert back.name == "r1" and back.mapping == {"grad_norm": "actor/grad_norm"}
     assert back.attrs["group"] == "g1" and back.events == run.events
     row = store.runs().row(0, named=True)
-    assert {k: row[k] for k in ("run", "name", "role", "group", "seed", "experts_kept",
-                                "precision", "format", "n_points", "n_metrics", "first_step",
-                                "last_step")} == {
-        "run": rid, "name": "r1", "role": "proxy", "group": "g1", "seed": 3,
-        "experts_kept": 0.25, "precision": "fp16", "format": "csv", "n_points": 5,
-        "n_metrics": 1, "first_step": 1, "last_step": 5}
+    assert {
+        k: row[k]
+        for k in (
+            "run",
+            "name",
+            "role",
+            "group",
+            "seed",
+            "experts_kept",
+            "precision",
+            "format",
+            "n_points",
+            "n_metrics",
+            "first_step",
+            "last_step",
+        )
+    } == {
+        "run": rid,
+        "name": "r1",
+        "role": "proxy",
+        "group": "g1",
+        "seed": 3,
+        "experts_kept": 0.25,
+        "precision": "fp16",
+        "format": "csv",
+        "n_points": 5,
+        "n_metrics": 1,
+        "first_step": 1,
+        "last_step": 5,
+    }
     assert store.get("r1").id == rid  # by unique name
     assert store.get(rid).to_pandas()["value"].iloc[0] == 0.5
 
@@ -94,15 +128,33 @@ def test_scan_and_size(tmp_path: Path) -> None:
 
 
 def diagnosis(run: str, label: str = "gradient_overflow") -> Diagnosis:
-    return Diagnosis(source="/x", run=run, label=label, onset_step=120, confidence=0.9,
-                     root_cause=RootCause("overflow", "loss_scale", 120))
+    return Diagnosis(
+        source="/x",
+        run=run,
+        label=label,
+        onset_step=120,
+        confidence=0.9,
+        root_cause=RootCause("overflow", "loss_scale", 120),
+    )
 
 
 def comparison(proxy: str, full: tuple[str, ...]) -> Comparison:
-    faults = FaultComparison({"label": "healthy", "onset_step": None},
-                             {"label": "healthy", "onset_step": None}, None, None, True)
-    return Comparison(fidelity=0.8, verdict="faithful", align="step", metrics={}, faults=faults,
-                      full_runs=full, proxy_run=proxy)
+    faults = FaultComparison(
+        {"label": "healthy", "onset_step": None},
+        {"label": "healthy", "onset_step": None},
+        None,
+        None,
+        True,
+    )
+    return Comparison(
+        fidelity=0.8,
+        verdict="faithful",
+        align="step",
+        metrics={},
+        faults=faults,
+        full_runs=full,
+        proxy_run=proxy,
+    )
 
 
 def test_results_and_pending_mlflow(tmp_path: Path) -> None:
@@ -114,13 +166,17 @@ def test_results_and_pending_mlflow(tmp_path: Path) -> None:
     assert key == "p1<-f1,f2"
     diags = store.diagnoses()
     assert diags.select("run", "label", "onset_step", "mlflow_synced").rows() == [
-        (rid, "gradient_overflow", 120, False)]
+        (rid, "gradient_overflow", 120, False)
+    ]
     assert json.loads(diags["json"][0])["root_cause"]["metric"] == "loss_scale"
     comps = store.comparisons()
     assert comps.select("proxy_run", "full_runs", "fidelity", "verdict").rows() == [
-        ("p1", ["f2", "f1"], 0.8, "faithful")]
+        ("p1", ["f2", "f1"], 0.8, "faithful")
+    ]
     assert [(p["kind"], p["key"]) for p in store.outbox.pending()] == [
-        ("diagnosis", rid), ("comparison", key)]
+        ("diagnosis", rid),
+        ("comparison", key),
+    ]
     store.outbox.mark_synced("diagnosis", rid)
     store.outbox.mark_synced("comparison", key)
     assert store.outbox.pending() == []
@@ -133,7 +189,8 @@ def test_schema_version_is_recorded_and_a_newer_store_is_refused(tmp_path: Path)
     store.put(make_run())
     con = duckdb.connect(str(store.db))
     assert con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
-        str(SCHEMA_VERSION),)
+        str(SCHEMA_VERSION),
+    )
     con.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
     con.close()
     with pytest.raises(StoreError, match=r"newer proxydiag \(schema 99"):

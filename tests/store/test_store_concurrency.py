@@ -27,8 +27,9 @@ pytestmark = pytest.mark.timeout(120)
 def run_of(index: int, n_points: int = 2000) -> Run:
     """Run ``index``: value = index + step / 1000 (so any reader can check it)."""
     steps = list(range(n_points))
-    raw = pl.DataFrame({"step": steps, "key": ["loss"] * n_points,
-                        "value": [index + s / 1000 for s in steps]})
+    raw = pl.DataFrame(
+        {"step": steps, "key": ["loss"] * n_points, "value": [index + s / 1000 for s in steps]}
+    )
     return build_run(raw, name=f"run{index}", source=f"/src/run{index}", fmt="csv")
 
 
@@ -37,7 +38,8 @@ def write_csvs(folder: Path, count: int, n_rows: int = 3000) -> list[Path]:
     paths = []
     for i in range(count):
         frame = pl.DataFrame({"step": range(n_rows)}).with_columns(
-            (pl.col("step") / 1000 + i).alias("loss"), (pl.col("step") * 0 + i).alias("idx"))
+            (pl.col("step") / 1000 + i).alias("loss"), (pl.col("step") * 0 + i).alias("idx")
+        )
         path = folder / f"r{i:03d}.csv"
         frame.write_csv(path)
         paths.append(path)
@@ -45,8 +47,13 @@ def write_csvs(folder: Path, count: int, n_rows: int = 3000) -> list[Path]:
 
 
 def spawn(code: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
@@ -84,16 +91,30 @@ def test_second_writer_gets_a_clear_message(tmp_path: Path) -> None:
             store.put(run_of(1))
         assert str(info.value) == (
             f"store {store_dir} is in use by PID {holder.pid} on host {socket.gethostname()};"
-            " retry or use another --store")
+            " retry or use another --store"
+        )
         assert store.runs().height == 0  # readers never wait for the writer lock
         cli = subprocess.run(
-            [sys.executable, "-m", "proxydiag", "ingest", str(write_csvs(tmp_path / "c", 1)[0]),
-             "--store", str(store_dir)], cwd=ROOT, capture_output=True, text=True, timeout=60,
-            env={**os.environ, "PROXYDIAG_LOCK_TIMEOUT_S": "0.3"})
+            [
+                sys.executable,
+                "-m",
+                "proxydiag",
+                "ingest",
+                str(write_csvs(tmp_path / "c", 1)[0]),
+                "--store",
+                str(store_dir),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "PROXYDIAG_LOCK_TIMEOUT_S": "0.3"},
+        )
         assert cli.returncode == 2
         assert cli.stderr.strip().splitlines() == [
             f"error: store {store_dir} is in use by PID {holder.pid} on host "
-            f"{socket.gethostname()}; retry or use another --store"]
+            f"{socket.gethostname()}; retry or use another --store"
+        ]
     finally:
         stop(holder)  # SIGKILL: the kernel releases the lock
     assert RunStore(store_dir, lock_timeout_s=5).put(run_of(1)) == run_of(1).id

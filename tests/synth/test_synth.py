@@ -85,7 +85,10 @@ def test_divergence_grows_then_collapses_then_nan() -> None:
     assert np.median(g_after[: nan_from - onset - 20]) > 5 * np.median(g_before[-100:])
     assert np.isfinite(v["grad_norm"][: nan_from - 1]).all()
     assert np.isnan(v["grad_norm"][nan_from - 1 :]).all()
-    assert v["reward"][nan_from - 20 : nan_from - 1].mean() < 0.5 * v["reward"][onset - 50 : onset - 1].mean()
+    assert (
+        v["reward"][nan_from - 20 : nan_from - 1].mean()
+        < 0.5 * v["reward"][onset - 50 : onset - 1].mean()
+    )
 
 
 @pytest.mark.parametrize("variant", ["sync_step", "gradual_climb", "climb_then_divergence"])
@@ -149,11 +152,20 @@ def test_corpus_covers_every_format_naming_interval_and_why(tmp_path: Path) -> N
     ):
         assert {r[field] for r in runs.values()} == expected, field
     assert {p["why"] for p in pairs.values()} == {
-        "", "trend", "dynamics", "fault_missing", "fault_late", "fault_early", "wrong_fault",
-        "extra_fault"}
+        "",
+        "trend",
+        "dynamics",
+        "fault_missing",
+        "fault_late",
+        "fault_early",
+        "wrong_fault",
+        "extra_fault",
+    }
     for name, r in runs.items():
         assert (labels.parent / r["path"] / "proxydiag.json").exists()
-        assert json.loads((labels.parent / r["path"] / "proxydiag.json").read_text())["name"] == name
+        assert (
+            json.loads((labels.parent / r["path"] / "proxydiag.json").read_text())["name"] == name
+        )
         if r["label"] == "precision_fault":
             assert r["format"] not in ("megatron", "deepspeed")
         assert (r["onset_step"] is None) == (r["label"] == "healthy")

@@ -20,9 +20,12 @@ from proxydiag.synth.writers import write_run
 from proxydiag.synth.writers.tensorboard import frame_record
 
 READER = {
-    "tensorboard": "proxydiag.ingest.tensorboard", "mlflow": "proxydiag.ingest.mlflow.files",
-    "csv": "proxydiag.ingest.tabular.csv", "jsonl": "proxydiag.ingest.tabular.jsonl",
-    "megatron": "proxydiag.ingest.console", "deepspeed": "proxydiag.ingest.console",
+    "tensorboard": "proxydiag.ingest.tensorboard",
+    "mlflow": "proxydiag.ingest.mlflow.files",
+    "csv": "proxydiag.ingest.tabular.csv",
+    "jsonl": "proxydiag.ingest.tabular.jsonl",
+    "megatron": "proxydiag.ingest.console",
+    "deepspeed": "proxydiag.ingest.console",
 }
 COMBOS = [(f, n) for n, spec in NAMINGS.items() for f in spec.formats]
 
@@ -52,14 +55,25 @@ def test_written_run_reads_back(tmp_path: Path, fmt: str, naming: str) -> None:
     _reader_or_skip(fmt)
     precision = "fp16"
     fault = FaultSpec("fp16_scaler_collapse", 80)
-    sc = Scenario("rt", n_steps=120, precision=precision, fault=fault, role="proxy",
-                  experts_kept=16, group="g")
+    sc = Scenario(
+        "rt",
+        n_steps=120,
+        precision=precision,
+        fault=fault,
+        role="proxy",
+        experts_kept=16,
+        group="g",
+    )
     assert can_show(naming, fmt, variant=fault.variant, precision=precision)
     sr = simulate(sc, seed=4)
     write_run(tmp_path / "rt", sr, fmt=fmt, naming=naming, log_interval=5)
     (run,) = read_runs(tmp_path / "rt")
     assert run.name == "rt"
-    assert (run.attrs["role"], run.attrs["group"], int(run.attrs["experts_kept"])) == ("proxy", "g", 16)
+    assert (run.attrs["role"], run.attrs["group"], int(run.attrs["experts_kept"])) == (
+        "proxy",
+        "g",
+        16,
+    )
     spec = NAMINGS[naming]
     expected = set(spec.key_map(precision=precision, fmt=fmt)) - {"skipped_total", "step_time"}
     assert expected <= set(run.metrics), sorted(expected - set(run.metrics))
@@ -72,7 +86,9 @@ def test_written_run_reads_back(tmp_path: Path, fmt: str, naming: str) -> None:
             assert np.array_equal(got, want["loss_scale"])
     else:  # the collapse shows as non-finite grad norms from the onset on
         steps, grad = run.series("grad_norm")
-        assert np.isfinite(grad[steps < 75]).mean() > 0.8 and not np.isfinite(grad[steps > 85]).any()
+        assert (
+            np.isfinite(grad[steps < 75]).mean() > 0.8 and not np.isfinite(grad[steps > 85]).any()
+        )
     for metric in ("reward", "pg_loss", "lr", "loss"):
         if metric in expected and fmt != "megatron":
             s, v = run.series(metric)
@@ -115,7 +131,9 @@ def test_tensorboard_framing_equals_tensorboards_record_writer() -> None:
     assert b"".join(frame_record(p) for p in payloads) == buffer.getvalue()
 
 
-def test_mlflow_client_reads_the_written_file_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mlflow_client_reads_the_written_file_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from mlflow.tracking import MlflowClient
 
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")

@@ -54,7 +54,11 @@ def test_regenerating_reproduces_the_checked_in_sample_runs(regenerated: Path) -
 def test_sample_runs_cover_every_class_with_seeds_and_three_proxies(regenerated: Path) -> None:
     labels = json.loads((regenerated / "labels.json").read_text())["runs"]
     assert {r["label"] for r in labels.values()} == {
-        "healthy", "gradient_overflow", "loss_divergence", "precision_fault"}
+        "healthy",
+        "gradient_overflow",
+        "loss_divergence",
+        "precision_fault",
+    }
     groups: dict[str, list[dict[str, object]]] = {}
     for r in labels.values():
         groups.setdefault(str(r["group"]), []).append(r)
@@ -66,14 +70,22 @@ def test_sample_runs_cover_every_class_with_seeds_and_three_proxies(regenerated:
     assert "## `precision-climb-divergence/`" in (regenerated / "README.md").read_text()
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["synth", "-s", "meltdown", "-o", "x"], "unknown scenario 'meltdown'"),
-    (["synth", "-s", "sync_step", "-f", "megatron", "-n", "megatron", "-o", "x"],
-     "cannot show sync_step"),
-    (["synth", "-f", "parquet", "-o", "x"], "unknown format 'parquet'"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["synth", "-s", "meltdown", "-o", "x"], "unknown scenario 'meltdown'"),
+        (
+            ["synth", "-s", "sync_step", "-f", "megatron", "-n", "megatron", "-o", "x"],
+            "cannot show sync_step",
+        ),
+        (["synth", "-f", "parquet", "-o", "x"], "unknown format 'parquet'"),
+    ],
+)
 def test_synth_cli_refuses_bad_values_with_one_line(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.chdir(tmp_path)
@@ -86,8 +98,23 @@ def test_synth_cli_refuses_bad_values_with_one_line(
 
 def test_synth_cli_writes_one_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
-        main(["synth", "-s", "divergence", "-f", "csv", "-n", "trl", "--steps", "200",
-              "--log-interval", "5", "-o", str(tmp_path)])
+        main(
+            [
+                "synth",
+                "-s",
+                "divergence",
+                "-f",
+                "csv",
+                "-n",
+                "trl",
+                "--steps",
+                "200",
+                "--log-interval",
+                "5",
+                "-o",
+                str(tmp_path),
+            ]
+        )
     assert exc.value.code == 0
     labels = json.loads((tmp_path / "labels.json").read_text())
     assert labels["runs"]["divergence"]["onset_step"] == 80
@@ -99,8 +126,9 @@ def test_demo_runs_the_pipeline_on_a_small_corpus(tmp_path: Path) -> None:
     from proxydiag.cli.demo_pipeline import run_demo
 
     write_corpus(tmp_path / "samples", n_groups=1, seed=2, steps=150)
-    result = run_demo(samples=tmp_path / "samples", store_path=tmp_path / "store",
-                      out_dir=tmp_path / "out")
+    result = run_demo(
+        samples=tmp_path / "samples", store_path=tmp_path / "store", out_dir=tmp_path / "out"
+    )
     assert len(result.runs) == 6
     missing = set(result.unavailable)
     if "diagnose" not in missing:

@@ -27,8 +27,10 @@ from proxydiag.testing import contracts
 
 def _written(fmt: str, naming: str) -> Callable[[Path], Path]:
     def make(tmp: Path) -> Path:
-        return write_run(tmp / fmt, simulate("divergence", seed=0), fmt=fmt, naming=naming,
-                         log_interval=5)
+        return write_run(
+            tmp / fmt, simulate("divergence", seed=0), fmt=fmt, naming=naming, log_interval=5
+        )
+
     return make
 
 
@@ -40,16 +42,19 @@ def _parquet(tmp: Path) -> Path:
 
 def _trainer_state(tmp: Path) -> Path:
     path = tmp / "trainer_state.json"
-    history = [{"step": s, "loss": 2.0 / s, "grad_norm": 1.0, "learning_rate": 1e-5}
-               for s in (10, 20, 30)]
+    history = [
+        {"step": s, "loss": 2.0 / s, "grad_norm": 1.0, "learning_rate": 1e-5} for s in (10, 20, 30)
+    ]
     path.write_text(json.dumps({"log_history": history, "global_step": 30}))
     return path
 
 
 def _wandb_csv(tmp: Path) -> Path:
     path = tmp / "wandb_export.csv"
-    path.write_text('"Step","run-a - loss","run-a - loss__MIN","run-a - loss__MAX"\n'
-                    '"1","2.0","2.0","2.0"\n"2","1.5","1.5","1.5"\n')
+    path.write_text(
+        '"Step","run-a - loss","run-a - loss__MIN","run-a - loss__MAX"\n'
+        '"1","2.0","2.0","2.0"\n"2","1.5","1.5","1.5"\n'
+    )
     return path
 
 
@@ -74,8 +79,7 @@ def _entries(registry: Registry[object]) -> list[str]:
 @pytest.mark.parametrize("name", _entries(READERS))  # type: ignore[arg-type]
 def test_reader(name: str, tmp_path: Path) -> None:
     make = SAMPLES.get(name)
-    runs = contracts.check_reader(READERS[name], name=name,
-                                  sample=make(tmp_path) if make else None)
+    runs = contracts.check_reader(READERS[name], name=name, sample=make(tmp_path) if make else None)
     assert bool(runs) == (make is not None)
 
 

@@ -33,6 +33,7 @@ from proxydiag.run.sidecar import sidecar_for
 
 NAME = "console"
 
+
 @dataclass
 class ConsoleParse:
     """A parsed console log before :func:`build_run`: the raw frame and what was found."""
@@ -76,8 +77,14 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
             f"{', '.join(d.NAME for d in dialects())}); check the file or convert it to CSV"
         )
     run = build_run(
-        parsed.take_raw(), name=path.stem, source=path, fmt=NAME, aliases=ctx.aliases,
-        attrs=parsed.attrs, events=parsed.events, sidecar=sidecar_for(path),
+        parsed.take_raw(),
+        name=path.stem,
+        source=path,
+        fmt=NAME,
+        aliases=ctx.aliases,
+        attrs=parsed.attrs,
+        events=parsed.events,
+        sidecar=sidecar_for(path),
     )
     return [run]
 
@@ -119,7 +126,6 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS)
     ovf = pl.concat([empty_overflows(), *got.overflows])
     anchor_lines = _dominant(got.anchors)
     return _assemble(recs, ovf, anchor_lines, list(got.found), got.state, got.n_lines)
-
 
 
 def _dominant(parts: dict[str, list[pl.DataFrame]]) -> pl.DataFrame:
@@ -185,5 +191,12 @@ def step_source_event(sources: list[str]) -> Event:
     >>> step_source_event(["the tqdm counter on the same line"]).evidence
     'steps of lines without a step key taken from: the tqdm counter on the same line'
     """
-    return Event("step_source", None, None, None, "info", 1.0,
-                 "steps of lines without a step key taken from: " + "; ".join(sources))
+    return Event(
+        "step_source",
+        None,
+        None,
+        None,
+        "info",
+        1.0,
+        "steps of lines without a step key taken from: " + "; ".join(sources),
+    )

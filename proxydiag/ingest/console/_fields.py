@@ -18,7 +18,12 @@ MAX_LAYOUTS = 4
 
 
 def split_fields(
-    lines: pl.DataFrame, *, sep: str, kv: str, keep: tuple[str, ...], column: str = "text",
+    lines: pl.DataFrame,
+    *,
+    sep: str,
+    kv: str,
+    keep: tuple[str, ...],
+    column: str = "text",
     numbers: bool = False,
 ) -> pl.DataFrame:
     """Rows ``(*keep, key, raw)`` for every field after the first of each line.
@@ -58,8 +63,10 @@ def split_fields(
         parsed = [_numbers(wide, keys, keep) for wide, keys in wides]
         if all(p is not None for p in parsed):
             return _joined([p for p in parsed if p is not None], keep)
-    out = [wide.unpivot(index=list(keep), on=keys, variable_name="key", value_name="raw")
-           for wide, keys in wides]
+    out = [
+        wide.unpivot(index=list(keep), on=keys, variable_name="key", value_name="raw")
+        for wide, keys in wides
+    ]
     if not rest.is_empty() or not out:
         out.append(_generic(rest, sep=sep, kv=kv, keep=keep, column=column))
     return _joined(out, keep)
@@ -75,11 +82,16 @@ def _joined(parts: list[pl.DataFrame], keep: tuple[str, ...]) -> pl.DataFrame:
 def _numbers(wide: pl.DataFrame, keys: list[str], keep: tuple[str, ...]) -> pl.DataFrame | None:
     """The rows of one layout's fields as numbers, or None when some value is not one."""
     values = wide.select(pl.col(k).str.strip_chars().cast(pl.Float64, strict=False) for k in keys)
-    if any(v.null_count() > wide.get_column(k).null_count()
-           for k, v in zip(keys, values.iter_columns(), strict=True)):
+    if any(
+        v.null_count() > wide.get_column(k).null_count()
+        for k, v in zip(keys, values.iter_columns(), strict=True)
+    ):
         return None
-    rows = wide.select(*keep).hstack(values).unpivot(
-        index=list(keep), on=keys, variable_name="key", value_name="value")
+    rows = (
+        wide.select(*keep)
+        .hstack(values)
+        .unpivot(index=list(keep), on=keys, variable_name="key", value_name="value")
+    )
     codes = pl.Series(np.repeat(np.arange(len(keys), dtype=np.uint32), wide.height))
     return rows.with_columns(pl.Series("key", keys).cast(pl.Categorical).gather(codes))
 
@@ -99,7 +111,12 @@ def _layout(text: str | None, *, sep: str, kv: str) -> list[str] | None:
 
 
 def _apply(
-    rest: pl.DataFrame, prefixes: list[str], *, sep: str, kv: str, keep: tuple[str, ...],
+    rest: pl.DataFrame,
+    prefixes: list[str],
+    *,
+    sep: str,
+    kv: str,
+    keep: tuple[str, ...],
     column: str,
 ) -> tuple[pl.DataFrame, list[str], pl.DataFrame]:
     """The lines of ``rest`` that fit the layout ``prefixes`` as a wide frame (``keep`` and a
@@ -131,6 +148,8 @@ def _generic(
         .explode("_f")
         .with_columns(pl.col("_f").str.split_exact(kv, 1).alias("_kv"))
         .unnest("_kv")
-        .select(*keep, pl.col("field_0").str.strip_chars().alias("key"), pl.col("field_1").alias("raw"))
+        .select(
+            *keep, pl.col("field_0").str.strip_chars().alias("key"), pl.col("field_1").alias("raw")
+        )
     )
     return fields.filter(pl.col("raw").is_not_null() & (pl.col("key") != ""))

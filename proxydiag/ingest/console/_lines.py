@@ -76,7 +76,9 @@ def iter_lines(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.Dat
             try:
                 block = fh.read(chunk_bytes)
             except OSError as exc:
-                raise IngestError(f"{where(path, first_line)}: read failed ({exc.strerror})") from exc
+                raise IngestError(
+                    f"{where(path, first_line)}: read failed ({exc.strerror})"
+                ) from exc
             if not block:
                 break
             data = carry + block if carry else block

@@ -53,7 +53,9 @@ def resolve(ovf: pl.DataFrame, anchor_lines: pl.DataFrame, counters: pl.DataFram
     counting = next((f for f in COUNT_ORDER if f in present), None)
     ovf = _dedupe_changes(_steps(ovf, anchor_lines, exact=counting == "ds_iter"))
     counted = ovf.filter(pl.col("family") == counting) if counting else ovf.clear()
-    if counting == "verl":  # every rank warns: once per step (a step seen again after a restart counts)
+    if (
+        counting == "verl"
+    ):  # every rank warns: once per step (a step seen again after a restart counts)
         counted = counted.filter((pl.col("step") != pl.col("step").shift(1)).fill_null(True))
     prefix = (counting or "ds").split("_")[0]
     skip_key = SKIP_KEY[prefix]
@@ -61,8 +63,15 @@ def resolve(ovf: pl.DataFrame, anchor_lines: pl.DataFrame, counters: pl.DataFram
     scales = _scale_rows(ovf, present)
     if not scales.is_empty():
         key = SCALE_KEY.get(prefix, "ds_loss_scale")
-        records.append(_per_step(scales, {key: pl.col("scale").last(),
-                                          key + "_attempted": pl.col("attempted").drop_nulls().first()}))
+        records.append(
+            _per_step(
+                scales,
+                {
+                    key: pl.col("scale").last(),
+                    key + "_attempted": pl.col("attempted").drop_nulls().first(),
+                },
+            )
+        )
     out = Resolved(pl.concat(records), _counted_view(counted))
     out.attrs = {
         "overflow_family": counting,
@@ -89,7 +98,9 @@ def _dedupe_changes(ovf: pl.DataFrame) -> pl.DataFrame:
     changes = pl.col("family").is_in(["ds_scale_down", "ds_scale_up"])
     cols = ["family", "step", "attempted", "scale"]
     sub = ovf.with_row_index("_i").filter(changes)
-    same = pl.all_horizontal(pl.col(c).eq_missing(pl.col(c).shift(1)) for c in cols).fill_null(False)
+    same = pl.all_horizontal(pl.col(c).eq_missing(pl.col(c).shift(1)) for c in cols).fill_null(
+        False
+    )
     repeated = sub.filter(same)["_i"]
     return ovf.with_row_index("_i").filter(~pl.col("_i").is_in(repeated.implode())).drop("_i")
 
@@ -97,7 +108,9 @@ def _dedupe_changes(ovf: pl.DataFrame) -> pl.DataFrame:
 def _steps(ovf: pl.DataFrame, anchor_lines: pl.DataFrame, *, exact: bool) -> pl.DataFrame:
     """Give every row a step: its own, the preceding ``ds_iter`` row's, or the next anchor's."""
     if exact:
-        iters = ovf.filter(pl.col("family") == "ds_iter").select("line", pl.col("step").alias("_it"))
+        iters = ovf.filter(pl.col("family") == "ds_iter").select(
+            "line", pl.col("step").alias("_it")
+        )
         near = ovf.sort("line").join_asof(iters, on="line", strategy="backward")
         follows = pl.col("family").is_in(["ds_rank0", "ds_scale_down", "min_scale"])
         ovf = near.with_columns(
@@ -124,13 +137,23 @@ def _per_step(rows: pl.DataFrame, values: dict[str, pl.Expr]) -> pl.DataFrame:
     grouped = (
         rows.with_columns(pl.col("step").rle_id().alias("_run"))
         .group_by("_run", maintain_order=True)
-        .agg(pl.col("line").first(), pl.col("step").first(), pl.col("wall_time").last(),
-             *[expr.alias(key) for key, expr in values.items()])
+        .agg(
+            pl.col("line").first(),
+            pl.col("step").first(),
+            pl.col("wall_time").last(),
+            *[expr.alias(key) for key, expr in values.items()],
+        )
     )
-    long = grouped.unpivot(index=["line", "step", "wall_time"], on=list(values),
-                           variable_name="key", value_name="value")
+    long = grouped.unpivot(
+        index=["line", "step", "wall_time"],
+        on=list(values),
+        variable_name="key",
+        value_name="value",
+    )
     long = long.filter(pl.col("value").is_not_null()).sort("line", maintain_order=True)
-    long = long.with_columns(pl.lit(0, dtype=pl.Int8).alias("attach"), pl.lit(False).alias("anchor"))
+    long = long.with_columns(
+        pl.lit(0, dtype=pl.Int8).alias("attach"), pl.lit(False).alias("anchor")
+    )
     return long.select([pl.col(c).cast(t) for c, t in RECORD_SCHEMA.items()])
 
 
@@ -142,15 +165,26 @@ def _min_scale_events(ovf: pl.DataFrame) -> list[Event]:
     """The scaler's end states: ``Current loss scale already at minimum`` (DeepSpeed raises
     and the run stops), or a scale that reached 0 (``Attempted loss scale: 0, reducing to
     0``: with ``min_loss_scale`` 0 nothing stops it, and no gradient can be scaled)."""
-    rows = ovf.filter(
-        (pl.col("family") == "min_scale") | (pl.col("scale") <= 0) | (pl.col("attempted") <= 0)
-    ).sort("line").head(1)
+    rows = (
+        ovf.filter(
+            (pl.col("family") == "min_scale") | (pl.col("scale") <= 0) | (pl.col("attempted") <= 0)
+        )
+        .sort("line")
+        .head(1)
+    )
     return [
-        Event("loss_scale_minimum", "loss_scale", int(r["step"]), None, "critical", 1.0,
-              f"line {r['line']}: the loss scale reached its minimum (the run stopped)"
-              if r["family"] == "min_scale" else
-              f"line {r['line']}: the loss scale fell to {r['scale']:g} (attempted "
-              f"{r['attempted']:g}): no gradient can be scaled any more")
+        Event(
+            "loss_scale_minimum",
+            "loss_scale",
+            int(r["step"]),
+            None,
+            "critical",
+            1.0,
+            f"line {r['line']}: the loss scale reached its minimum (the run stopped)"
+            if r["family"] == "min_scale"
+            else f"line {r['line']}: the loss scale fell to {r['scale']:g} (attempted "
+            f"{r['attempted']:g}): no gradient can be scaled any more",
+        )
         for r in rows.iter_rows(named=True)
     ]
 
@@ -158,8 +192,10 @@ def _min_scale_events(ovf: pl.DataFrame) -> list[Event]:
 def _counter_check(out: Resolved, counters: pl.DataFrame, skip_key: str) -> None:
     if counters.is_empty():
         return
-    finals = counters.sort("line").group_by("key", maintain_order=True).agg(
-        pl.col("value").last(), pl.col("line").last()
+    finals = (
+        counters.sort("line")
+        .group_by("key", maintain_order=True)
+        .agg(pl.col("value").last(), pl.col("line").last())
     )
     total = int(finals["value"].sum())
     last_line = int(finals["line"].max())  # type: ignore[arg-type]
@@ -168,11 +204,21 @@ def _counter_check(out: Resolved, counters: pl.DataFrame, skip_key: str) -> None
     if n_lines == total:
         return
     out.records = out.records.with_columns(
-        pl.when(pl.col("key") == skip_key).then(pl.lit(skip_key + "_lines"))
-        .otherwise(pl.col("key")).cast(RECORD_SCHEMA["key"]).alias("key")
+        pl.when(pl.col("key") == skip_key)
+        .then(pl.lit(skip_key + "_lines"))
+        .otherwise(pl.col("key"))
+        .cast(RECORD_SCHEMA["key"])
+        .alias("key")
     )
-    out.events.append(Event(
-        "skip_count_mismatch", "skipped", None, None, "info", 1.0,
-        f"{n_lines} overflow line(s) but the final skipped counter says {total}; the counter "
-        f"wins (the line count is kept as {skip_key}_lines)",
-    ))
+    out.events.append(
+        Event(
+            "skip_count_mismatch",
+            "skipped",
+            None,
+            None,
+            "info",
+            1.0,
+            f"{n_lines} overflow line(s) but the final skipped counter says {total}; the counter "
+            f"wins (the line count is kept as {skip_key}_lines)",
+        )
+    )

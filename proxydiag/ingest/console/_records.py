@@ -87,7 +87,9 @@ def checked(frame: pl.DataFrame, *, path: Path, raw: str, what: str) -> pl.DataF
     A value that matched a pattern but is not a number is never guessed: it becomes no row,
     and the warning names the first ``file:line`` and how many there were.
     """
-    frame = frame.with_columns(pl.col(raw).str.strip_chars().cast(pl.Float64, strict=False).alias("value"))
+    frame = frame.with_columns(
+        pl.col(raw).str.strip_chars().cast(pl.Float64, strict=False).alias("value")
+    )
     if frame["value"].null_count():  # wrappers like np.float64(x), True/False: the slow path
         frame = frame.with_columns(number(pl.col(raw)).alias("value"))
     bad = frame.filter(pl.col("value").is_null())
@@ -172,7 +174,9 @@ def _sliced(texts: pl.Series, offset: int) -> pl.Series:
 
 
 def _regex_wall(texts: pl.Series) -> pl.Series:
-    parts = pl.DataFrame({"t": texts}).select(pl.col("t").str.extract_groups(_REGEX_WALL)).unnest("t")
+    parts = (
+        pl.DataFrame({"t": texts}).select(pl.col("t").str.extract_groups(_REGEX_WALL)).unnest("t")
+    )
     stamp = pl.concat_str(pl.col("1"), pl.lit(" "), pl.col("2"))
     frac = pl.col("3").cast(pl.Float64, strict=False) / (10.0 ** pl.col("3").str.len_chars())
     seconds = stamp.str.to_datetime("%Y-%m-%d %H:%M:%S", strict=False, time_unit="us").dt.epoch("s")

@@ -45,18 +45,24 @@ def attach(frame: pl.DataFrame, anchor_lines: pl.DataFrame) -> pl.DataFrame:
     # a progress line whose step did not parse (a number beyond 64 bits) anchors nothing
     anc = anchor_lines.filter(pl.col("step").is_not_null())
     if anc.is_empty():  # no progress line at all: the records' order
-        return frame.with_columns(pl.col("step").fill_null(pl.col("line").rank("dense").cast(pl.Int64)))
+        return frame.with_columns(
+            pl.col("step").fill_null(pl.col("line").rank("dense").cast(pl.Int64))
+        )
     anc = anc.select("line", pl.col("step").alias("_s")).sort("line")
     last = int(anc["_s"][-1])
     out = frame.with_row_index("_i").sort("line")
     fwd = out.join_asof(anc, on="line", strategy="forward")["_s"]
     bwd = out.join_asof(anc, on="line", strategy="backward")["_s"]
     resolved = (
-        pl.when(pl.col("attach") == 1).then(fwd.fill_null(last))
-        .when(pl.col("attach") == -1).then(bwd.fill_null(0))
+        pl.when(pl.col("attach") == 1)
+        .then(fwd.fill_null(last))
+        .when(pl.col("attach") == -1)
+        .then(bwd.fill_null(0))
         .otherwise(pl.col("step"))
     )
-    return out.with_columns(pl.coalesce(pl.col("step"), resolved).alias("step")).sort("_i").drop("_i")
+    return (
+        out.with_columns(pl.coalesce(pl.col("step"), resolved).alias("step")).sort("_i").drop("_i")
+    )
 
 
 def log_interval(anchor_lines: pl.DataFrame) -> int:
@@ -72,7 +78,9 @@ def log_interval(anchor_lines: pl.DataFrame) -> int:
     return int(gaps.cast(pl.Float64).median() or 1)  # type: ignore[arg-type]
 
 
-def split_engines(records: pl.DataFrame, *, counter_key: str = "ds_skipped") -> tuple[pl.DataFrame, int]:
+def split_engines(
+    records: pl.DataFrame, *, counter_key: str = "ds_skipped"
+) -> tuple[pl.DataFrame, int]:
     """Suffix the keys of the 2nd, 3rd... engine's ``step=`` lines; return (records, engines).
 
     >>> r = pl.DataFrame({"line": [1, 3, 20, 22], "step": [10, 10, 20, 20],
@@ -96,9 +104,11 @@ def split_engines(records: pl.DataFrame, *, counter_key: str = "ds_skipped") -> 
     n_engines = int(lines["_engine"].max() or 0) + 1  # type: ignore[arg-type]
     tagged = lines.filter(pl.col("_engine") > 0).select("line", "_engine")
     out = records.join(tagged, on="line", how="left", maintain_order="left")
-    key = pl.when(pl.col("_engine").is_not_null()).then(
-        pl.format("{}@engine{}", "key", "_engine")
-    ).otherwise("key")
+    key = (
+        pl.when(pl.col("_engine").is_not_null())
+        .then(pl.format("{}@engine{}", "key", "_engine"))
+        .otherwise("key")
+    )
     # the suffixed keys are text: back to the records' own key dtype
     key = key.cast(records.schema["key"])
     return out.with_columns(key.alias("key")).drop("_engine"), n_engines

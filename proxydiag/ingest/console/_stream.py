@@ -40,7 +40,9 @@ class Collected:
     n_lines: int = 0
 
 
-def stream(path: Path, mods: list[Dialect], *, chunk_bytes: int, workers: int = WORKERS) -> Collected:
+def stream(
+    path: Path, mods: list[Dialect], *, chunk_bytes: int, workers: int = WORKERS
+) -> Collected:
     """Extract every dialect's records from ``path``, block by block, in file order."""
     out = Collected()
     for mod in mods:

@@ -50,9 +50,7 @@ _FIELDS: dict[str, Callable[[str], Any]] = {
 }
 
 
-def metadata(
-    params: Mapping[str, str], tags: Mapping[str, str], *, where: str
-) -> dict[str, Any]:
+def metadata(params: Mapping[str, str], tags: Mapping[str, str], *, where: str) -> dict[str, Any]:
     """proxydiag attrs found in a run's tags and params.
 
     ``where`` names the run in warnings (a value that does not convert is warned about and
@@ -63,8 +61,12 @@ def metadata(
     """
     out: dict[str, Any] = {}
     for name, convert in _FIELDS.items():
-        for source, key in ((tags, name), (tags, f"proxydiag.{name}"),
-                            (params, name), (params, f"proxydiag.{name}")):
+        for source, key in (
+            (tags, name),
+            (tags, f"proxydiag.{name}"),
+            (params, name),
+            (params, f"proxydiag.{name}"),
+        ):
             if key not in source:
                 continue
             try:
@@ -123,8 +125,13 @@ def decode_values(value: pl.Expr, is_nan: pl.Expr | None = None) -> pl.Expr:
     >>> df.select(decode_values(pl.col("v"), pl.col("n")))["value"].to_list()
     [nan, inf, -inf, 2.5]
     """
-    decoded = (pl.when(value == SQL_INF).then(math.inf)
-               .when(value == -SQL_INF).then(-math.inf).otherwise(value))
+    decoded = (
+        pl.when(value == SQL_INF)
+        .then(math.inf)
+        .when(value == -SQL_INF)
+        .then(-math.inf)
+        .otherwise(value)
+    )
     if is_nan is not None:
         decoded = pl.when(is_nan.cast(pl.Boolean)).then(math.nan).otherwise(decoded)
     return decoded.alias("value")

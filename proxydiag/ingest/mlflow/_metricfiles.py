@@ -56,10 +56,14 @@ def read_metrics(files: list[tuple[str, Path]]) -> pl.DataFrame:
         parsed = _parse_fast(data, data.count(b"\n"))
         if parsed is None:
             parsed = _parse_slow(path, data)
-        parts.append(parsed.select(
-            "step", pl.lit(key, dtype=pl.Utf8).alias("key"), "value",
-            (pl.col("timestamp").cast(pl.Float64) / 1000.0).alias("wall_time"),
-        ))
+        parts.append(
+            parsed.select(
+                "step",
+                pl.lit(key, dtype=pl.Utf8).alias("key"),
+                "value",
+                (pl.col("timestamp").cast(pl.Float64) / 1000.0).alias("wall_time"),
+            )
+        )
     return pl.concat(parts) if parts else empty_raw()
 
 
@@ -86,8 +90,12 @@ def _parse_fast(blob: bytes, n_lines: int) -> pl.DataFrame | None:
     """One polars parse of all lines, or None when anything looks off (then the slow path)."""
     try:
         frame = pl.read_csv(
-            blob, has_header=False, separator=" ", schema=_CSV_SCHEMA,
-            quote_char=None, raise_if_empty=False,
+            blob,
+            has_header=False,
+            separator=" ",
+            schema=_CSV_SCHEMA,
+            quote_char=None,
+            raise_if_empty=False,
         )
     except (pl.exceptions.PolarsError, ValueError):
         return None
@@ -119,6 +127,4 @@ def _parse_slow(path: Path, data: bytes) -> pl.DataFrame:
         stamps.append(stamp)
         values.append(value)
         steps.append(step)
-    return pl.DataFrame(
-        {"timestamp": stamps, "value": values, "step": steps}, schema=_CSV_SCHEMA
-    )
+    return pl.DataFrame({"timestamp": stamps, "value": values, "step": steps}, schema=_CSV_SCHEMA)

@@ -56,7 +56,9 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
         raise IngestError(f"{path}: not an MLflow file store (no <run>/metrics folder)")
     if kind == "run":
         return _runs([path], ctx, experiment=_experiment_name(path.parent), explicit=True)
-    experiments = [path] if kind == "experiment" else [e for e in _subdirs(path) if _is_experiment(e)]
+    experiments = (
+        [path] if kind == "experiment" else [e for e in _subdirs(path) if _is_experiment(e)]
+    )
     runs: list[Run] = []
     for exp in experiments:
         run_dirs = [d for d in _subdirs(exp) if _is_run(d)]
@@ -64,8 +66,9 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     return runs
 
 
-def _runs(run_dirs: list[Path], ctx: ReadContext, *, experiment: str | None,
-          explicit: bool) -> list[Run]:
+def _runs(
+    run_dirs: list[Path], ctx: ReadContext, *, experiment: str | None, explicit: bool
+) -> list[Run]:
     out = []
     for run_dir in run_dirs:
         run = _read_run(run_dir, ctx, experiment=experiment, explicit=explicit)
@@ -74,8 +77,9 @@ def _runs(run_dirs: list[Path], ctx: ReadContext, *, experiment: str | None,
     return sorted(out, key=lambda r: (r.attrs.get("mlflow_start_time") or 0, r.id))
 
 
-def _read_run(run_dir: Path, ctx: ReadContext, *, experiment: str | None,
-              explicit: bool) -> Run | None:
+def _read_run(
+    run_dir: Path, ctx: ReadContext, *, experiment: str | None, explicit: bool
+) -> Run | None:
     meta = _read_meta(run_dir)
     if meta.get("lifecycle_stage") == "deleted" and not explicit:
         return None
@@ -91,13 +95,23 @@ def _read_run(run_dir: Path, ctx: ReadContext, *, experiment: str | None,
         mlflow_run_id=mlflow_id,
         experiment_id=str(meta.get("experiment_id") or run_dir.parent.name),
         tracking_uri=run_dir.parent.parent.resolve().as_uri(),
-        params=params, tags=tags, where=str(run_dir),
+        params=params,
+        tags=tags,
+        where=str(run_dir),
     )
-    attrs.update(run_id=proxydiag_run_id(name, mlflow_id), mlflow_experiment=experiment,
-                 mlflow_start_time=meta.get("start_time"))
+    attrs.update(
+        run_id=proxydiag_run_id(name, mlflow_id),
+        mlflow_experiment=experiment,
+        mlflow_start_time=meta.get("start_time"),
+    )
     sidecar = run_dir / "proxydiag.json"
     return build_run(
-        raw, name=name, source=run_dir, fmt=NAME, aliases=ctx.aliases, attrs=attrs,
+        raw,
+        name=name,
+        source=run_dir,
+        fmt=NAME,
+        aliases=ctx.aliases,
+        attrs=attrs,
         sidecar=sidecar if sidecar.exists() else None,
     )
 

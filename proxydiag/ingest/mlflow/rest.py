@@ -64,8 +64,13 @@ def _timeouts() -> dict[str, Any]:
     }
 
 
-def get_json(tracking_uri: str, endpoint: str, params: dict[str, Any], *, api: str = _API,
-             ) -> dict[str, Any]:
+def get_json(
+    tracking_uri: str,
+    endpoint: str,
+    params: dict[str, Any],
+    *,
+    api: str = _API,
+) -> dict[str, Any]:
     """``GET`` an MLflow REST endpoint; any failure is one :class:`MlflowError` line."""
     from mlflow.utils.credentials import get_default_host_creds
     from mlflow.utils.rest_utils import http_request
@@ -78,8 +83,13 @@ def get_json(tracking_uri: str, endpoint: str, params: dict[str, Any], *, api: s
         )
     except Exception as exc:  # requests/urllib3 raise many types; all mean "not reachable"
         text = str(exc).lower()
-        reason = ("connection refused" if "refused" in text else
-                  "timed out" if "timed out" in text or "timeout" in text else "connection failed")
+        reason = (
+            "connection refused"
+            if "refused" in text
+            else "timed out"
+            if "timed out" in text or "timeout" in text
+            else "connection failed"
+        )
         raise MlflowError(
             f"{where} is not answering ({reason}); start it, or check MLFLOW_TRACKING_URI"
         ) from None
@@ -96,8 +106,10 @@ def get_json(tracking_uri: str, endpoint: str, params: dict[str, Any], *, api: s
     except ValueError:  # a proxy's HTML page, a cut reply
         data = None
     if not isinstance(data, dict):
-        raise MlflowError(f"{where}: {endpoint} did not answer with a JSON object "
-                          f"(HTTP 200, {len(resp.content)} bytes); is this an MLflow server?")
+        raise MlflowError(
+            f"{where}: {endpoint} did not answer with a JSON object "
+            f"(HTTP 200, {len(resp.content)} bytes); is this an MLflow server?"
+        )
     return data
 
 
@@ -119,23 +131,35 @@ def get_run(tracking_uri: str, run_id: str) -> dict[str, Any]:
     return run
 
 
-def histories(tracking_uri: str, runs: Sequence[dict[str, Any]], *,
-              page_size: int = PAGE_SIZE, workers: int = WORKERS) -> list[pl.DataFrame]:
+def histories(
+    tracking_uri: str,
+    runs: Sequence[dict[str, Any]],
+    *,
+    page_size: int = PAGE_SIZE,
+    workers: int = WORKERS,
+) -> list[pl.DataFrame]:
     """The raw frame (file order = logging order) of each run in ``runs`` (``runs/get`` bodies)."""
-    tasks = [(run["info"]["run_id"], m) for run in runs for m in run["data"].get("metrics", [])
-             if not m["key"].startswith(OWN_PREFIX)]
+    tasks = [
+        (run["info"]["run_id"], m)
+        for run in runs
+        for m in run["data"].get("metrics", [])
+        if not m["key"].startswith(OWN_PREFIX)
+    ]
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(tasks)))) as pool:
         parts = list(pool.map(lambda t: _history(tracking_uri, *t, page_size=page_size), tasks))
     frames: dict[str, list[pl.DataFrame]] = {run["info"]["run_id"]: [] for run in runs}
     for (run_id, _), part in zip(tasks, parts, strict=True):
         frames[run_id].append(part)
     empty = empty_raw()
-    return [pl.concat(frames[r["info"]["run_id"]]) if frames[r["info"]["run_id"]] else empty
-            for r in runs]
+    return [
+        pl.concat(frames[r["info"]["run_id"]]) if frames[r["info"]["run_id"]] else empty
+        for r in runs
+    ]
 
 
-def _history(tracking_uri: str, run_id: str, latest: dict[str, Any], *,
-             page_size: int) -> pl.DataFrame:
+def _history(
+    tracking_uri: str, run_id: str, latest: dict[str, Any], *, page_size: int
+) -> pl.DataFrame:
     key, want = latest["key"], int(latest.get("step", 0))
     # a key logged at BULK_MAX steps or more cannot fit one bulk reply: page it at once
     if want + 1 < BULK_MAX:
@@ -158,8 +182,12 @@ def _bulk(tracking_uri: str, run_id: str, key: str) -> list[dict[str, Any]] | No
     """The whole history in one reply, or None when the bulk endpoint cannot vouch for it
     (refused, missing, not JSON, or :data:`BULK_MAX` points long: maybe cut short)."""
     try:
-        body = get_json(tracking_uri, "metrics/get-history-bulk",
-                        {"run_id": run_id, "metric_key": key, "max_results": BULK_MAX}, api=_AJAX)
+        body = get_json(
+            tracking_uri,
+            "metrics/get-history-bulk",
+            {"run_id": run_id, "metric_key": key, "max_results": BULK_MAX},
+            api=_AJAX,
+        )
     except MlflowError:
         return None  # get-history says what is wrong, if anything is
     metrics = body.get("metrics")
@@ -191,13 +219,17 @@ def _pages(tracking_uri: str, run_id: str, key: str, *, page_size: int) -> list[
 def _columns(metrics: list[dict[str, Any]], key: str) -> pl.DataFrame:
     # proto JSON writes non-finite doubles as "NaN"/"Infinity"/"-Infinity"; numpy parses them
     values = np.array([m.get("value", 0.0) for m in metrics], dtype=np.float64)
-    frame = pl.DataFrame({
-        "step": np.array([int(m.get("step", 0)) for m in metrics], dtype=np.int64),
-        "value": values,
-        "timestamp": np.array([int(m.get("timestamp", 0)) for m in metrics], dtype=np.int64),
-    })
+    frame = pl.DataFrame(
+        {
+            "step": np.array([int(m.get("step", 0)) for m in metrics], dtype=np.int64),
+            "value": values,
+            "timestamp": np.array([int(m.get("timestamp", 0)) for m in metrics], dtype=np.int64),
+        }
+    )
     return frame.sort("timestamp", "step", maintain_order=True).select(
-        "step", pl.lit(key).alias("key"), decode_values(pl.col("value")),
+        "step",
+        pl.lit(key).alias("key"),
+        decode_values(pl.col("value")),
         (pl.col("timestamp").cast(pl.Float64) / 1000.0).alias("wall_time"),
     )
 

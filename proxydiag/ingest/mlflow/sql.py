@@ -49,7 +49,7 @@ def sqlite_path(source: str | Path) -> Path:
     ('/tmp/mlflow.db', 'mlflow.db')
     """
     text = str(source)
-    return Path(text[len("sqlite:///"):]) if text.startswith("sqlite:///") else Path(text)
+    return Path(text[len("sqlite:///") :]) if text.startswith("sqlite:///") else Path(text)
 
 
 def can_read(source: str | Path) -> bool:
@@ -80,8 +80,12 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     with _connect(path) as con:
         if not {"runs", "metrics"} <= _tables(con):
             raise IngestError(f"{path}: not an MLflow store (no 'runs' and 'metrics' tables)")
-        rows = _select_runs(con, run_ids=ctx.options.get("run_ids"),
-                            experiment=ctx.options.get("experiment"), where=str(path))
+        rows = _select_runs(
+            con,
+            run_ids=ctx.options.get("run_ids"),
+            experiment=ctx.options.get("experiment"),
+            where=str(path),
+        )
         runs = [_read_run(con, row, ctx, uri=uri, path=path) for row in rows]
     return [run for run in runs if run is not None]
 
@@ -104,13 +108,18 @@ def _tables(con: sqlite3.Connection) -> set[str]:
     return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
 
 
-def _select_runs(con: sqlite3.Connection, *, run_ids: Sequence[str] | None,
-                 experiment: str | None, where: str) -> list[tuple[Any, ...]]:
-    sql = ("SELECT r.run_uuid, r.name, r.experiment_id, e.name FROM runs r "
-           "LEFT JOIN experiments e ON e.experiment_id = r.experiment_id ")
+def _select_runs(
+    con: sqlite3.Connection, *, run_ids: Sequence[str] | None, experiment: str | None, where: str
+) -> list[tuple[Any, ...]]:
+    sql = (
+        "SELECT r.run_uuid, r.name, r.experiment_id, e.name FROM runs r "
+        "LEFT JOIN experiments e ON e.experiment_id = r.experiment_id "
+    )
     if run_ids is not None:
         ids = list(run_ids)
-        rows = con.execute(sql + f"WHERE r.run_uuid IN ({','.join('?' * len(ids))})", ids).fetchall()
+        rows = con.execute(
+            sql + f"WHERE r.run_uuid IN ({','.join('?' * len(ids))})", ids
+        ).fetchall()
         missing = sorted(set(ids) - {r[0] for r in rows})
         if missing:
             raise IngestError(f"{where}: no MLflow run {missing[0]!r} in this store")
@@ -123,8 +132,9 @@ def _select_runs(con: sqlite3.Connection, *, run_ids: Sequence[str] | None,
     return con.execute(sql + " ORDER BY r.start_time, r.run_uuid", args).fetchall()
 
 
-def _read_run(con: sqlite3.Connection, row: tuple[Any, ...], ctx: ReadContext, *,
-              uri: str, path: Path) -> Run | None:
+def _read_run(
+    con: sqlite3.Connection, row: tuple[Any, ...], ctx: ReadContext, *, uri: str, path: Path
+) -> Run | None:
     mlflow_id, run_name, experiment_id, experiment = row
     raw = _metrics(con, mlflow_id)
     if not has_points(raw, where=f"{path} run {mlflow_id}"):
@@ -132,18 +142,29 @@ def _read_run(con: sqlite3.Connection, row: tuple[Any, ...], ctx: ReadContext, *
     params = dict(con.execute("SELECT key, value FROM params WHERE run_uuid = ?", (mlflow_id,)))
     tags = dict(con.execute("SELECT key, value FROM tags WHERE run_uuid = ?", (mlflow_id,)))
     name = tags.get(RUN_NAME_TAG) or run_name or mlflow_id
-    attrs = run_attrs(mlflow_run_id=mlflow_id, experiment_id=str(experiment_id),
-                      tracking_uri=uri, params=params, tags=tags, where=f"{path} run {mlflow_id}")
+    attrs = run_attrs(
+        mlflow_run_id=mlflow_id,
+        experiment_id=str(experiment_id),
+        tracking_uri=uri,
+        params=params,
+        tags=tags,
+        where=f"{path} run {mlflow_id}",
+    )
     attrs.update(run_id=proxydiag_run_id(name, mlflow_id), mlflow_experiment=experiment)
-    return build_run(raw, name=name, source=f"{uri}#{mlflow_id}",
-                     fmt=NAME, aliases=ctx.aliases, attrs=attrs)
+    return build_run(
+        raw, name=name, source=f"{uri}#{mlflow_id}", fmt=NAME, aliases=ctx.aliases, attrs=attrs
+    )
 
 
 def _metrics(con: sqlite3.Connection, mlflow_id: str) -> pl.DataFrame:
     """The raw frame of one run: one indexed query per key, rows straight into numpy."""
-    keys = [k for (k,) in con.execute(
-        "SELECT DISTINCT key FROM metrics WHERE run_uuid = ? ORDER BY key", (mlflow_id,))
-        if not k.startswith(OWN_PREFIX)]
+    keys = [
+        k
+        for (k,) in con.execute(
+            "SELECT DISTINCT key FROM metrics WHERE run_uuid = ? ORDER BY key", (mlflow_id,)
+        )
+        if not k.startswith(OWN_PREFIX)
+    ]
     parts = []
     for key in keys:
         cursor = con.execute(
@@ -157,10 +178,13 @@ def _metrics(con: sqlite3.Connection, mlflow_id: str) -> pl.DataFrame:
             .with_columns(pl.lit(key).alias("key"))
         )
     if not parts:
-        return pl.DataFrame(schema={"step": pl.Int64, "key": pl.Utf8, "value": pl.Float64,
-                                    "wall_time": pl.Float64})
+        return pl.DataFrame(
+            schema={"step": pl.Int64, "key": pl.Utf8, "value": pl.Float64, "wall_time": pl.Float64}
+        )
     frame = pl.concat(parts)
     return frame.select(
-        "step", "key", decode_values(pl.col("value"), pl.col("is_nan")),
+        "step",
+        "key",
+        decode_values(pl.col("value"), pl.col("is_nan")),
         (pl.col("timestamp").cast(pl.Float64) / 1000.0).alias("wall_time"),
     )

@@ -38,8 +38,9 @@ def can_read(source: str | Path) -> bool:
     """``runs:/<id>``, ``file:`` URIs, and MLflow run pages on an http(s) server."""
     if not isinstance(source, str):
         return False
-    return (source.startswith(("runs:/", "file:"))
-            or (source.startswith(("http://", "https://")) and bool(_RUN_PAGE.search(source))))
+    return source.startswith(("runs:/", "file:")) or (
+        source.startswith(("http://", "https://")) and bool(_RUN_PAGE.search(source))
+    )
 
 
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
@@ -48,8 +49,10 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     if text.startswith("file:"):
         return mlflow_files.read(_file_path(text), ctx)
     if text.startswith("runs:/"):
-        run_id = text[len("runs:/"):].strip("/").split("/")[0]
-        return read_mlflow_runs(resolve_tracking_uri(ctx.options.get("tracking_uri")), [run_id], ctx=ctx)
+        run_id = text[len("runs:/") :].strip("/").split("/")[0]
+        return read_mlflow_runs(
+            resolve_tracking_uri(ctx.options.get("tracking_uri")), [run_id], ctx=ctx
+        )
     match = _RUN_PAGE.search(text)
     if match is None:
         raise IngestError(f"{text}: not an MLflow run URI (use runs:/<run_id>)")
@@ -74,12 +77,15 @@ def read_mlflow_runs(uri: str, run_ids: list[str], *, ctx: ReadContext | None = 
     if uri.startswith("file:") or "://" not in uri:
         root = _file_path(uri) if uri.startswith("file:") else Path(uri)
         return [run for rid in run_ids for run in mlflow_files.read(_find_run_dir(root, rid), ctx)]
-    raise MlflowError(f"{mlflow_rest.redact(uri)}: unsupported tracking URI scheme for reading "
-                      "(use http(s)://, sqlite:/// or a file store)")
+    raise MlflowError(
+        f"{mlflow_rest.redact(uri)}: unsupported tracking URI scheme for reading "
+        "(use http(s)://, sqlite:/// or a file store)"
+    )
 
 
-def search(experiment: str, filter_string: str = "", tracking_uri: str | None = None,
-           **read_options: Any) -> list[Run]:
+def search(
+    experiment: str, filter_string: str = "", tracking_uri: str | None = None, **read_options: Any
+) -> list[Run]:
     """Runs of ``experiment`` matching an MLflow ``filter_string`` (e.g. ``tags.role = 'proxy'``).
 
     Selection uses MLflow's own search (every filter it accepts works); the histories are then
@@ -108,8 +114,13 @@ def search_ids(experiment: str, filter_string: str, uri: str) -> list[str]:
         ids: list[str] = []
         token: str | None = None
         while True:
-            page = client.search_runs([exp.experiment_id], filter_string, max_results=1000,
-                                      order_by=["attributes.start_time ASC"], page_token=token)
+            page = client.search_runs(
+                [exp.experiment_id],
+                filter_string,
+                max_results=1000,
+                order_by=["attributes.start_time ASC"],
+                page_token=token,
+            )
             ids.extend(r.info.run_id for r in page)
             token = page.token
             if not token:
@@ -123,11 +134,16 @@ def _read_http(uri: str, run_ids: list[str], ctx: ReadContext) -> list[Run]:
     mlflow_rest.probe(uri)
     bodies = [mlflow_rest.get_run(uri, rid) for rid in run_ids]
     raws = mlflow_rest.histories(
-        uri, bodies, page_size=int(ctx.options.get("page_size", mlflow_rest.PAGE_SIZE)),
+        uri,
+        bodies,
+        page_size=int(ctx.options.get("page_size", mlflow_rest.PAGE_SIZE)),
         workers=int(ctx.options.get("workers", mlflow_rest.WORKERS)),
     )
-    return [_build(uri, body, raw, ctx) for body, raw in zip(bodies, raws, strict=True)
-            if has_points(raw, where=f"{mlflow_rest.redact(uri)} run {body['info']['run_id']}")]
+    return [
+        _build(uri, body, raw, ctx)
+        for body, raw in zip(bodies, raws, strict=True)
+        if has_points(raw, where=f"{mlflow_rest.redact(uri)} run {body['info']['run_id']}")
+    ]
 
 
 def _build(uri: str, body: dict[str, Any], raw: Any, ctx: ReadContext) -> Run:
@@ -136,11 +152,18 @@ def _build(uri: str, body: dict[str, Any], raw: Any, ctx: ReadContext) -> Run:
     tags = {t["key"]: t.get("value", "") for t in data.get("tags", [])}
     mlflow_id = info["run_id"]
     name = tags.get(RUN_NAME_TAG) or info.get("run_name") or mlflow_id
-    attrs = run_attrs(mlflow_run_id=mlflow_id, experiment_id=info.get("experiment_id"),
-                      tracking_uri=uri, params=params, tags=tags, where=f"runs:/{mlflow_id}")
+    attrs = run_attrs(
+        mlflow_run_id=mlflow_id,
+        experiment_id=info.get("experiment_id"),
+        tracking_uri=uri,
+        params=params,
+        tags=tags,
+        where=f"runs:/{mlflow_id}",
+    )
     attrs["run_id"] = proxydiag_run_id(name, mlflow_id)
-    return build_run(raw, name=name, source=f"runs:/{mlflow_id}", fmt=NAME,
-                     aliases=ctx.aliases, attrs=attrs)
+    return build_run(
+        raw, name=name, source=f"runs:/{mlflow_id}", fmt=NAME, aliases=ctx.aliases, attrs=attrs
+    )
 
 
 def _file_path(uri: str) -> Path:

@@ -58,8 +58,10 @@ def count_byte(data: Buffer, byte: int) -> int:
     2
     """
     view = np.frombuffer(data, dtype=np.uint8)
-    return sum(int(pl.Series(view[at:at + _COUNT_SLICE]).eq(byte).sum())
-               for at in range(0, len(view), _COUNT_SLICE))
+    return sum(
+        int(pl.Series(view[at : at + _COUNT_SLICE]).eq(byte).sum())
+        for at in range(0, len(view), _COUNT_SLICE)
+    )
 
 
 def byte_positions(data: Buffer, byte: int) -> np.ndarray:
@@ -70,6 +72,12 @@ def byte_positions(data: Buffer, byte: int) -> np.ndarray:
     [1, 3]
     """
     view = np.frombuffer(data, dtype=np.uint8)
-    return np.concatenate([np.zeros(0, dtype=np.int64), *(
-        np.flatnonzero(view[at:at + _POSITION_SLICE] == byte) + at
-        for at in range(0, len(view), _POSITION_SLICE))])
+    return np.concatenate(
+        [
+            np.zeros(0, dtype=np.int64),
+            *(
+                np.flatnonzero(view[at : at + _POSITION_SLICE] == byte) + at
+                for at in range(0, len(view), _POSITION_SLICE)
+            ),
+        ]
+    )

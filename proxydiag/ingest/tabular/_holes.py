@@ -21,8 +21,12 @@ from proxydiag.metrics import SKIP_COUNTERS, AliasTable
 from proxydiag.run.wide import Wide
 
 
-def holes(table: Wide, *, least: int = 10, skipped: np.ndarray | None = None,
-          ) -> list[tuple[str, int, int]]:
+def holes(
+    table: Wide,
+    *,
+    least: int = 10,
+    skipped: np.ndarray | None = None,
+) -> list[tuple[str, int, int]]:
     """Columns with a value on each of their first ``least`` rows or more that then have
     empty cells (up to the table's last row): ``(name, the step of the first empty cell,
     how many empty cells)``. In a CSV that pandas wrote, that is how a metric that turned NaN

@@ -80,7 +80,10 @@ def _trusted_head(data: _bytes.Buffer, source: Path | bytes) -> tuple[pl.DataFra
 
 
 def _late_columns(
-    data: _bytes.Buffer, frame: pl.DataFrame, schema: pl.Schema, missing: int,
+    data: _bytes.Buffer,
+    frame: pl.DataFrame,
+    schema: pl.Schema,
+    missing: int,
     lines: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[list[pl.Series], int] | None:
     """The keys the first records missed, as Float64 columns beside ``frame`` (flat, explicit
@@ -106,8 +109,9 @@ def _late_columns(
         return None
     late: dict[str, tuple[list[int], list[float]]] = {}
     nulls, known = 0, set(frame.columns)
-    for row, a, b in zip(rows.tolist(), lines[0][rows].tolist(), lines[1][rows].tolist(),
-                         strict=True):
+    for row, a, b in zip(
+        rows.tolist(), lines[0][rows].tolist(), lines[1][rows].tolist(), strict=True
+    ):
         record = json.loads(data[a:b])
         if verl:
             if not isinstance(record, dict) or set(record) - {"step", "data"}:
@@ -205,7 +209,9 @@ def _head_frame(
 
 
 def _explicit_nulls(
-    data: _bytes.Buffer, frame: pl.DataFrame, leaves: dict[str, str],
+    data: _bytes.Buffer,
+    frame: pl.DataFrame,
+    leaves: dict[str, str],
     lines: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[pl.DataFrame, int] | None:
     """``frame`` with each explicit ``"key": null`` as NaN (absent keys stay null) and how many
@@ -219,21 +225,30 @@ def _explicit_nulls(
     lines = lines or _record_lines(data, frame.height)
     if lines is None:
         return None
-    columns = [c for c, t in frame.schema.items()
-               if (t.is_numeric() or t == pl.Null) and frame[c].has_nulls()]
+    columns = [
+        c
+        for c, t in frame.schema.items()
+        if (t.is_numeric() or t == pl.Null) and frame[c].has_nulls()
+    ]
     if not columns:
         return frame, 0
     keys = [json.dumps(leaves.get(c, c), ensure_ascii=False).encode() for c in columns]
     null_rows = pl.DataFrame([frame.get_column(c) for c in columns]).select(
-        pl.all().is_null().arg_true().implode())  # one query for every column
+        pl.all().is_null().arg_true().implode()
+    )  # one query for every column
     hits = _null_lines(data, lines, [s[0].to_numpy() for s in null_rows.iter_columns()], keys)
-    updates = [frame[c].cast(pl.Float64).scatter(rows, float("nan"))
-               for c, rows in zip(columns, hits, strict=True) if len(rows)]
+    updates = [
+        frame[c].cast(pl.Float64).scatter(rows, float("nan"))
+        for c, rows in zip(columns, hits, strict=True)
+        if len(rows)
+    ]
     return frame.with_columns(updates), sum(len(rows) for rows in hits)
 
 
 def _null_lines(
-    data: _bytes.Buffer, lines: tuple[np.ndarray, np.ndarray], null_rows: list[np.ndarray],
+    data: _bytes.Buffer,
+    lines: tuple[np.ndarray, np.ndarray],
+    null_rows: list[np.ndarray],
     keys: list[bytes],
 ) -> list[np.ndarray]:
     """Per column (its null rows, its JSON key), the rows whose line holds ``key:null`` or
@@ -243,20 +258,30 @@ def _null_lines(
     hold = np.array([data.find(b"null", a, b) >= 0 for a, b in spans], dtype=bool)
     at = np.full(len(lines[0]), -1, dtype=np.int64)  # row -> its line in ``held``, if searched
     at[rows[hold]] = np.arange(np.count_nonzero(hold))
-    held = pl.Series([data[a:b] for (a, b), h in zip(spans, hold, strict=True) if h],
-                     dtype=pl.Binary)
+    held = pl.Series(
+        [data[a:b] for (a, b), h in zip(spans, hold, strict=True) if h], dtype=pl.Binary
+    )
     cells = [r[at[r] >= 0] for r in null_rows]
     column = np.repeat(np.arange(len(keys)), [len(r) for r in cells])
-    search = pl.DataFrame({
-        "line": held.gather(at[np.concatenate(cells)]),
-        "tight": pl.Series([k + b":null" for k in keys], dtype=pl.Binary).gather(column),
-        "spaced": pl.Series([k + b": null" for k in keys], dtype=pl.Binary).gather(column),
-    })
-    hit = search.select(
-        pl.col("line").bin.contains(pl.col("tight")) | pl.col("line").bin.contains(pl.col("spaced"))
-    ).to_series().to_numpy()
-    return [r[h] for r, h in zip(cells, np.split(hit, np.cumsum([len(r) for r in cells])[:-1]),
-                                 strict=True)]
+    search = pl.DataFrame(
+        {
+            "line": held.gather(at[np.concatenate(cells)]),
+            "tight": pl.Series([k + b":null" for k in keys], dtype=pl.Binary).gather(column),
+            "spaced": pl.Series([k + b": null" for k in keys], dtype=pl.Binary).gather(column),
+        }
+    )
+    hit = (
+        search.select(
+            pl.col("line").bin.contains(pl.col("tight"))
+            | pl.col("line").bin.contains(pl.col("spaced"))
+        )
+        .to_series()
+        .to_numpy()
+    )
+    return [
+        r[h]
+        for r, h in zip(cells, np.split(hit, np.cumsum([len(r) for r in cells])[:-1]), strict=True)
+    ]
 
 
 def _record_lines(data: _bytes.Buffer, records: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -269,7 +294,7 @@ def _record_lines(data: _bytes.Buffer, records: int) -> tuple[np.ndarray, np.nda
     filled = ends > starts
     first = text[np.minimum(starts, len(data) - 1)]
     spaced = np.flatnonzero(filled & np.isin(first, list(b" \t\r\x0b\x0c")))
-    filled[spaced] = [bool(data[starts[i]:ends[i]].strip()) for i in spaced]
+    filled[spaced] = [bool(data[starts[i] : ends[i]].strip()) for i in spaced]
     if np.count_nonzero(filled) != records:
         return None
     return starts[filled], ends[filled]

@@ -36,8 +36,19 @@ from proxydiag.run.wide import Wide
 
 #: step column names, in order of preference (matched case-insensitively)
 STEP_NAMES = (
-    "step", "_step", "global_step", "trainer/global_step", "train/global_step", "iteration",
-    "iter", "steps", "global step", "num_updates", "update", "train/step", "rollout/step",
+    "step",
+    "_step",
+    "global_step",
+    "trainer/global_step",
+    "train/global_step",
+    "iteration",
+    "iter",
+    "steps",
+    "global step",
+    "num_updates",
+    "update",
+    "train/step",
+    "rollout/step",
 )
 #: wall-time column names (seconds since the epoch)
 WALL_NAMES = ("wall_time", "walltime", "_timestamp", "timestamp", "time")
@@ -111,13 +122,18 @@ def step_column(columns: Sequence[str], *, where: str) -> str:
     """
     step = find_column(columns, STEP_NAMES)
     if step is None:
-        raise IngestError(f"{where}: no step column (expected one of "
-                          f"{', '.join(STEP_NAMES[:6])}, ...); rename or add it")
+        raise IngestError(
+            f"{where}: no step column (expected one of "
+            f"{', '.join(STEP_NAMES[:6])}, ...); rename or add it"
+        )
     return step
 
 
 def sniff(
-    source: str | Path, *, suffixes: Sequence[str], peek_bytes: int,
+    source: str | Path,
+    *,
+    suffixes: Sequence[str],
+    peek_bytes: int,
     looks_right: Callable[[bytes], bool],
 ) -> bool:
     """A tabular reader's ``can_read``: a file named with one of ``suffixes``, or one whose
@@ -204,20 +220,25 @@ def steps(column: pl.Series, *, locate: Locate, rechunk: bool = True) -> pl.Seri
         out = column
     elif dtype.is_integer():  # UInt64, Int128 (a JSON step above 2**63)
         out = column.cast(pl.Int64, strict=False)
-        _fail_first(out.is_null() & column.is_not_null(), locate,
-                    lambda r: f"step {column[r]} does not fit in 64 bits")
+        _fail_first(
+            out.is_null() & column.is_not_null(),
+            locate,
+            lambda r: f"step {column[r]} does not fit in 64 bits",
+        )
     else:
         text = column.cast(pl.Utf8).str.strip_chars()
         as_int = text.cast(pl.Int64, strict=False)
         as_float = text.cast(pl.Float64, strict=False)
         bad = as_int.is_null() & (
-            as_float.is_null() | ~as_float.is_finite() | (as_float != as_float.floor())
+            as_float.is_null()
+            | ~as_float.is_finite()
+            | (as_float != as_float.floor())
             | (as_float.abs() > 2.0**53)
         )
         _fail_first(
-            bad & text.is_not_null(), locate,
-            lambda r: f"step {text[r]!r} is not an integer that fits in 64 bits"
-            f" (column {name})",
+            bad & text.is_not_null(),
+            locate,
+            lambda r: f"step {text[r]!r} is not an integer that fits in 64 bits (column {name})",
         )
         out = as_int.fill_null(as_float.cast(pl.Int64, strict=False))
     if out.has_nulls():
@@ -297,7 +318,10 @@ def wide_to_raw(
 
 
 def long_to_raw(
-    frame: pl.DataFrame, *, layout: tuple[str, str, str, str | None], locate: Locate,
+    frame: pl.DataFrame,
+    *,
+    layout: tuple[str, str, str, str | None],
+    locate: Locate,
     notes: Notes,
 ) -> pl.DataFrame:
     """Turn a long table (step, key, value[, wall]) into a raw frame; empty values drop."""
@@ -309,12 +333,15 @@ def long_to_raw(
         raise IngestError(f"{locate(0)}: column {value} holds no numbers")
     keys = frame[key].cast(pl.Utf8)
     if keys.has_nulls():
-        _fail_first(keys.is_null() & vals.is_not_null(), locate,
-                    lambda r: f"no key in column {key}")
-    out = pl.DataFrame({"step": steps(frame[step], locate=locate, rechunk=False), "key": keys,
-                        "value": vals})
+        _fail_first(
+            keys.is_null() & vals.is_not_null(), locate, lambda r: f"no key in column {key}"
+        )
+    out = pl.DataFrame(
+        {"step": steps(frame[step], locate=locate, rechunk=False), "key": keys, "value": vals}
+    )
     out = out.with_columns(  # no wall time: one null for the column
-        _wall(frame[wall], locate=locate, notes=notes) if wall
+        _wall(frame[wall], locate=locate, notes=notes)
+        if wall
         else pl.lit(None, dtype=pl.Float64).alias("wall_time")
     )
     return out.filter(pl.col("value").is_not_null()) if vals.has_nulls() else out

@@ -77,15 +77,24 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     table, notes = read_any(path)
     return [
         build_table(
-            table, name=path.stem, source=path, fmt="csv" if _separator(path, b"") == "," else "tsv",
-            aliases=ctx.aliases, attrs=notes.attrs(), sidecar=sidecar_for(path),
+            table,
+            name=path.stem,
+            source=path,
+            fmt="csv" if _separator(path, b"") == "," else "tsv",
+            aliases=ctx.aliases,
+            attrs=notes.attrs(),
+            sidecar=sidecar_for(path),
             monotonic=notes.monotonic,
         )
     ]
 
 
-def read_table(path: Path, *, skip: Callable[[str], bool] | None = None, holes: bool = True,
-               ) -> tuple[pl.DataFrame, tabular.Notes]:
+def read_table(
+    path: Path,
+    *,
+    skip: Callable[[str], bool] | None = None,
+    holes: bool = True,
+) -> tuple[pl.DataFrame, tabular.Notes]:
     """Read one CSV/TSV file into a raw frame (``step, key, value, wall_time``).
 
     Columns for which ``skip(name)`` is true are left out before their cells are read (listed
@@ -97,8 +106,12 @@ def read_table(path: Path, *, skip: Callable[[str], bool] | None = None, holes: 
     return tabular.as_raw(table), notes
 
 
-def read_any(path: Path, *, skip: Callable[[str], bool] | None = None, holes: bool = True,
-             ) -> tuple[pl.DataFrame | Wide, tabular.Notes]:
+def read_any(
+    path: Path,
+    *,
+    skip: Callable[[str], bool] | None = None,
+    holes: bool = True,
+) -> tuple[pl.DataFrame | Wide, tabular.Notes]:
     """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.run.wide.Wide`
     table (:func:`~proxydiag.run.wide.build_table` builds its run without a raw frame)."""
     mapped = _bytes.map_file(path)
@@ -125,7 +138,9 @@ def read_any(path: Path, *, skip: Callable[[str], bool] | None = None, holes: bo
         if tabular.is_index(old):  # a pandas MultiIndex: its levels are not read
             continue
         warnings.warn(
-            IngestWarning(f"{path}:1: column {old!r} appears twice; the later one is read as {new!r}"),
+            IngestWarning(
+                f"{path}:1: column {old!r} appears twice; the later one is read as {new!r}"
+            ),
             stacklevel=2,
         )
     step = layout[0] if layout else tabular.step_column(names, where=f"{path}:1")
@@ -145,8 +160,12 @@ def read_any(path: Path, *, skip: Callable[[str], bool] | None = None, holes: bo
     wall = tabular.find_column(names, tabular.WALL_NAMES)
     wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
     if holes:
-        _holes.warn_holes(path, _holes.holes(wide), writer="pandas' to_csv writes NaN as an "
-                           "empty cell", cure="write with na_rep='nan'")
+        _holes.warn_holes(
+            path,
+            _holes.holes(wide),
+            writer="pandas' to_csv writes NaN as an empty cell",
+            cure="write with na_rep='nan'",
+        )
     return tabular.nonempty(wide, path), notes
 
 
@@ -170,7 +189,9 @@ def _header(path: Path, data: _bytes.Buffer, sep: str) -> tuple[list[str], int]:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise IngestError(f"{path}:1: the header is not UTF-8 text; save the file as UTF-8") from exc
+        raise IngestError(
+            f"{path}:1: the header is not UTF-8 text; save the file as UTF-8"
+        ) from exc
     cells = _split(text.rstrip("\r\n"), sep, f"{path}:1")
     if len(cells) < 2:
         raise IngestError(
@@ -207,8 +228,9 @@ def _check_fields(path: Path, data: _bytes.Buffer, body_at: int, sep: str, n_fie
         n_lines = np.count_nonzero(body == ord("\n")) + (data[-1:] != b"\n")
         if np.count_nonzero(body == ord(sep)) == n_lines * (n_fields - 1):
             return  # blank lines or a miscount: the exact scan below decides
-    reader = _csv.reader(io.StringIO(bytes(data).decode("utf-8", "replace"), newline=""),
-                         delimiter=sep)
+    reader = _csv.reader(
+        io.StringIO(bytes(data).decode("utf-8", "replace"), newline=""), delimiter=sep
+    )
     try:
         next(reader)
         for row in reader:
@@ -222,7 +244,8 @@ def _check_fields(path: Path, data: _bytes.Buffer, body_at: int, sep: str, n_fie
 
 
 def _skipped(
-    names: list[str], layout: tuple[str, str, str, str | None] | None,
+    names: list[str],
+    layout: tuple[str, str, str, str | None] | None,
     skip: Callable[[str], bool] | None,
 ) -> list[str]:
     """The columns of a wide table that ``skip`` leaves out (never the step column)."""
@@ -233,8 +256,13 @@ def _skipped(
 
 
 def _typed(
-    data: Path | bytes, sep: str, names: list[str],
-    layout: tuple[str, str, str, str | None] | None, skipped: list[str], *, quoted: bool,
+    data: Path | bytes,
+    sep: str,
+    names: list[str],
+    layout: tuple[str, str, str, str | None] | None,
+    skipped: list[str],
+    *,
+    quoted: bool,
 ) -> pl.DataFrame | None:
     """The fast path: one typed read of the rows after the header (step Int64, key text, the
     rest Float64, quotes taken literally); None when polars refuses a cell or a row, a key
@@ -254,9 +282,15 @@ def _typed(
     left_out = set(skipped)
     project = [i for i, n in enumerate(names) if n not in left_out or i == len(names) - 1]
     try:
-        frame = pl.read_csv(data, has_header=False, skip_rows=1, schema_overrides=dtypes,
-                            quote_char=None, columns=project if skipped else None,
-                            **_options(sep, names))
+        frame = pl.read_csv(
+            data,
+            has_header=False,
+            skip_rows=1,
+            schema_overrides=dtypes,
+            quote_char=None,
+            columns=project if skipped else None,
+            **_options(sep, names),
+        )
     except pl.exceptions.PolarsError:
         return None
     if quoted and key is not None and frame[key].str.contains('"', literal=True).any():

@@ -43,8 +43,10 @@ def monitor_tag(stem: str, column: str) -> str | None:
 
 def _files(path: Path) -> list[Path] | None:
     entries = [
-        p for p in sorted(path.iterdir())
-        if not p.name.startswith(".") and p.name not in IGNORED_NAMES
+        p
+        for p in sorted(path.iterdir())
+        if not p.name.startswith(".")
+        and p.name not in IGNORED_NAMES
         and not p.name.endswith(".proxydiag.json")
     ]
     if not entries or not all(p.is_file() and p.suffix.lower() == ".csv" for p in entries):
@@ -98,6 +100,11 @@ def read(path: Path, ctx: ReadContext) -> Run:
     if frames and raw.select(pl.col("key").str.starts_with("Train/Samples/").any()).item():
         attrs["step_kind"] = "samples"
     return build_run(
-        raw, name=path.name, source=path, fmt=FORMAT, aliases=ctx.aliases, attrs=attrs,
+        raw,
+        name=path.name,
+        source=path,
+        fmt=FORMAT,
+        aliases=ctx.aliases,
+        attrs=attrs,
         sidecar=sidecar_for(path),
     )

@@ -61,7 +61,9 @@ def _swift_counter_only(path: Path) -> bool:
         record = json.loads(first)
     except ValueError:
         return False
-    return isinstance(record, dict) and tabular.find_column(list(record), tabular.STEP_NAMES) is None
+    return (
+        isinstance(record, dict) and tabular.find_column(list(record), tabular.STEP_NAMES) is None
+    )
 
 
 def _step_record(head: bytes) -> bool:
@@ -72,7 +74,10 @@ def _step_record(head: bytes) -> bool:
         record = json.loads(first)
     except ValueError:
         return False
-    return isinstance(record, dict) and tabular.find_column(list(record), tabular.STEP_NAMES) is not None
+    return (
+        isinstance(record, dict)
+        and tabular.find_column(list(record), tabular.STEP_NAMES) is not None
+    )
 
 
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
@@ -82,8 +87,16 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     if verl:
         attrs["framework"] = "verl"
     return [
-        build_table(table, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases,
-                    attrs=attrs, sidecar=sidecar_for(path), monotonic=notes.monotonic)
+        build_table(
+            table,
+            name=path.stem,
+            source=path,
+            fmt=FORMAT,
+            aliases=ctx.aliases,
+            attrs=attrs,
+            sidecar=sidecar_for(path),
+            monotonic=notes.monotonic,
+        )
     ]
 
 
@@ -114,8 +127,9 @@ def read_any(path: Path) -> tuple[pl.DataFrame | Wide, tabular.Notes, bool]:
         return tabular.nonempty(raw, path), notes, verl
     step = tabular.step_column(frame.columns, where=f"{path}:1")
     wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
-    wide = tabular.wide_columns(frame, step=step, wall=wall, locate=_locator(path, data),
-                                notes=notes)
+    wide = tabular.wide_columns(
+        frame, step=step, wall=wall, locate=_locator(path, data), notes=notes
+    )
     return tabular.nonempty(wide, path), notes, verl
 
 
@@ -173,9 +187,13 @@ def _exact_frame(path: Path, data: bytes) -> pl.DataFrame:
             record = json.loads(line)
         except ValueError as exc:
             reason = getattr(exc, "msg", "invalid")
-            raise IngestError(f"{path}:{number}: not valid JSON ({reason}); fix or remove the line") from exc
+            raise IngestError(
+                f"{path}:{number}: not valid JSON ({reason}); fix or remove the line"
+            ) from exc
         if not isinstance(record, dict):
-            raise IngestError(f"{path}:{number}: a JSON {type(record).__name__}, expected an object")
+            raise IngestError(
+                f"{path}:{number}: a JSON {type(record).__name__}, expected an object"
+            )
         rows.append(flatten_record(record))
     names = list(dict.fromkeys(k for row in rows for k in row))
     return pl.from_dicts(rows, schema=dict.fromkeys(names, pl.Utf8))

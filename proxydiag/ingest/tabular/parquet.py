@@ -28,8 +28,10 @@ _MAGIC = b"PAR1"
 #: files from this size on are read in parts of columns, one thread each (see :func:`_read`)
 _PARALLEL_BYTES = 1 << 20
 #: how pandas loses NaN in Parquet, and the cure (see :func:`_holes.holes`)
-_NAN_AS_NULL = {"writer": "pandas' to_parquet writes NaN as null",
-                "cure": "write with pl.from_pandas(df, nan_to_null=False).write_parquet(path)"}
+_NAN_AS_NULL = {
+    "writer": "pandas' to_parquet writes NaN as null",
+    "cure": "write with pl.from_pandas(df, nan_to_null=False).write_parquet(path)",
+}
 
 
 def can_read(source: str | Path) -> bool:
@@ -54,8 +56,16 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
         return [run]
     table, notes = read_any(path)
     return [
-        build_table(table, name=path.stem, source=path, fmt=FORMAT, aliases=ctx.aliases,
-                    attrs=notes.attrs(), sidecar=sidecar_for(path), monotonic=notes.monotonic)
+        build_table(
+            table,
+            name=path.stem,
+            source=path,
+            fmt=FORMAT,
+            aliases=ctx.aliases,
+            attrs=notes.attrs(),
+            sidecar=sidecar_for(path),
+            monotonic=notes.monotonic,
+        )
     ]
 
 
@@ -72,7 +82,9 @@ def read_any(path: Path) -> tuple[pl.DataFrame | Wide, tabular.Notes]:
         frame = _read(path)
     except (OSError, pl.exceptions.PolarsError, pa.ArrowException) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise IngestError(f"{path}: cannot read as Parquet ({reason}); is the file complete?") from exc
+        raise IngestError(
+            f"{path}: cannot read as Parquet ({reason}); is the file complete?"
+        ) from exc
     notes = tabular.Notes()
 
     def locate(row: int) -> str:
@@ -111,9 +123,13 @@ def _read(path: Path) -> pl.DataFrame:
     spans = threads.parts(len(names))
     if len(spans) < 2 or meta.num_row_groups >= len(spans):
         return pl.read_parquet(path, glob=False)
-    return pl.concat(threads.side_by_side(
-        lambda a, b: pl.read_parquet(path, columns=names[a:b], glob=False), spans,
-    ), how="horizontal")
+    return pl.concat(
+        threads.side_by_side(
+            lambda a, b: pl.read_parquet(path, columns=names[a:b], glob=False),
+            spans,
+        ),
+        how="horizontal",
+    )
 
 
 def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
@@ -132,9 +148,13 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
     names = list(schema)
     step = tabular.find_column(names, tabular.STEP_NAMES)
     wall = tabular.find_column(names, tabular.WALL_NAMES)
-    if (step is None or set(SCHEMA) <= set(names) or tabular.long_layout(names)
-            or not (schema[step].is_integer() and schema[step] != pl.UInt64)
-            or (wall is not None and not _numbers(schema[wall]))):
+    if (
+        step is None
+        or set(SCHEMA) <= set(names)
+        or tabular.long_layout(names)
+        or not (schema[step].is_integer() and schema[step] != pl.UInt64)
+        or (wall is not None and not _numbers(schema[wall]))
+    ):
         return None
     notes = tabular.Notes(monotonic=True)
     keys = []
@@ -169,8 +189,16 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
         return table
 
     found: list[tuple[str, int, int]] = []
-    run = build_wide_parts(read_part, keys, name=path.stem, source=path, fmt=FORMAT,
-                           aliases=ctx.aliases, attrs=notes.attrs(), sidecar=sidecar_for(path))
+    run = build_wide_parts(
+        read_part,
+        keys,
+        name=path.stem,
+        source=path,
+        fmt=FORMAT,
+        aliases=ctx.aliases,
+        attrs=notes.attrs(),
+        sidecar=sidecar_for(path),
+    )
     if run is not None:
         _holes.warn_holes(path, sorted(found, key=lambda h: keys.index(h[0])), **_NAN_AS_NULL)
     return run
@@ -191,9 +219,12 @@ def _with_range_index(path: Path, frame: pl.DataFrame) -> pl.DataFrame:
     except (OSError, ValueError, pl.exceptions.PolarsError):
         return frame
     for index in meta.get("index_columns", []) if isinstance(meta, dict) else []:
-        if not (isinstance(index, dict) and index.get("kind") == "range"
-                and isinstance(index.get("name"), str)
-                and tabular.find_column([index["name"]], tabular.STEP_NAMES)):
+        if not (
+            isinstance(index, dict)
+            and index.get("kind") == "range"
+            and isinstance(index.get("name"), str)
+            and tabular.find_column([index["name"]], tabular.STEP_NAMES)
+        ):
             continue
         try:
             steps = range(int(index["start"]), int(index["stop"]), int(index["step"]))

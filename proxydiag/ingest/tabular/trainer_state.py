@@ -30,11 +30,23 @@ from proxydiag.run.sidecar import sidecar_for
 NAME = "trainer_state"
 FORMAT = "hf_trainer_state"
 FILENAME = "trainer_state.json"
-_SUMMARY_KEYS = frozenset({"train_runtime", "train_samples_per_second", "train_steps_per_second",
-                           "total_flos", "train_loss"})
-_STATE_ATTRS = {"logging_steps": "log_interval", "global_step": "global_step",
-                "max_steps": "max_steps", "train_batch_size": "train_batch_size",
-                "num_train_epochs": "num_train_epochs", "eval_steps": "eval_steps"}
+_SUMMARY_KEYS = frozenset(
+    {
+        "train_runtime",
+        "train_samples_per_second",
+        "train_steps_per_second",
+        "total_flos",
+        "train_loss",
+    }
+)
+_STATE_ATTRS = {
+    "logging_steps": "log_interval",
+    "global_step": "global_step",
+    "max_steps": "max_steps",
+    "train_batch_size": "train_batch_size",
+    "num_train_epochs": "num_train_epochs",
+    "eval_steps": "eval_steps",
+}
 NAN_FILTER_NOTE = (
     "HF Trainer's logging_nan_inf_filter (default True) replaces a NaN/inf step loss by the "
     "running average: 'loss' may hide non-finite steps; check grad_norm"
@@ -73,8 +85,15 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
         attrs["summary"] = summary[-1]
     raw = _raw(path, entries)
     return [
-        build_run(raw, name=_run_name(path), source=path, fmt=FORMAT, aliases=ctx.aliases,
-                  attrs=attrs, sidecar=sidecar_for(path))
+        build_run(
+            raw,
+            name=_run_name(path),
+            source=path,
+            fmt=FORMAT,
+            aliases=ctx.aliases,
+            attrs=attrs,
+            sidecar=sidecar_for(path),
+        )
     ]
 
 
@@ -86,7 +105,9 @@ def _load(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise IngestError(f"{path}: not UTF-8 JSON; is it a trainer_state.json?") from exc
     except json.JSONDecodeError as exc:
-        raise IngestError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg}); is the file complete?") from exc
+        raise IngestError(
+            f"{path}:{exc.lineno}: invalid JSON ({exc.msg}); is the file complete?"
+        ) from exc
     if not isinstance(state, dict):
         raise IngestError(f"{path}: expected a JSON object with 'log_history'")
     return state

@@ -108,7 +108,12 @@ def _read_files(files: list[Path], *, name: str, source: Path, ctx: ReadContext)
         scalars = read_file(file)
         issues = scalars.issues
         if scalars.size == 0 and not issues:
-            issues = [("empty", f"{file}: no scalar points in this event file (empty, or only images/histograms/text)")]
+            issues = [
+                (
+                    "empty",
+                    f"{file}: no scalar points in this event file (empty, or only images/histograms/text)",
+                )
+            ]
         for kind, message in issues:
             warnings.warn(IngestWarning(message), stacklevel=3)
             events.append(Event(kind, None, None, None, "warning", 1.0, message))
@@ -118,15 +123,21 @@ def _read_files(files: list[Path], *, name: str, source: Path, ctx: ReadContext)
         return None
     parts.sort(key=lambda p: (p[0], p[1]))
     return build_run(
-        _raw([p for *_, p in parts]), name=name, source=source, fmt=NAME, aliases=ctx.aliases,
-        attrs={"event_files": [Path(name_).name for _, name_, _ in parts]}, events=events,
+        _raw([p for *_, p in parts]),
+        name=name,
+        source=source,
+        fmt=NAME,
+        aliases=ctx.aliases,
+        attrs={"event_files": [Path(name_).name for _, name_, _ in parts]},
+        events=events,
         sidecar=_sidecar(source),
     )
 
 
 #: logdir names that say nothing about the run (``SummaryWriter``'s ``runs``, HF's default)
-GENERIC_DIRS = frozenset({"tb", "runs", "logs", "log", "tensorboard", "tb_logs",
-                          "tensorboard_logs", "events"})
+GENERIC_DIRS = frozenset(
+    {"tb", "runs", "logs", "log", "tensorboard", "tb_logs", "tensorboard_logs", "events"}
+)
 
 
 def run_name(directory: Path) -> str:
@@ -162,8 +173,12 @@ def _raw(parts: list[Scalars]) -> pl.DataFrame:
         same = np.array_equal(ids_of, np.arange(ids_of.size))  # no tag seen before, none repeated
         ids.append(part.tag_ids if same else ids_of[part.tag_ids])
     if len(parts) == 1:
-        return raw(parts[0].steps, enum_keys(ids[0], list(index)), parts[0].values, parts[0].wall_times)
+        return raw(
+            parts[0].steps, enum_keys(ids[0], list(index)), parts[0].values, parts[0].wall_times
+        )
     return raw(
-        np.concatenate([p.steps for p in parts]), enum_keys(np.concatenate(ids), list(index)),
-        np.concatenate([p.values for p in parts]), np.concatenate([p.wall_times for p in parts]),
+        np.concatenate([p.steps for p in parts]),
+        enum_keys(np.concatenate(ids), list(index)),
+        np.concatenate([p.values for p in parts]),
+        np.concatenate([p.wall_times for p in parts]),
     )

@@ -53,7 +53,9 @@ def _masked(crc: np.uint64) -> np.int64:  # pragma: no cover
 
 
 @inlined
-def masked_crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -> np.int64:  # pragma: no cover
+def masked_crc32c(
+    buf: np.ndarray, start: int, length: int, table: np.ndarray
+) -> np.int64:  # pragma: no cover
     """The masked CRC32C of ``buf[start:start + length]``, eight bytes per step through the
     tables ``table`` (:data:`TABLES`)."""
     crc = np.uint64(_U32)
@@ -65,10 +67,14 @@ def masked_crc32c(buf: np.ndarray, start: int, length: int, table: np.ndarray) -
         lo = crc ^ (word & np.uint64(_U32))
         hi = word >> np.uint64(32)
         crc = (
-            table[7, lo & byte] ^ table[6, (lo >> np.uint64(8)) & byte]
-            ^ table[5, (lo >> np.uint64(16)) & byte] ^ table[4, lo >> np.uint64(24)]
-            ^ table[3, hi & byte] ^ table[2, (hi >> np.uint64(8)) & byte]
-            ^ table[1, (hi >> np.uint64(16)) & byte] ^ table[0, hi >> np.uint64(24)]
+            table[7, lo & byte]
+            ^ table[6, (lo >> np.uint64(8)) & byte]
+            ^ table[5, (lo >> np.uint64(16)) & byte]
+            ^ table[4, lo >> np.uint64(24)]
+            ^ table[3, hi & byte]
+            ^ table[2, (hi >> np.uint64(8)) & byte]
+            ^ table[1, (hi >> np.uint64(16)) & byte]
+            ^ table[0, hi >> np.uint64(24)]
         )
         i += 8
     while i < end:

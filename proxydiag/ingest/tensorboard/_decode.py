@@ -115,7 +115,9 @@ def _metadata(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:  # p
 
 
 @jit
-def _value(buf: np.ndarray, pos: int, end: int, fields: np.ndarray, i: int) -> float:  # pragma: no cover
+def _value(
+    buf: np.ndarray, pos: int, end: int, fields: np.ndarray, i: int
+) -> float:  # pragma: no cover
     """Fill ``fields[i]`` from a ``Summary.Value``; return its number. Kind -1: malformed."""
     fields[i, _OFF], fields[i, _LEN], fields[i, _KIND] = 0, 0, SKIP
     value = np.nan
@@ -156,7 +158,9 @@ def _value(buf: np.ndarray, pos: int, end: int, fields: np.ndarray, i: int) -> f
 
 
 @jit
-def _walk(buf: np.ndarray, pos: int, end: int, fields: np.ndarray, numbers: np.ndarray) -> tuple[int, np.int64, float]:  # pragma: no cover
+def _walk(
+    buf: np.ndarray, pos: int, end: int, fields: np.ndarray, numbers: np.ndarray
+) -> tuple[int, np.int64, float]:  # pragma: no cover
     """Walk the Event ``buf[pos:end]``: ``(values, step, wall_time)``, each value's tag and kind
     in ``fields`` and number in ``numbers``; values -1: malformed, :data:`_FULL`: more values
     than ``numbers`` has room for. Fields repeat as protobuf merges them: the last
@@ -205,8 +209,14 @@ def _walk(buf: np.ndarray, pos: int, end: int, fields: np.ndarray, numbers: np.n
 
 @jit
 def _run(
-    data: np.ndarray, pos: int, cols: tuple[np.ndarray, ...], table: tuple[np.ndarray, np.ndarray],
-    python: np.ndarray, problems: np.ndarray, scratch: tuple[np.ndarray, np.ndarray], counts: np.ndarray,
+    data: np.ndarray,
+    pos: int,
+    cols: tuple[np.ndarray, ...],
+    table: tuple[np.ndarray, np.ndarray],
+    python: np.ndarray,
+    problems: np.ndarray,
+    scratch: tuple[np.ndarray, np.ndarray],
+    counts: np.ndarray,
     first_wall: np.ndarray,
 ) -> tuple[int, int, int]:  # pragma: no cover
     """Scan the records of ``data`` from ``pos`` on, into the arrays, until the end or a record
@@ -214,7 +224,12 @@ def _run(
     the record there, how many values it holds or how many walker scratch rows it needs
     (0, 0: the end). The arrays are borrowed (:func:`~proxydiag.ingest.tensorboard._jit.borrowed`) and
     never replaced, so the helpers called per record count no references."""
-    buf, slots, info, problems = borrowed(data), borrowed(table[0]), borrowed(table[1]), borrowed(problems)
+    buf, slots, info, problems = (
+        borrowed(data),
+        borrowed(table[0]),
+        borrowed(table[1]),
+        borrowed(problems),
+    )
     fields, numbers = borrowed(scratch[0]), borrowed(scratch[1])
     step, wall, value, tag, kind = cols
     n = buf.size
@@ -248,7 +263,12 @@ def _run(
             continue
         for i in range(count):  # the template's one value is in locals already (faster)
             if walked:
-                t_off, t_len, vkind, number = fields[i, _OFF], fields[i, _LEN], fields[i, _KIND], numbers[i]
+                t_off, t_len, vkind, number = (
+                    fields[i, _OFF],
+                    fields[i, _LEN],
+                    fields[i, _KIND],
+                    numbers[i],
+                )
             t, h = tb_tags.find(buf, t_off, t_len, slots, info)
             if t < 0:
                 tb_tags.add(slots, info, n_tags, h, t_off, t_len, start, size, i, vkind)
@@ -273,8 +293,11 @@ def decode(buf: np.ndarray) -> Decoded:
     buf = np.ascontiguousarray(buf)
     cap = buf.size // _TEMPLATE_BYTES + 16  # pages never written are never resident: slack is free
     cols: tuple[np.ndarray, ...] = (
-        np.empty(cap, dtype=np.int64), np.empty(cap, dtype=np.float64), np.empty(cap, dtype=np.float64),
-        np.empty(cap, dtype=np.int32), np.empty(cap, dtype=np.int8),
+        np.empty(cap, dtype=np.int64),
+        np.empty(cap, dtype=np.float64),
+        np.empty(cap, dtype=np.float64),
+        np.empty(cap, dtype=np.int32),
+        np.empty(cap, dtype=np.int8),
     )
     table = tb_tags.new_table()
     python = np.empty((16, 4), dtype=np.int64)
@@ -284,7 +307,9 @@ def decode(buf: np.ndarray) -> Decoded:
     first_wall = np.full(1, np.inf)
     pos = 0
     while pos < buf.size:
-        pos, values, need = _run(buf, pos, cols, table, python, problems, scratch, counts, first_wall)
+        pos, values, need = _run(
+            buf, pos, cols, table, python, problems, scratch, counts, first_wall
+        )
         nv, n_tags, n_python = (int(c) for c in counts[[_NV, _TAGS, _PYTHON]])
         if need:
             scratch = (np.empty((need, 3), dtype=np.int64), np.empty(need, dtype=np.float64))
@@ -298,8 +323,17 @@ def decode(buf: np.ndarray) -> Decoded:
     step, wall, value, tag, kind = (col[:nv] for col in cols)
     n_problems = int(counts[_PROBLEMS])
     return Decoded(
-        step, wall, value, tag, kind, table[1][:n_tags], python[:n_python],
-        problems[: min(n_problems, MAX_PROBLEMS)], n_problems, int(counts[_MALFORMED]), float(first_wall[0]),
+        step,
+        wall,
+        value,
+        tag,
+        kind,
+        table[1][:n_tags],
+        python[:n_python],
+        problems[: min(n_problems, MAX_PROBLEMS)],
+        n_problems,
+        int(counts[_MALFORMED]),
+        float(first_wall[0]),
     )
 
 

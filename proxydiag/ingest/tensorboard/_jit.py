@@ -88,5 +88,3 @@ def read_u64(buf: np.ndarray, pos: int) -> np.uint64:  # pragma: no cover
     for k in range(8):
         out |= np.uint64(at(buf, pos + k)) << np.uint64(8 * k)
     return out
-
-

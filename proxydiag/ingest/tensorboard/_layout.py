@@ -24,7 +24,9 @@ from proxydiag.ingest.tensorboard._wire import (
 
 
 @inlined
-def match(buf: np.ndarray, p: int, end: int) -> tuple[int, int, int, np.int64, float, float]:  # pragma: no cover
+def match(
+    buf: np.ndarray, p: int, end: int
+) -> tuple[int, int, int, np.int64, float, float]:  # pragma: no cover
     """``(kind, tag start, tag length, step, wall_time, value)`` of the record ``buf[p:end]``
     if it has the template's layout, else kind :data:`~proxydiag.ingest.tensorboard._wire.NO_MATCH`."""
     if end - p < 18 or at(buf, p) != 0x09 or at(buf, p + 9) != 0x10:
@@ -40,7 +42,12 @@ def match(buf: np.ndarray, p: int, end: int) -> tuple[int, int, int, np.int64, f
         return NO_MATCH, 0, 0, np.int64(0), 0.0, 0.0
     v |= np.uint64(at(buf, q)) << shift
     # summary {value {tag ...}}: 2a L 0a L 0a L, one-byte lengths that end with the record
-    if at(buf, q + 1) != 0x2A or at(buf, q + 2) != end - q - 3 or at(buf, q + 3) != 0x0A or at(buf, q + 4) != end - q - 5:
+    if (
+        at(buf, q + 1) != 0x2A
+        or at(buf, q + 2) != end - q - 3
+        or at(buf, q + 3) != 0x0A
+        or at(buf, q + 4) != end - q - 5
+    ):
         return NO_MATCH, 0, 0, np.int64(0), 0.0, 0.0
     if at(buf, q + 5) != 0x0A or at(buf, q + 6) >= 0x80:
         return NO_MATCH, 0, 0, np.int64(0), 0.0, 0.0
@@ -51,7 +58,12 @@ def match(buf: np.ndarray, p: int, end: int) -> tuple[int, int, int, np.int64, f
     kind, payload, after = SKIP, 0, 0
     if at(buf, t1) == 0x15:  # simple_value
         kind, payload, after = SIMPLE, t1 + 1, t1 + 5
-    elif at(buf, t1) == 0x42 and at(buf, t1 + 1) < 0x80 and at(buf, t1 + 2) == 0x08 and t1 + 2 + at(buf, t1 + 1) <= end:
+    elif (
+        at(buf, t1) == 0x42
+        and at(buf, t1 + 1) < 0x80
+        and at(buf, t1 + 2) == 0x08
+        and t1 + 2 + at(buf, t1 + 1) <= end
+    ):
         stop = t1 + 2 + int(np.int64(at(buf, t1 + 1)))
         dtype = at(buf, t1 + 3)
         c = t1 + 4
@@ -59,13 +71,20 @@ def match(buf: np.ndarray, p: int, end: int) -> tuple[int, int, int, np.int64, f
             c += 2
         width = 4 if dtype == 1 else 8 if dtype == 2 else 0
         field = at(buf, c) if c < stop else 0
-        if width and c + 2 + width == stop and at(buf, c + 1) == width and (
-            field == 0x22 or (dtype == 1 and field == 0x2A) or (dtype == 2 and field == 0x32)
+        if (
+            width
+            and c + 2 + width == stop
+            and at(buf, c + 1) == width
+            and (field == 0x22 or (dtype == 1 and field == 0x2A) or (dtype == 2 and field == 0x32))
         ):
             kind, payload, after = (TENSOR_F32 if width == 4 else TENSOR_F64), c + 2, stop
     if kind == SKIP:
         return NO_MATCH, 0, 0, np.int64(0), 0.0, 0.0
-    if after != end and not (at(buf, after) == 0x4A and after + 2 + np.int64(at(buf, after + 1)) == end and at(buf, after + 1) < 0x80):
+    if after != end and not (
+        at(buf, after) == 0x4A
+        and after + 2 + np.int64(at(buf, after + 1)) == end
+        and at(buf, after + 1) < 0x80
+    ):
         return NO_MATCH, 0, 0, np.int64(0), 0.0, 0.0  # only plugin metadata may follow the payload
     value = f64(buf, payload) if kind == TENSOR_F64 else f32(buf, payload)
     return kind, t0, t1 - t0, np.int64(v), float(f64(buf, p + 1)), float(value)

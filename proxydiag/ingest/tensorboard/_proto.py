@@ -40,7 +40,9 @@ def first_is_scalar(record: bytes, index: int, *, first_kind: int) -> bool:
     value = event_pb2.Event.FromString(record).summary.value[index]
     md = value.metadata
     data_class = int(md.data_class) if value.HasField("metadata") else -1
-    return is_scalar_tag(first_kind=first_kind, data_class=data_class, plugin=md.plugin_data.plugin_name)
+    return is_scalar_tag(
+        first_kind=first_kind, data_class=data_class, plugin=md.plugin_data.plugin_name
+    )
 
 
 def tensor_scalar(record: bytes, index: int) -> float | None:
@@ -111,4 +113,3 @@ def decode_slow(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> Slo
             out.values.append(number)
             out.wall_times.append(event.wall_time)
     return out
-

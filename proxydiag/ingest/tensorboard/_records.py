@@ -86,10 +86,16 @@ def next_record(buf: np.ndarray, pos: int) -> tuple[int, int, int, int]:  # prag
 
 
 @jit
-def note_problem(problems: np.ndarray, n_problems: int, kind: int, offset: int, detail: int) -> int:  # pragma: no cover
+def note_problem(
+    problems: np.ndarray, n_problems: int, kind: int, offset: int, detail: int
+) -> int:  # pragma: no cover
     """Keep a damaged place in ``problems`` (while there is room); the new count."""
     if n_problems < problems.shape[0]:
-        problems[n_problems, 0], problems[n_problems, 1], problems[n_problems, 2] = kind, offset, detail
+        problems[n_problems, 0], problems[n_problems, 1], problems[n_problems, 2] = (
+            kind,
+            offset,
+            detail,
+        )
     return n_problems + 1
 
 

@@ -62,9 +62,15 @@ class Scalars:
 def read_file(file: Path) -> Scalars:
     """Every scalar point of an event file (its bytes are read once, into one array)."""
     try:
-        buf = np.fromfile(file, dtype=np.uint8) if file.stat().st_size else np.empty(0, dtype=np.uint8)
+        buf = (
+            np.fromfile(file, dtype=np.uint8)
+            if file.stat().st_size
+            else np.empty(0, dtype=np.uint8)
+        )
     except OSError as exc:
-        raise IngestError(f"{file}: cannot read event file ({exc.strerror}); check permissions") from exc
+        raise IngestError(
+            f"{file}: cannot read event file ({exc.strerror}); check permissions"
+        ) from exc
     return read_buffer(buf, path=str(file))
 
 
@@ -79,8 +85,11 @@ def read_buffer(buf: np.ndarray, *, path: str) -> Scalars:
     names = [_text(buf, off, length) for off, length in dec.tags[:, [OFF, LEN]].tolist()]
     scalar_tag = np.array(
         [
-            kind == SIMPLE or tb_proto.first_is_scalar(_record(buf, start, length), index, first_kind=kind)
-            for start, length, index, kind in dec.tags[:, [REC_START, REC_LEN, INDEX, KIND]].tolist()
+            kind == SIMPLE
+            or tb_proto.first_is_scalar(_record(buf, start, length), index, first_kind=kind)
+            for start, length, index, kind in dec.tags[
+                :, [REC_START, REC_LEN, INDEX, KIND]
+            ].tolist()
         ],
         dtype=np.bool_,
     )
@@ -97,13 +106,20 @@ def read_buffer(buf: np.ndarray, *, path: str) -> Scalars:
     if not used.all():  # tags without points (histograms, images, text): number the rest
         _renumber(ids, np.cumsum(used, dtype=np.int32) - 1)
         names = [name for name, u in zip(names, used.tolist(), strict=True) if u]
-    return Scalars(dec.step[:n], ids, names, dec.value[:n], dec.wall_time[:n], issues, dec.first_wall_time)
+    return Scalars(
+        dec.step[:n], ids, names, dec.value[:n], dec.wall_time[:n], issues, dec.first_wall_time
+    )
 
 
 @jit
 def _keep(
-    scalar_tag: np.ndarray, kind: np.ndarray, tag: np.ndarray, step: np.ndarray, wall: np.ndarray,
-    value: np.ndarray, used: np.ndarray,
+    scalar_tag: np.ndarray,
+    kind: np.ndarray,
+    tag: np.ndarray,
+    step: np.ndarray,
+    wall: np.ndarray,
+    value: np.ndarray,
+    used: np.ndarray,
 ) -> int:  # pragma: no cover
     """Move the values of scalar tags (not :data:`SKIP`) to the front, in order, flagging
     their tags ``used``; their count."""
@@ -123,14 +139,19 @@ def _renumber(ids: np.ndarray, new: np.ndarray) -> None:  # pragma: no cover
         ids[i] = new[ids[i]]
 
 
-def _slow(buf: np.ndarray, dec: Decoded, issues: list[tuple[str, str]], *, path: str) -> Scalars | None:
+def _slow(
+    buf: np.ndarray, dec: Decoded, issues: list[tuple[str, str]], *, path: str
+) -> Scalars | None:
     """Records the compiled walker rejected: protobuf decides. Those it rejects too are skipped
     with a warning; if it reads any of them, the whole file is decoded by protobuf."""
     framing = frame(buf)
     slow = tb_proto.decode_slow(buf, framing.starts, framing.lengths)
     offsets = framing.starts[slow.bad_records] - 12
     issues += [
-        ("malformed_record", f"{path}@{o}: record passed its CRC but is not an Event proto; skipped")
+        (
+            "malformed_record",
+            f"{path}@{o}: record passed its CRC but is not an Event proto; skipped",
+        )
         for o in offsets[:_MAX_ISSUES].tolist()
     ]
     if len(slow.bad_records) == dec.n_malformed:
@@ -138,9 +159,13 @@ def _slow(buf: np.ndarray, dec: Decoded, issues: list[tuple[str, str]], *, path:
     index: dict[str, int] = {}
     ids = np.array([index.setdefault(key, len(index)) for key in slow.keys], dtype=np.int32)
     return Scalars(
-        np.asarray(slow.steps, dtype=np.int64), ids, list(index),
-        np.asarray(slow.values, dtype=np.float64), np.asarray(slow.wall_times, dtype=np.float64),
-        issues, dec.first_wall_time,
+        np.asarray(slow.steps, dtype=np.int64),
+        ids,
+        list(index),
+        np.asarray(slow.values, dtype=np.float64),
+        np.asarray(slow.wall_times, dtype=np.float64),
+        issues,
+        dec.first_wall_time,
     )
 
 
@@ -151,7 +176,9 @@ def _framing_issues(dec: Decoded, *, path: str) -> list[tuple[str, str]]:
         for k, o, d in dec.problems[:_MAX_ISSUES].tolist()
     ]
     if dec.n_problems > len(issues):
-        issues.append(("crc_error", f"{path}: {dec.n_problems - len(issues)} more damaged places not listed"))
+        issues.append(
+            ("crc_error", f"{path}: {dec.n_problems - len(issues)} more damaged places not listed")
+        )
     return issues
 
 

@@ -31,7 +31,9 @@ def _hash(buf: np.ndarray, off: int, n: int) -> np.uint64:  # pragma: no cover
         while i + 8 < off + n:
             h = (h ^ read_u64(buf, i)) * np.uint64(_MULT)
             i += 8
-        return np.uint64((h ^ read_u64(buf, off + n - 8)) * np.uint64(_MULT))  # last 8 bytes (may overlap)
+        return np.uint64(
+            (h ^ read_u64(buf, off + n - 8)) * np.uint64(_MULT)
+        )  # last 8 bytes (may overlap)
     for i in range(off, off + n):
         h = (h ^ np.uint64(at(buf, i))) * np.uint64(_MULT)
     return h * np.uint64(_MULT)
@@ -71,7 +73,9 @@ def room(slots: np.ndarray, info: np.ndarray, n_tags: int) -> int:  # pragma: no
 
 
 @jit
-def grown(slots: np.ndarray, info: np.ndarray, n_tags: int, extra: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
+def grown(
+    slots: np.ndarray, info: np.ndarray, n_tags: int, extra: int
+) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover
     """The table with room for ``extra`` more tags."""
     size = slots.size
     while size // 2 < n_tags + extra:
@@ -85,7 +89,9 @@ def grown(slots: np.ndarray, info: np.ndarray, n_tags: int, extra: int) -> tuple
 
 
 @inlined
-def find(buf: np.ndarray, off: int, n: int, slots: np.ndarray, info: np.ndarray) -> tuple[int, np.int64]:  # pragma: no cover
+def find(
+    buf: np.ndarray, off: int, n: int, slots: np.ndarray, info: np.ndarray
+) -> tuple[int, np.int64]:  # pragma: no cover
     """``(id, hash)`` of the tag ``buf[off:off + n]``; id -1 if it is not in the table."""
     h = _hash(buf, off, n)
     j = _slot(h, slots.size)
@@ -99,13 +105,26 @@ def find(buf: np.ndarray, off: int, n: int, slots: np.ndarray, info: np.ndarray)
 
 @jit
 def add(
-    slots: np.ndarray, info: np.ndarray, n_tags: int, h: int, off: int, n: int, rec_start: int,
-    rec_len: int, index: int, kind: int,
+    slots: np.ndarray,
+    info: np.ndarray,
+    n_tags: int,
+    h: int,
+    off: int,
+    n: int,
+    rec_start: int,
+    rec_len: int,
+    index: int,
+    kind: int,
 ) -> None:  # pragma: no cover
     """Add tag ``n_tags`` (``buf[off:off + n]``, hash ``h``, not in the table yet; there is
     :func:`room`) from its first value: the ``index``-th of its record, of ``kind``."""
     info[n_tags, OFF], info[n_tags, LEN], info[n_tags, HASH] = off, n, h
-    info[n_tags, REC_START], info[n_tags, REC_LEN], info[n_tags, INDEX], info[n_tags, KIND] = rec_start, rec_len, index, kind
+    info[n_tags, REC_START], info[n_tags, REC_LEN], info[n_tags, INDEX], info[n_tags, KIND] = (
+        rec_start,
+        rec_len,
+        index,
+        kind,
+    )
     _place(slots, n_tags, h)
 
 

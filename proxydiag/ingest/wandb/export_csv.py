@@ -87,12 +87,25 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     for name, rows in zip(names, _split_runs(raw, coded, split, names), strict=True):
         if rows.height == 0:
             continue
-        attrs = {"wandb_export": True, "band_columns_skipped": bands,
-                 **_notes_of(name, notes).attrs()}
+        attrs = {
+            "wandb_export": True,
+            "band_columns_skipped": bands,
+            **_notes_of(name, notes).attrs(),
+        }
         # one sidecar cannot name several runs
         sidecar = sidecar_for(path) if len(names) == 1 else None
-        runs.append(build_run(rows, name=name, source=path, fmt=NAME, aliases=ctx.aliases,
-                              attrs=attrs, sidecar=sidecar, monotonic=notes.monotonic))
+        runs.append(
+            build_run(
+                rows,
+                name=name,
+                source=path,
+                fmt=NAME,
+                aliases=ctx.aliases,
+                attrs=attrs,
+                sidecar=sidecar,
+                monotonic=notes.monotonic,
+            )
+        )
     if not runs:
         raise IngestError(f"{path}: W&B CSV export holds no values (every cell is empty)")
     return runs
@@ -120,8 +133,9 @@ def _split_runs(
         renumber[code] = len(metrics[index[run]])
         metrics[index[run]].append(metric)
     per_row = coded.per_row()
-    parts = raw.with_columns(pl.Series("_code", renumber[per_row]),
-                             pl.Series("_run", run_of_code[per_row]))
+    parts = raw.with_columns(
+        pl.Series("_code", renumber[per_row]), pl.Series("_run", run_of_code[per_row])
+    )
     by_run = parts.partition_by("_run", as_dict=True, maintain_order=True, include_key=False)
     empty = parts.clear().drop("_run")
     return [
@@ -133,9 +147,11 @@ def _split_runs(
 def _notes_of(name: str, notes: tabular.Notes) -> tabular.Notes:
     """The file's notes that concern run ``name``, in its metric names (``null`` cells counted
     in that run's own columns)."""
-    ignored = [metric for run, metric, _ in map(split_column, notes.ignored_columns)
-               if run == name]
-    renamed = {split_column(new)[1]: split_column(old)[1]
-               for new, old in notes.renamed_columns.items() if split_column(new)[0] == name}
+    ignored = [metric for run, metric, _ in map(split_column, notes.ignored_columns) if run == name]
+    renamed = {
+        split_column(new)[1]: split_column(old)[1]
+        for new, old in notes.renamed_columns.items()
+        if split_column(new)[0] == name
+    }
     nulls = sum(n for column, n in notes.null_columns.items() if split_column(column)[0] == name)
     return tabular.Notes(null_as_nan=nulls, ignored_columns=ignored, renamed_columns=renamed)

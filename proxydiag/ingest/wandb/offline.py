@@ -109,7 +109,9 @@ class _History:
     def add(self, record: Any) -> None:
         items = {_key(item): item.value_json for item in record.history.item}
         step = _number(items.get("_step", ""))
-        step_i = int(step) if step is not None and math.isfinite(step) else int(record.history.step.num)
+        step_i = (
+            int(step) if step is not None and math.isfinite(step) else int(record.history.step.num)
+        )
         wall = _number(items.get("_timestamp", ""))
         for key, text in items.items():
             if key in _SPECIAL or key.startswith("_wandb"):
@@ -148,9 +150,16 @@ def _apply(record: Any, history: _History, state: dict[str, Any]) -> None:
         history.add(record)
     elif kind == "run":
         run = record.run
-        state["run"] = {"wandb_run_id": run.run_id, "project": run.project, "entity": run.entity,
-                        "display_name": run.display_name, "wandb_group": run.run_group,
-                        "job_type": run.job_type, "wandb_tags": list(run.tags), "wandb_notes": run.notes}
+        state["run"] = {
+            "wandb_run_id": run.run_id,
+            "project": run.project,
+            "entity": run.entity,
+            "display_name": run.display_name,
+            "wandb_group": run.run_group,
+            "job_type": run.job_type,
+            "wandb_tags": list(run.tags),
+            "wandb_notes": run.notes,
+        }
         for item in run.config.update:
             state["params"][_key(item)] = _json(item.value_json)
     elif kind in ("config", "summary"):
@@ -162,17 +171,34 @@ def _apply(record: Any, history: _History, state: dict[str, Any]) -> None:
             target.pop(_key(item), None)
 
 
-def _build(path: Path, log: Path, history: _History, state: dict[str, Any], events: list[Event], ctx: ReadContext) -> Run:
+def _build(
+    path: Path,
+    log: Path,
+    history: _History,
+    state: dict[str, Any],
+    events: list[Event],
+    ctx: ReadContext,
+) -> Run:
     params = {k: v for k, v in state["params"].items() if not k.startswith("_wandb")}
     summary = {k: v for k, v in state["summary"].items() if not k.startswith("_")}
     info = {k: v for k, v in state["run"].items() if v not in ("", [], None)}
     attrs: dict[str, Any] = {"params": params, "summary": summary, **info}
     attrs.update({k: params[k] for k in _META if k in params})
-    name = str(info.get("display_name") or info.get("wandb_run_id") or log.stem.removeprefix("run-"))
+    name = str(
+        info.get("display_name") or info.get("wandb_run_id") or log.stem.removeprefix("run-")
+    )
     if not history.values:
         message = f"{log}: no numeric history in this W&B run"
         warnings.warn(IngestWarning(message), stacklevel=3)
     frame = raw(history.steps, history.keys, history.values, history.walls)
     run_dir = log.parent
-    return build_run(frame, name=name, source=path, fmt=NAME, aliases=ctx.aliases, attrs=attrs,
-                     events=events, sidecar=sidecar_for(run_dir))
+    return build_run(
+        frame,
+        name=name,
+        source=path,
+        fmt=NAME,
+        aliases=ctx.aliases,
+        attrs=attrs,
+        events=events,
+        sidecar=sidecar_for(run_dir),
+    )

@@ -36,9 +36,7 @@ WRITERS: Registry[Writer] = Registry(
 )
 
 
-def write_run(
-    run_dir: Path, sr: SynthRun, *, fmt: str, naming: str, log_interval: int
-) -> Path:
+def write_run(run_dir: Path, sr: SynthRun, *, fmt: str, naming: str, log_interval: int) -> Path:
     """Write ``sr`` in ``fmt`` under ``run_dir`` plus its ``proxydiag.json`` sidecar."""
     run_dir.mkdir(parents=True, exist_ok=True)
     target = WRITERS[fmt](run_dir, sr, naming=naming, log_interval=log_interval)

@@ -70,7 +70,9 @@ def write(run_dir: Path, sr: SynthRun, *, naming: str, log_interval: int) -> Pat
         ms = (part["wall_time"].to_numpy() * 1000).astype(np.int64)
         lines = [
             f"{t} {float(v)} {s}"
-            for t, v, s in zip(ms.tolist(), part["value"].to_list(), part["step"].to_list(), strict=True)
+            for t, v, s in zip(
+                ms.tolist(), part["value"].to_list(), part["step"].to_list(), strict=True
+            )
         ]
         path.write_text("\n".join(lines) + "\n")
     return root

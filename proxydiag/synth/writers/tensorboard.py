@@ -33,7 +33,9 @@ def masked_crc(data: bytes) -> int:
 def frame_record(data: bytes) -> bytes:
     """One TFRecord: 8-byte length, its masked CRC, the payload, the payload's masked CRC."""
     header = struct.pack("<Q", len(data))
-    return header + struct.pack("<I", masked_crc(header)) + data + struct.pack("<I", masked_crc(data))
+    return (
+        header + struct.pack("<I", masked_crc(header)) + data + struct.pack("<I", masked_crc(data))
+    )
 
 
 def write(run_dir: Path, sr: SynthRun, *, naming: str, log_interval: int) -> Path:
@@ -41,10 +43,13 @@ def write(run_dir: Path, sr: SynthRun, *, naming: str, log_interval: int) -> Pat
     rows = logged_rows(sr, naming=naming, fmt="tensorboard", log_interval=log_interval)
     start = float(sr.wall_time[0])
     path = run_dir / f"events.out.tfevents.{int(start)}.synth.{sr.seed}.0"
-    chunks = [frame_record(Event(wall_time=start, file_version="brain.Event:2").SerializeToString())]
+    chunks = [
+        frame_record(Event(wall_time=start, file_version="brain.Event:2").SerializeToString())
+    ]
     for step, key, value, wall in rows.iter_rows():
         event = Event(
-            wall_time=wall, step=step,
+            wall_time=wall,
+            step=step,
             summary=Summary(value=[Summary.Value(tag=key, simple_value=value)]),
         )
         chunks.append(frame_record(event.SerializeToString()))

@@ -69,8 +69,9 @@ def test_megatron_every_historical_variant(tmp_path: Path) -> None:
 
 
 def test_megatron_nan_loss_is_absent_not_invented(tmp_path: Path) -> None:
-    line = MEG_2024.replace("lm loss: 2.500000E+00 | ", "").replace("number of nan iterations:   0",
-                                                                     "number of nan iterations:   1")
+    line = MEG_2024.replace("lm loss: 2.500000E+00 | ", "").replace(
+        "number of nan iterations:   0", "number of nan iterations:   1"
+    )
     run = _run(tmp_path, line)
     assert "loss" not in run.metrics
     assert run.series("nonfinite")[1].tolist() == [1.0]
@@ -111,24 +112,37 @@ def test_megatron_restart_is_recorded(tmp_path: Path) -> None:
 
 # --- DeepSpeed ------------------------------------------------------------------------------
 
+
 def _ds(msg: str, second: int = 0) -> str:
     return f"[2023-04-18 01:46:{second:02d},554] [INFO] [loss_scaler.py:181:update_scale] {msg}\n"
 
 
 def _step(step: int, skipped: int, lr: float = 1e-5) -> str:
-    return (f"[2023-04-18 01:47:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, "
-            f"skipped={skipped}, lr=[{lr}, {lr}], mom=[(0.9, 0.95), (0.9, 0.95)]\n")
+    return (
+        f"[2023-04-18 01:47:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step={step}, "
+        f"skipped={skipped}, lr=[{lr}, {lr}], mom=[(0.9, 0.95), (0.9, 0.95)]\n"
+    )
 
 
 def test_deepspeed_every_overflow_spelling_counts_once(tmp_path: Path) -> None:
     text = (
-        _ds("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, but "
-            "hysteresis is 2. Reducing hysteresis to 1")
-        + _ds("[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768")
-        + _ds("[deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 32768.0, reducing to 16384.0")
-        + _ds("[deepspeed] fp16 dynamic loss scale overflow! Skipping step. Attempted loss scale: "
-              "16384.0, reducing to 8192.0")
-        + _ds("[Rank 0] Overflow detected. Skipping step. Attempted loss scale: 8192.0, reducing to 4096.0")
+        _ds(
+            "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, but "
+            "hysteresis is 2. Reducing hysteresis to 1"
+        )
+        + _ds(
+            "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768"
+        )
+        + _ds(
+            "[deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 32768.0, reducing to 16384.0"
+        )
+        + _ds(
+            "[deepspeed] fp16 dynamic loss scale overflow! Skipping step. Attempted loss scale: "
+            "16384.0, reducing to 8192.0"
+        )
+        + _ds(
+            "[Rank 0] Overflow detected. Skipping step. Attempted loss scale: 8192.0, reducing to 4096.0"
+        )
         + _step(10, 5)
         + _ds("Consecutive hysteresis is enabled. Restoring hysteresis to 2")
         + _step(20, 5)
@@ -174,11 +188,15 @@ def test_counter_wins_over_overflow_lines(tmp_path: Path) -> None:
 
 
 def test_minimum_loss_scale_is_an_event(tmp_path: Path) -> None:
-    text = _step(10, 0) + _ds("Current loss scale already at minimum - cannot decrease scale "
-                              "anymore. Exiting run.") + _step(20, 0)
+    text = (
+        _step(10, 0)
+        + _ds("Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.")
+        + _step(20, 0)
+    )
     run = _run(tmp_path, text)
     assert [(e.kind, e.onset_step, e.severity) for e in run.events] == [
-        ("loss_scale_minimum", 20, "critical")]
+        ("loss_scale_minimum", 20, "critical")
+    ]
 
 
 def test_deepspeed_timer_and_pipeline_lines(tmp_path: Path) -> None:
@@ -196,7 +214,13 @@ def test_deepspeed_timer_and_pipeline_lines(tmp_path: Path) -> None:
 
 
 def test_interleaved_engines_are_suffixed(tmp_path: Path) -> None:
-    text = _step(10, 4, 5e-7) + _step(10, 3, 3e-7) + "x\n" * 20 + _step(20, 5, 6e-7) + _step(20, 3, 4e-7)
+    text = (
+        _step(10, 4, 5e-7)
+        + _step(10, 3, 3e-7)
+        + "x\n" * 20
+        + _step(20, 5, 6e-7)
+        + _step(20, 3, 4e-7)
+    )
     parsed = _parse(tmp_path, text)
     assert parsed.attrs["engines"] == 2
     assert _raw(parsed, "ds_skipped") == {10: 4.0, 20: 5.0}
@@ -230,7 +254,8 @@ def test_dschat_ppo_lines_and_what_follows_them(tmp_path: Path) -> None:
 def test_dschat_sft_and_reward_model_evaluations(tmp_path: Path) -> None:
     text = (
         "***** Evaluating perplexity, Epoch 0/16 *****\nppl: 4998.29638671875\n"
-        + _step(10, 0) + _step(20, 0)
+        + _step(10, 0)
+        + _step(20, 0)
         + "***** Evaluating perplexity, Epoch 1/16 *****\nppl: 2.0179834365844727\n"
         "chosen_last_scores (higher is better) : 2.8115079402923584, acc (higher is better) : 0.49\n"
         "Epoch 1/1 with loss 0.6731\nStep at 4 with Perplexity: nan\n"
@@ -327,6 +352,7 @@ def test_mindspeed_lines(tmp_path: Path) -> None:
 
 # --- robustness -----------------------------------------------------------------------------
 
+
 def test_garbage_bytes_and_an_unfinished_last_line(tmp_path: Path) -> None:
     data = b"\xff\xfe latin-1 \xe9t\xe9\n" + MEG_2021.encode() + MEG_2024.encode()[:80]
     with pytest.warns(IngestWarning, match=r"train.log:3: the last line has no newline"):
@@ -367,14 +393,18 @@ def test_unknown_and_binary_files(tmp_path: Path) -> None:
 
 
 def test_hf_log_index_runs_across_blocks_read_in_parallel(tmp_path: Path) -> None:
-    text = "".join(f"{{'loss': {i / 10}, 'learning_rate': 5e-05, 'epoch': {i / 100}}}\n" for i in range(1, 301))
+    text = "".join(
+        f"{{'loss': {i / 10}, 'learning_rate': 5e-05, 'epoch': {i / 100}}}\n" for i in range(1, 301)
+    )
     path = _write(tmp_path, MEG_2021.replace("[", "") * 50 + text)
     parsed = console.parse(path, chunk_bytes=512)
     loss = _raw(parsed, "loss")
     assert list(loss) == list(range(1, 301)) and loss[300] == 30.0
 
 
-def test_a_giant_line_is_cut_and_memory_stays_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_giant_line_is_cut_and_memory_stays_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from proxydiag.ingest.console import _lines as console_lines
 
     monkeypatch.setattr(console_lines, "MAX_LINE_BYTES", 1000)

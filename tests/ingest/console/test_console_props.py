@@ -107,12 +107,22 @@ def test_numbers_written_are_read_back_exactly(values: list[float]) -> None:
         lines.append(f"step:{i} - actor/pg_loss:np.float64({x!r}) - critic/score/mean:{x!r}")
         lines.append(f"[2025-01-01 12:00:00] iteration: {i} / 100 | actor/entropy : {x!r}")
         lines.append(f"step={i}, skipped=0, lr=[{x!r}, {x!r}], mom=[(0.9, 0.95)]")
-        lines.append(f'| INFO | train_inner | {{"epoch": 1, "gnorm": "{x!r}", "num_updates": "{i}"}}')
+        lines.append(
+            f'| INFO | train_inner | {{"epoch": 1, "gnorm": "{x!r}", "num_updates": "{i}"}}'
+        )
         lines.append(f"step {i}: {{'train/kl': {x!r}}}")
     frame = _read("\n".join(lines).encode() + b"\n")
     assert frame is not None
-    keys = ("lm loss", "grad norm", "actor/pg_loss", "critic/score/mean", "actor/entropy", "lr",
-            "gnorm", "train/kl")
+    keys = (
+        "lm loss",
+        "grad norm",
+        "actor/pg_loss",
+        "critic/score/mean",
+        "actor/entropy",
+        "lr",
+        "gnorm",
+        "train/kl",
+    )
     for key in keys:
         got = frame.filter(pl.col("key") == key).sort("step")["value"].to_list()
         assert len(got) == len(values) and all(map(_same, got, values)), key
@@ -123,29 +133,47 @@ _TOKENS = st.one_of(_values.map(repr), st.sampled_from(["", "abc", "np.float64(2
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(_LAYOUTS), st.lists(_TOKENS, min_size=3, max_size=3)),
-                min_size=1, max_size=8))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_LAYOUTS), st.lists(_TOKENS, min_size=3, max_size=3)),
+        min_size=1,
+        max_size=8,
+    )
+)
 def test_fields_read_as_numbers_are_the_fields_read_as_text(
-        lines: list[tuple[tuple[str, ...], list[str]]]) -> None:
+    lines: list[tuple[tuple[str, ...], list[str]]],
+) -> None:
     """``split_fields(numbers=True)`` (cast column by column, keys from codes) gives the rows
     the text path and its checks give, on blocks of several layouts and values that are no
     plain numbers (those take the text path)."""
     from proxydiag.ingest.console._fields import split_fields
     from proxydiag.ingest.console._records import checked
 
-    text = [f" iteration {i}/ 9 | " + " | ".join(f"{k}: {v}" for k, v in zip(keys, vals, strict=False)) + " |"
-            for i, (keys, vals) in enumerate(lines, start=1)]
+    text = [
+        f" iteration {i}/ 9 | "
+        + " | ".join(f"{k}: {v}" for k, v in zip(keys, vals, strict=False))
+        + " |"
+        for i, (keys, vals) in enumerate(lines, start=1)
+    ]
     frame = pl.DataFrame({"line": range(1, len(text) + 1), "text": text})
     fast = split_fields(frame, sep=" | ", kv=":", keep=("line",), numbers=True)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        slow = checked(split_fields(frame, sep=" | ", kv=":", keep=("line",)),
-                       path=Path("x.log"), raw="raw", what="Megatron")
+        slow = checked(
+            split_fields(frame, sep=" | ", kv=":", keep=("line",)),
+            path=Path("x.log"),
+            raw="raw",
+            what="Megatron",
+        )
         if "raw" in fast.columns:
             fast = checked(fast, path=Path("x.log"), raw="raw", what="Megatron")
+
     def rows(f: pl.DataFrame) -> list[tuple[int, str, bytes]]:
-        return [(a, b, struct.pack("<d", c)) for a, b, c in
-                f.select("line", pl.col("key").cast(pl.Utf8), "value").rows()]
+        return [
+            (a, b, struct.pack("<d", c))
+            for a, b, c in f.select("line", pl.col("key").cast(pl.Utf8), "value").rows()
+        ]
+
     assert sorted(rows(fast)) == sorted(rows(slow))
     for key in fast["key"].cast(pl.Utf8).unique():  # rows of one key in the lines' order
         at = fast.filter(pl.col("key").cast(pl.Utf8) == key)["line"].to_list()
@@ -167,7 +195,11 @@ def _mutated_logs(draw: st.DrawFn) -> bytes:
         elif op == "bytes":
             data = data[:at] + draw(st.binary(min_size=1, max_size=8)) + data[at:]
         elif op == "digits":
-            data = data[:at] + draw(st.sampled_from([b"9" * 25, b"-", b"nan", b"1e999", b"|"])) + data[at:]
+            data = (
+                data[:at]
+                + draw(st.sampled_from([b"9" * 25, b"-", b"nan", b"1e999", b"|"]))
+                + data[at:]
+            )
         elif op == "dup":
             data = data + b"\n" + data
         out.append(data)
@@ -186,10 +218,16 @@ def test_fuzz_mutated_real_lines(data: bytes, chunk: int) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(lines=st.lists(st.text(st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)),
-                              max_size=30), max_size=20),
-       endings=st.lists(st.sampled_from(["\n", "\r\n", "\r\r\n"]), min_size=20, max_size=20),
-       chunk=st.integers(1, 64))
+@given(
+    lines=st.lists(
+        st.text(
+            st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)), max_size=30
+        ),
+        max_size=20,
+    ),
+    endings=st.lists(st.sampled_from(["\n", "\r\n", "\r\r\n"]), min_size=20, max_size=20),
+    chunk=st.integers(1, 64),
+)
 def test_lines_are_split_as_python_does(lines: list[str], endings: list[str], chunk: int) -> None:
     """Blocks are cut into lines without their newline and trailing carriage returns (the fast
     path for blocks without one, the general path for the others), at any block size."""

@@ -47,7 +47,9 @@ def file_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, l
     return root, ids
 
 
-def test_reads_every_live_run_of_a_root_with_nonfinite_values(file_store: tuple[Path, list[str]]) -> None:
+def test_reads_every_live_run_of_a_root_with_nonfinite_values(
+    file_store: tuple[Path, list[str]],
+) -> None:
     root, ids = file_store
     assert mlflow_files.can_read(root)
     runs = mlflow_files.read(root, ReadContext())
@@ -142,7 +144,8 @@ def test_fast_parse_equals_mlflow_line_rules(tmp_path: Path) -> None:
     slow = [_parse_slow(p, p.read_bytes()) for _, p in files]
     assert fast.height == sum(s.height for s in slow)
     np.testing.assert_array_equal(
-        fast["value"].to_numpy(), np.concatenate([s["value"].to_numpy() for s in slow]))
+        fast["value"].to_numpy(), np.concatenate([s["value"].to_numpy() for s in slow])
+    )
     assert fast["step"].to_list() == [x for s in slow for x in s["step"].to_list()]
     assert fast["key"].unique(maintain_order=True).to_list() == [k for k, _ in files]
 
@@ -155,13 +158,20 @@ def test_not_a_file_store(tmp_path: Path) -> None:
         mlflow_files.read(tmp_path, ReadContext())
 
 
-_points = st.lists(st.tuples(st.integers(0, 2**53), st.floats(allow_nan=True),
-                             st.integers(-2**40, 2**62)), min_size=1, max_size=50)
+_points = st.lists(
+    st.tuples(st.integers(0, 2**53), st.floats(allow_nan=True), st.integers(-(2**40), 2**62)),
+    min_size=1,
+    max_size=50,
+)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(points=_points)
-def test_property_every_logged_float_reads_back_exactly(tmp_path: Path, points: list[tuple[int, float, int]]) -> None:
+def test_property_every_logged_float_reads_back_exactly(
+    tmp_path: Path, points: list[tuple[int, float, int]]
+) -> None:
     path = tmp_path / "m"
     path.write_text("".join(f"{ts} {v!r} {s}\n" for ts, v, s in points))
     frame = read_metrics([("k", path)])
@@ -169,7 +179,9 @@ def test_property_every_logged_float_reads_back_exactly(tmp_path: Path, points: 
     assert frame["step"].to_list() == [s for _, _, s in points]
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.binary(max_size=200))
 def test_property_garbage_is_an_error_or_data_never_a_crash(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "m"

@@ -34,12 +34,17 @@ def sql_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]
         other = client.create_experiment("other")
         ts = int(time.time() * 1000)
         full = client.create_run(exp, run_name="full", tags={"role": "full", "group": "g1"})
-        client.log_batch(full.info.run_id, params=[Param("experts_kept", "64")], metrics=[
-            Metric("actor/pg_loss", v, ts + s, s) for s, v in enumerate(VALUES)])
+        client.log_batch(
+            full.info.run_id,
+            params=[Param("experts_kept", "64")],
+            metrics=[Metric("actor/pg_loss", v, ts + s, s) for s, v in enumerate(VALUES)],
+        )
         proxy = client.create_run(exp, run_name="proxy", tags={"role": "proxy", "seed": "3"})
         steps = [0, 1, 2, 3, 2, 3, 4]  # the job restarted from step 2
-        client.log_batch(proxy.info.run_id, metrics=[
-            Metric("actor/grad_norm", float(i), ts + i, s) for i, s in enumerate(steps)])
+        client.log_batch(
+            proxy.info.run_id,
+            metrics=[Metric("actor/grad_norm", float(i), ts + i, s) for i, s in enumerate(steps)],
+        )
         gone = client.create_run(other, run_name="gone")
         client.log_metric(gone.info.run_id, "x", 1.0)
         client.delete_run(gone.info.run_id)
@@ -48,7 +53,7 @@ def sql_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]
 
 def test_reads_nan_and_infinities_from_their_sql_encoding(sql_store: tuple[str, list[str]]) -> None:
     uri, ids = sql_store
-    assert mlflow_sql.can_read(uri) and mlflow_sql.can_read(Path(uri[len("sqlite:///"):]))
+    assert mlflow_sql.can_read(uri) and mlflow_sql.can_read(Path(uri[len("sqlite:///") :]))
     runs = mlflow_sql.read(uri, ReadContext())
     assert [r.name for r in runs] == ["full", "proxy"]  # the deleted run is left out
     steps, values = runs[0].series("pg_loss")
@@ -89,8 +94,9 @@ def test_selection_by_experiment_and_ids(sql_store: tuple[str, list[str]]) -> No
         mlflow_sql.read(uri, ReadContext(options={"run_ids": ["feed"]}))
 
 
-def test_runs_uri_and_search_route_to_direct_sql(sql_store: tuple[str, list[str]],
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runs_uri_and_search_route_to_direct_sql(
+    sql_store: tuple[str, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     uri, ids = sql_store
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     run = mlflow_uri.read(f"runs:/{ids[1]}", ReadContext())[0]
@@ -118,9 +124,11 @@ def test_no_tracking_uri_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> No
         mlflow_uri.read("runs:/0123", ReadContext())
 
 
-def test_cli_tracking_uri_reads_runs_uris_too(sql_store: tuple[str, list[str]],
-                                              monkeypatch: pytest.MonkeyPatch,
-                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_tracking_uri_reads_runs_uris_too(
+    sql_store: tuple[str, list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     import json
 
     from proxydiag.cli import main

@@ -29,32 +29,55 @@ def points(path: Path) -> list[tuple[int, str, float]]:
 def same(a: list[tuple[int, str, float]], b: list[tuple[int, str, float]]) -> bool:
     """Equal, with NaN equal to NaN (and -0.0 kept apart from 0.0 by sign)."""
     return len(a) == len(b) and all(
-        x[:2] == y[:2] and ((x[2] == y[2] and math.copysign(1, x[2]) == math.copysign(1, y[2]))
-                            or (math.isnan(x[2]) and math.isnan(y[2])))
+        x[:2] == y[:2]
+        and (
+            (x[2] == y[2] and math.copysign(1, x[2]) == math.copysign(1, y[2]))
+            or (math.isnan(x[2]) and math.isnan(y[2]))
+        )
         for x, y in zip(a, b, strict=True)
     )
 
 
 def test_wide_with_every_nan_spelling_bom_and_crlf(tmp_path: Path) -> None:
-    path = write(tmp_path, "m.csv", b"\xef\xbb\xbfStep,actor/grad_norm,loss\r\n"
-                 b"1,nan,0.5\r\n2,inf,\r\n3,-Infinity,null\r\n4,1e308,-1e308\r\n5,NaN,Infinity\r\n")
+    path = write(
+        tmp_path,
+        "m.csv",
+        b"\xef\xbb\xbfStep,actor/grad_norm,loss\r\n"
+        b"1,nan,0.5\r\n2,inf,\r\n3,-Infinity,null\r\n4,1e308,-1e308\r\n5,NaN,Infinity\r\n",
+    )
     run = read_run(path)
     got = run.frame.sort("key", "step").select("step", "key", "value").rows()
     nan, inf = float("nan"), float("inf")
-    assert same(got, [(1, "actor/grad_norm", nan), (2, "actor/grad_norm", inf),
-                      (3, "actor/grad_norm", -inf), (4, "actor/grad_norm", 1e308),
-                      (5, "actor/grad_norm", nan), (1, "loss", 0.5), (3, "loss", nan),
-                      (4, "loss", -1e308), (5, "loss", inf)])
+    assert same(
+        got,
+        [
+            (1, "actor/grad_norm", nan),
+            (2, "actor/grad_norm", inf),
+            (3, "actor/grad_norm", -inf),
+            (4, "actor/grad_norm", 1e308),
+            (5, "actor/grad_norm", nan),
+            (1, "loss", 0.5),
+            (3, "loss", nan),
+            (4, "loss", -1e308),
+            (5, "loss", inf),
+        ],
+    )
     assert run.mapping == {"grad_norm": "actor/grad_norm", "loss": "loss"}
     assert run.attrs["null_as_nan"] == 1  # the `null`; the empty cell at step 2 is no row
 
 
 def test_long_form_and_tsv(tmp_path: Path) -> None:
-    path = write(tmp_path, "l.tsv", b"step\tkey\tvalue\twall_time\n1\tloss\t0.5\t100.5\n"
-                 b"1\tgrad_norm\t-inf\t100.5\n2\tloss\t\t101.0\n")
+    path = write(
+        tmp_path,
+        "l.tsv",
+        b"step\tkey\tvalue\twall_time\n1\tloss\t0.5\t100.5\n"
+        b"1\tgrad_norm\t-inf\t100.5\n2\tloss\t\t101.0\n",
+    )
     frame = read_run(path).frame.sort("key")
     assert frame.select("step", "key", "value", "wall_time").rows() == [
-        (1, "grad_norm", float("-inf"), 100.5), (1, "loss", 0.5, 100.5)]
+        (1, "grad_norm", float("-inf"), 100.5),
+        (1, "loss", 0.5, 100.5),
+    ]
 
 
 def test_non_numeric_cell_names_line_and_column(tmp_path: Path) -> None:
@@ -96,7 +119,10 @@ def test_cut_last_line_is_dropped_with_a_warning(tmp_path: Path) -> None:
 def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert points(write(tmp_path, "ok.csv", b"step,a\n1,2\n2,3")) == [(1, "a", 2.0), (2, "a", 3.0)]
+        assert points(write(tmp_path, "ok.csv", b"step,a\n1,2\n2,3")) == [
+            (1, "a", 2.0),
+            (2, "a", 3.0),
+        ]
 
 
 def test_repeated_header_is_a_restart_and_duplicate_columns_are_kept(tmp_path: Path) -> None:
@@ -109,7 +135,9 @@ def test_repeated_header_is_a_restart_and_duplicate_columns_are_kept(tmp_path: P
 
 
 def test_blank_lines_label_columns_and_quoted_names(tmp_path: Path) -> None:
-    path = write(tmp_path, "q.csv", b'step,"rew, mean",phase\n1,0.5,train\n\n2,"0.25",eval\n3,x7,eval\n')
+    path = write(
+        tmp_path, "q.csv", b'step,"rew, mean",phase\n1,0.5,train\n\n2,"0.25",eval\n3,x7,eval\n'
+    )
     with pytest.raises(IngestError, match=r"q.csv:5: 'x7' is not a number in column rew, mean"):
         read_run(path)
     run = read_run(write(tmp_path, "p.csv", b"step,a,phase\n1,0.5,train\n\n2,0.25,eval\n"))
@@ -125,8 +153,10 @@ def test_deepspeed_csv_monitor_directory_is_one_run(tmp_path: Path) -> None:
     assert csv_reader.can_read(mon)
     run = read_run(mon)
     assert run.attrs["step_kind"] == "samples" and run.attrs["format"] == "deepspeed_csv_monitor"
-    assert run.mapping == {"loss": "Train/Samples/train_loss",
-                           "loss_scale": "Train/Samples/loss_scale"}
+    assert run.mapping == {
+        "loss": "Train/Samples/train_loss",
+        "loss_scale": "Train/Samples/loss_scale",
+    }
     assert run.series("loss_scale")[1].tolist() == [65536.0, 32768.0]
 
 
@@ -142,24 +172,38 @@ finite = st.floats(allow_nan=False, width=64)
 cell = st.one_of(finite, st.sampled_from([math.nan, math.inf, -math.inf]), st.none())
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(table=st.lists(st.tuples(cell, cell), min_size=1, max_size=30))
-def test_random_tables_round_trip_exactly(tmp_path: Path, table: list[tuple[float | None, float | None]]) -> None:
-    frame = pl.DataFrame({"step": list(range(len(table))), "a": [r[0] for r in table],
-                          "b/c": [r[1] for r in table]}, schema={"step": pl.Int64, "a": pl.Float64, "b/c": pl.Float64})
+def test_random_tables_round_trip_exactly(
+    tmp_path: Path, table: list[tuple[float | None, float | None]]
+) -> None:
+    frame = pl.DataFrame(
+        {"step": list(range(len(table))), "a": [r[0] for r in table], "b/c": [r[1] for r in table]},
+        schema={"step": pl.Int64, "a": pl.Float64, "b/c": pl.Float64},
+    )
     path = tmp_path / "h.csv"
     frame.write_csv(path, float_precision=None)
     if frame.select(pl.all().exclude("step").is_null().all()).row(0) == (True, True):
         with pytest.raises(IngestError):
             read_run(path)  # nothing but empty cells: no data
         return
-    want = [(i, k, v) for k, col in (("a", 0), ("b/c", 1)) for i, r in enumerate(table)
-            if (v := r[col]) is not None]
+    want = [
+        (i, k, v)
+        for k, col in (("a", 0), ("b/c", 1))
+        for i, r in enumerate(table)
+        if (v := r[col]) is not None
+    ]
     assert same(points(path), want)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=st.binary(max_size=300), header=st.sampled_from([b"", b"step,a\n", b"step,key,value\n"]))
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    data=st.binary(max_size=300), header=st.sampled_from([b"", b"step,a\n", b"step,key,value\n"])
+)
 def test_garbage_raises_only_ingest_error(tmp_path: Path, data: bytes, header: bytes) -> None:
     path = tmp_path / "g.csv"
     path.write_bytes(header + data)
@@ -183,7 +227,9 @@ def test_an_empty_column_wins_no_alias(tmp_path: Path) -> None:
     assert run.frame["metric"].unique().to_list() == ["loss"]
 
 
-def test_empty_cells_after_a_column_logged_every_row_warn_that_they_may_be_nan(tmp_path: Path) -> None:
+def test_empty_cells_after_a_column_logged_every_row_warn_that_they_may_be_nan(
+    tmp_path: Path,
+) -> None:
     """pandas' to_csv writes NaN as an empty cell: a grad norm logged on every row that goes
     empty from step 30 on (an overflow) reads as not logged, and the reader says so. A column
     logged every 5 rows (an eval metric) is no such column."""
@@ -196,8 +242,9 @@ def test_empty_cells_after_a_column_logged_every_row_warn_that_they_may_be_nan(t
     grad[45] = 2.0
     evals = np.where(np.arange(n) % 5 == 0, 0.7, np.nan)
     path = tmp_path / "run.csv"
-    pd.DataFrame({"step": np.arange(n), "loss": np.ones(n), "grad_norm": grad,
-                  "eval/acc": evals}).to_csv(path, index=False)
+    pd.DataFrame(
+        {"step": np.arange(n), "loss": np.ones(n), "grad_norm": grad, "eval/acc": evals}
+    ).to_csv(path, index=False)
     with pytest.warns(IngestWarning) as caught:
         run = read_run(path)
     texts = [str(w.message) for w in caught if issubclass(w.category, IngestWarning)]
@@ -240,8 +287,9 @@ def test_empty_grad_norms_beside_a_loss_scale_halving_are_skipped_steps_not_lost
     with warnings.catch_warnings():
         warnings.simplefilter("error", IngestWarning)
         assert read_run(path).series("grad_norm")[0].size == n - 2
-    lost = table.with_columns(pl.when(pl.col("step") == 7000).then(None)
-                              .otherwise(pl.col("grad-norm")).alias("grad-norm"))
+    lost = table.with_columns(
+        pl.when(pl.col("step") == 7000).then(None).otherwise(pl.col("grad-norm")).alias("grad-norm")
+    )
     if fmt == "csv":
         lost.write_csv(path)
     else:
@@ -250,8 +298,9 @@ def test_empty_grad_norms_beside_a_loss_scale_halving_are_skipped_steps_not_lost
         read_run(path)
     # a loss that went empty beside the halving still warns (a collapse halves the scale on
     # every step while its loss turns NaN, which pandas would lose)
-    lost = table.with_columns(pl.when(pl.col("step") == 5001).then(None)
-                              .otherwise(pl.col("h/00")).alias("lm loss"))
+    lost = table.with_columns(
+        pl.when(pl.col("step") == 5001).then(None).otherwise(pl.col("h/00")).alias("lm loss")
+    )
     if fmt == "csv":
         lost.write_csv(path)
     else:
@@ -271,8 +320,12 @@ def test_empty_cells_warning_sees_a_nan_tail_and_not_eval_rows(tmp_path: Path) -
     loss = np.linspace(2.0, 1.0, n)
     loss[60:] = np.nan
     tail = tmp_path / "tail.csv"
-    pd.DataFrame({"step": np.arange(n), "loss": loss, "grad_norm": loss / 2}).to_csv(tail, index=False)
-    with pytest.warns(IngestWarning, match=r"'loss' \(40 from step 60\), 'grad_norm' \(40 from step 60\)"):
+    pd.DataFrame({"step": np.arange(n), "loss": loss, "grad_norm": loss / 2}).to_csv(
+        tail, index=False
+    )
+    with pytest.warns(
+        IngestWarning, match=r"'loss' \(40 from step 60\), 'grad_norm' \(40 from step 60\)"
+    ):
         read_run(tail)
     rows = [{"step": s, "loss": 2.0 - s / 1000, "learning_rate": 1e-4} for s in range(0, 300, 10)]
     rows += [{"step": s, "eval_loss": 1.7} for s in (100, 200)]

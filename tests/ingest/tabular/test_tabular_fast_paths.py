@@ -38,8 +38,11 @@ def points(raw: pl.DataFrame) -> list[Point]:
 def same(a: list[Point], b: list[Point]) -> bool:
     """Equal, NaN equal to NaN and the sign of zero kept."""
     return len(a) == len(b) and all(
-        x[:2] == y[:2] and ((x[2] == y[2] and math.copysign(1, x[2]) == math.copysign(1, y[2]))
-                            or (math.isnan(x[2]) and math.isnan(y[2])))
+        x[:2] == y[:2]
+        and (
+            (x[2] == y[2] and math.copysign(1, x[2]) == math.copysign(1, y[2]))
+            or (math.isnan(x[2]) and math.isnan(y[2]))
+        )
         for x, y in zip(a, b, strict=True)
     )
 
@@ -53,6 +56,7 @@ def test_raw_frame_is_one_block_per_key_in_file_order(tmp_path: Path) -> None:
 
 
 # JSONL ------------------------------------------------------------------------------------
+
 
 def _records(rng: random.Random, n: int, verl: bool, late: bool) -> list[dict[str, Any]]:
     """Records of numbers: absent keys, null, NaN/±inf; when ``late``, a key that appears
@@ -101,14 +105,24 @@ def _json_reference(text: str) -> tuple[list[Point], int]:
     return sorted(out, key=lambda p: (p[1], p[0])), nulls
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1), n=st.sampled_from([1, 7, 100, 101, 160]),
-       verl=st.booleans(), style=st.sampled_from(["python", "orjson"]), late=st.booleans(),
-       blank=st.booleans())
-def test_jsonl_matches_the_json_module(tmp_path: Path, seed: int, n: int, verl: bool,
-                                       style: str, late: bool, blank: bool) -> None:
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.sampled_from([1, 7, 100, 101, 160]),
+    verl=st.booleans(),
+    style=st.sampled_from(["python", "orjson"]),
+    late=st.booleans(),
+    blank=st.booleans(),
+)
+def test_jsonl_matches_the_json_module(
+    tmp_path: Path, seed: int, n: int, verl: bool, style: str, late: bool, blank: bool
+) -> None:
     lines = [_dump(r, style) for r in _records(random.Random(seed), n, verl, late)]
-    text = "".join(line + ("\n\n" if blank and i % 50 == 3 else "\n") for i, line in enumerate(lines))
+    text = "".join(
+        line + ("\n\n" if blank and i % 50 == 3 else "\n") for i, line in enumerate(lines)
+    )
     path = tmp_path / "h.jsonl"
     path.write_text(text, encoding="utf-8")
     want, nulls = _json_reference(text)
@@ -173,36 +187,50 @@ def test_jsonl_late_keys_are_read_from_their_lines(
     assert same(points(again), points(raw)) and notes_again.null_as_nan == notes.null_as_nan
 
 
-@pytest.mark.parametrize("line", [
-    '{"step": 300, "data": {"loss": 0.5, "note": "eval"}}',  # a string
-    '{"step": 300, "data": {"loss": 0.5, "flag": true}}',  # a boolean
-    '{"step": 300, "data": {"loss": 0.5, "deep": {"x": 1}}}',  # an object
-    '{"step": 300, "extra": 1, "data": {"loss": 0.5}}',  # a key beside veRL's two
-    '{"step": 300, "data": {"loss": 0.5, "big": 1' + "0" * 400 + '}}',  # beyond any float
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"step": 300, "data": {"loss": 0.5, "note": "eval"}}',  # a string
+        '{"step": 300, "data": {"loss": 0.5, "flag": true}}',  # a boolean
+        '{"step": 300, "data": {"loss": 0.5, "deep": {"x": 1}}}',  # an object
+        '{"step": 300, "extra": 1, "data": {"loss": 0.5}}',  # a key beside veRL's two
+        '{"step": 300, "data": {"loss": 0.5, "big": 1' + "0" * 400 + "}}",  # beyond any float
+    ],
+)
 def test_jsonl_late_keys_that_are_not_numbers_read_as_every_record_says(
     tmp_path: Path, line: str
 ) -> None:
     """A late key holding anything but a number leaves the late-key shortcut to the parse of
     every record: the reader's answer is the one it gives either way."""
     path = tmp_path / "odd.jsonl"
-    path.write_text("".join(json.dumps({"step": i, "data": {"loss": 0.1 * i}}) + "\n"
-                            for i in range(300)) + line + "\n")
+    path.write_text(
+        "".join(json.dumps({"step": i, "data": {"loss": 0.1 * i}}) + "\n" for i in range(300))
+        + line
+        + "\n"
+    )
     assert _jsonl_fast._trusted_head(map_file(path), path) is None
     raw, _, _ = jsonl.read_table(path)
     assert raw.filter(pl.col("key") == "loss").height == 301
 
 
-@pytest.mark.parametrize("tail", [
-    ['{"step": 100, "data": {"loss": 1.0, "val": 2.0}}', '{"step": 101, "data": null}'],
-    ['{"step": 100, "data": null}', '{"step": 101, "data": {"loss": 1.0, "val": 2.0}}'],
-], ids=["null data after a late key", "null data before it"])
-def test_jsonl_a_null_data_object_beside_late_keys_is_a_nan(tmp_path: Path, tail: list[str]) -> None:
+@pytest.mark.parametrize(
+    "tail",
+    [
+        ['{"step": 100, "data": {"loss": 1.0, "val": 2.0}}', '{"step": 101, "data": null}'],
+        ['{"step": 100, "data": null}', '{"step": 101, "data": {"loss": 1.0, "val": 2.0}}'],
+    ],
+    ids=["null data after a late key", "null data before it"],
+)
+def test_jsonl_a_null_data_object_beside_late_keys_is_a_nan(
+    tmp_path: Path, tail: list[str]
+) -> None:
     """Found in review: a veRL record whose "data" is null has as many keys as a record with
     an object, so only the file's total key count shows it; it is a NaN point named data."""
     path = tmp_path / "n.jsonl"
-    path.write_text("".join(f'{{"step": {i}, "data": {{"loss": 1.0}}}}\n' for i in range(100))
-                    + "".join(line + "\n" for line in tail))
+    path.write_text(
+        "".join(f'{{"step": {i}, "data": {{"loss": 1.0}}}}\n' for i in range(100))
+        + "".join(line + "\n" for line in tail)
+    )
     raw, notes, _ = jsonl.read_table(path)
     nulls = [json.loads(line)["step"] for line in tail if '"data": null' in line]
     assert notes.null_as_nan == 1
@@ -217,8 +245,10 @@ def test_jsonl_a_key_named_data_inside_veRLs_data_is_kept(tmp_path: Path, late_l
     and was deleted with it; both parse paths now keep it."""
     path = tmp_path / "d.jsonl"
     head = [f'{{"step": {i}, "data": {{"loss": 1.0}}}}' for i in range(100)]
-    late = [f'{{"step": {i}, "data": {{"loss": 1.0, "data": 2.0}}}}'
-            for i in range(100, 100 + late_lines)]
+    late = [
+        f'{{"step": {i}, "data": {{"loss": 1.0, "data": 2.0}}}}'
+        for i in range(100, 100 + late_lines)
+    ]
     path.write_text("".join(line + "\n" for line in head + late))
     raw, _, _ = jsonl.read_table(path)
     assert raw.filter(pl.col("key") == "data")["value"].to_list() == [2.0] * late_lines
@@ -235,8 +265,19 @@ def test_jsonl_file_named_like_a_glob_reads_itself(tmp_path: Path) -> None:
 
 # CSV --------------------------------------------------------------------------------------
 
-SPELLINGS = ["nan", "NaN", "-nan", "inf", "-Infinity", "Infinity", "null", "None", "", "1e308",
-             "-0.0"]
+SPELLINGS = [
+    "nan",
+    "NaN",
+    "-nan",
+    "inf",
+    "-Infinity",
+    "Infinity",
+    "null",
+    "None",
+    "",
+    "1e308",
+    "-0.0",
+]
 
 
 def _csv_reference(text: str) -> tuple[list[Point], int]:
@@ -256,11 +297,20 @@ def _csv_reference(text: str) -> tuple[list[Point], int]:
 
 # generated tables have empty cells anywhere: the empty-cell warning is expected, not checked here
 @pytest.mark.filterwarnings("ignore::proxydiag.errors.IngestWarning")
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), long=st.booleans(),
-       quote=st.booleans(), crlf=st.booleans(), blank=st.booleans())
-def test_csv_matches_the_csv_module(tmp_path: Path, seed: int, n: int, long: bool, quote: bool,
-                                    crlf: bool, blank: bool) -> None:
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 40),
+    long=st.booleans(),
+    quote=st.booleans(),
+    crlf=st.booleans(),
+    blank=st.booleans(),
+)
+def test_csv_matches_the_csv_module(
+    tmp_path: Path, seed: int, n: int, long: bool, quote: bool, crlf: bool, blank: bool
+) -> None:
     rng = random.Random(seed)
 
     def cell() -> str:
@@ -269,8 +319,10 @@ def test_csv_matches_the_csv_module(tmp_path: Path, seed: int, n: int, long: boo
 
     header = ["step", "key", "value"] if long else ["step", "a", "b/c", "d e"]
     keys = ["loss", '"lr"', '"lo,ss"'] if quote else ["loss", "lr"]
-    rows = [[str(i), rng.choice(keys), cell()] if long
-            else [str(i), cell(), cell(), cell()] for i in range(n)]
+    rows = [
+        [str(i), rng.choice(keys), cell()] if long else [str(i), cell(), cell(), cell()]
+        for i in range(n)
+    ]
     lines = [",".join(header), *(",".join(r) for r in rows)]
     if blank:
         lines.insert(rng.randint(1, len(lines)), "")
@@ -291,13 +343,19 @@ def test_csv_matches_the_csv_module(tmp_path: Path, seed: int, n: int, long: boo
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        (b"step,a,b\n1,2,3\n2,4,5\n3,6,7,", ":4: 4 fields where the header has 3"),  # polars takes it
+        (
+            b"step,a,b\n1,2,3\n2,4,5\n3,6,7,",
+            ":4: 4 fields where the header has 3",
+        ),  # polars takes it
         (b"step,a,b\n1,2,3\n2,4,5\n3,6,7,8", ":4: 4 fields where the header has 3"),
         (b"step,a,b\n1,2,3\n\n2,4\n3,6,7\n", ":4: 2 fields where the header has 3"),
         (b'step,a,b\n1,"2",3\n2,4\n3,6,7\n', ":3: 2 fields where the header has 3"),
         (b'step,a,b\n1,"2",3\n2,4,5,6\n3,6,7\n', ":3: 4 fields where the header has 3"),
         (b"step,a,b\n1,2,3\n   \n3,6,7\n", ":3: 1 fields where the header has 3"),
-        (b'step,key,value\n1,"lo,ss",0.5\n2,"a\nb",0.25\n3,x\n', ":5: 2 fields where the header has 3"),
+        (
+            b'step,key,value\n1,"lo,ss",0.5\n2,"a\nb",0.25\n3,x\n',
+            ":5: 2 fields where the header has 3",
+        ),
     ],
 )
 def test_csv_rows_with_another_field_count(tmp_path: Path, content: bytes, message: str) -> None:
@@ -338,8 +396,9 @@ def spy_parquet_reads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
 # the table's random holes warn on both routes; what is checked is that the routes agree
 @pytest.mark.filterwarnings("ignore::proxydiag.errors.IngestWarning")
-@pytest.mark.parametrize("variant", ["plain", "wall times", "restart", "an empty key", "text",
-                                     "three row groups"])
+@pytest.mark.parametrize(
+    "variant", ["plain", "wall times", "restart", "an empty key", "text", "three row groups"]
+)
 def test_parquet_read_and_unpivoted_in_parts_equals_one_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant: str
 ) -> None:
@@ -354,7 +413,7 @@ def test_parquet_read_and_unpivoted_in_parts_equals_one_read(
     n = 4_000
     steps = list(range(0, 2 * n, 2))
     if variant == "restart":
-        steps[n // 2:] = [s - 100 for s in steps[n // 2:]]
+        steps[n // 2 :] = [s - 100 for s in steps[n // 2 :]]
     columns: dict[str, Any] = {"__index_level_0__": list(range(n)), "step": steps}
     if variant == "wall times":
         columns["timestamp"] = [1.7e9 + i for i in range(n)]
@@ -374,7 +433,8 @@ def test_parquet_read_and_unpivoted_in_parts_equals_one_read(
         columns["phase"] = ["train"] * n
     path = tmp_path / "wide.parquet"
     pl.DataFrame(columns).write_parquet(
-        path, row_group_size=-(-n // 3) if variant == "three row groups" else None)
+        path, row_group_size=-(-n // 3) if variant == "three row groups" else None
+    )
     assert path.stat().st_size >= parquet._PARALLEL_BYTES
     reads = spy_parquet_reads(monkeypatch)
     parts = read_run(path)
@@ -407,7 +467,10 @@ def test_parquet_read_in_parts_of_columns_equals_one_read(
 
     rng = random.Random(7)
     n = 4_000
-    columns: dict[str, Any] = {"__index_level_0__": list(range(n)), "step": list(range(0, 2 * n, 2))}
+    columns: dict[str, Any] = {
+        "__index_level_0__": list(range(n)),
+        "step": list(range(0, 2 * n, 2)),
+    }
     for i in range(40):
         columns[f"actor/m{i:02d}"] = [
             rng.choice([NAN, INF, -INF, None]) if rng.random() < 0.01 else rng.gauss(0, 1)

@@ -33,7 +33,9 @@ REGRESSIONS = TESTS / "regressions" / "tensorboard"
 #: PROXYDIAG_FUZZ_EXAMPLES=5000 runs a longer campaign (CI: 150 per target, a few seconds)
 EXAMPLES = int(os.environ.get("PROXYDIAG_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-pytestmark = pytest.mark.timeout(max(120, EXAMPLES))  # a hang fails instead of waiting for the suite
+pytestmark = pytest.mark.timeout(
+    max(120, EXAMPLES)
+)  # a hang fails instead of waiting for the suite
 
 
 def _record(data: bytes) -> bytes:
@@ -48,7 +50,11 @@ def _read(data: bytes) -> Scalars:
 
 
 def _points(sc: Scalars) -> set[tuple[str, int, str]]:
-    return set(zip(sc.keys.to_list(), sc.steps.tolist(), [repr(v) for v in sc.values.tolist()], strict=True))
+    return set(
+        zip(
+            sc.keys.to_list(), sc.steps.tolist(), [repr(v) for v in sc.values.tolist()], strict=True
+        )
+    )
 
 
 _numbers = st.floats(allow_nan=True, allow_infinity=True)
@@ -66,10 +72,14 @@ def events(draw: st.DrawFn) -> bytes:
         if form == "simple":
             values.append(summary_pb2.Summary.Value(tag=tag, simple_value=number))
         elif form == "image":
-            values.append(summary_pb2.Summary.Value(tag=tag, image=summary_pb2.Summary.Image(height=1)))
+            values.append(
+                summary_pb2.Summary.Value(tag=tag, image=summary_pb2.Summary.Image(height=1))
+            )
         else:
             if form == "int32":
-                number = 0.0 if not math.isfinite(number) else float(np.clip(number, -1e9, 1e9) // 1)
+                number = (
+                    0.0 if not math.isfinite(number) else float(np.clip(number, -1e9, 1e9) // 1)
+                )
             values.append(tensor_value(tag, number, dtype=form, metadata=draw(st.booleans())))
     event = event_pb2.Event(
         wall_time=draw(st.floats(allow_nan=False)), step=draw(st.integers(-(2**63), 2**63 - 1))
@@ -101,8 +111,12 @@ def test_every_table_grows_and_still_equals_protobuf() -> None:
     big = [summary_pb2.Summary.Value(tag="", simple_value=float(i)) for i in range(400)]
     ints = [tensor_value("n", float(i), dtype="int32", metadata=True) for i in range(40)]
     records = [
-        event_pb2.Event(step=s, wall_time=float(s), summary=summary_pb2.Summary(value=group)).SerializeToString()
-        for s, group in enumerate([values[:150], big, *[[v] for v in values[150:]], *[[v] for v in ints]])
+        event_pb2.Event(
+            step=s, wall_time=float(s), summary=summary_pb2.Summary(value=group)
+        ).SerializeToString()
+        for s, group in enumerate(
+            [values[:150], big, *[[v] for v in values[150:]], *[[v] for v in ints]]
+        )
     ]
     data = b"".join(_record(r) for r in records)
     buf = np.frombuffer(data, dtype=np.uint8)
@@ -148,7 +162,9 @@ def _valid_file(n: int = 12) -> bytes:
     out = b""
     for i in range(n):
         value = summary_pb2.Summary.Value(tag=f"m{i % 3}", simple_value=float(i))
-        event = event_pb2.Event(wall_time=1.0 + i, step=i + 1, summary=summary_pb2.Summary(value=[value]))
+        event = event_pb2.Event(
+            wall_time=1.0 + i, step=i + 1, summary=summary_pb2.Summary(value=[value])
+        )
         out += _record(event.SerializeToString())
     return out
 
@@ -163,7 +179,9 @@ ALL_POINTS = _points(_read(VALID))
     flips=st.lists(st.tuples(st.integers(0, len(VALID) - 1), st.integers(1, 255)), max_size=4),
     junk=st.tuples(st.integers(0, len(VALID)), st.binary(max_size=30)),
 )
-def test_damaged_files_keep_only_intact_points(cut: int, flips: list[tuple[int, int]], junk: tuple[int, bytes]) -> None:
+def test_damaged_files_keep_only_intact_points(
+    cut: int, flips: list[tuple[int, int]], junk: tuple[int, bytes]
+) -> None:
     data = bytearray(VALID)
     for at, mask in flips:
         data[at] ^= mask

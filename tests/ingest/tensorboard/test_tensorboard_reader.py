@@ -24,7 +24,15 @@ SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e-45, 3.4e38, 1e300]
 def _ours(path: Path) -> list[tuple[str, int, float, float]]:
     sc = read_buffer(np.fromfile(path, dtype=np.uint8), path=str(path))
     assert not sc.issues
-    return list(zip(sc.keys.to_list(), sc.steps.tolist(), sc.values.tolist(), sc.wall_times.tolist(), strict=True))
+    return list(
+        zip(
+            sc.keys.to_list(),
+            sc.steps.tolist(),
+            sc.values.tolist(),
+            sc.wall_times.tolist(),
+            strict=True,
+        )
+    )
 
 
 def _random_rows(seed: int, n: int = 300) -> list[tuple[str, int, float, float]]:
@@ -32,7 +40,11 @@ def _random_rows(seed: int, n: int = 300) -> list[tuple[str, int, float, float]]
     tags = ["loss", "actor/grad_norm", "train/ü tag", "a" * 200, "x/y z<>&"]
     rows = []
     for i in range(n):
-        number = float(rng.choice(SPECIALS)) if rng.random() < 0.1 else float(rng.normal() * 10.0 ** int(rng.integers(-8, 8)))
+        number = (
+            float(rng.choice(SPECIALS))
+            if rng.random() < 0.1
+            else float(rng.normal() * 10.0 ** int(rng.integers(-8, 8)))
+        )
         step = int(rng.choice([i, i, i, -5, 2**40 + i]))
         rows.append((str(rng.choice(tags)), step, number, 1.7e9 + float(rng.random()) * 1e3))
     return rows
@@ -53,8 +65,20 @@ def test_simple_value_matches_event_file_loader(tmp_path: Path, seed: int) -> No
     assert_same_rows(_ours(path), expected)
 
 
-@pytest.mark.parametrize(("dtype", "first_only"), [("float", False), ("float", True), ("double", False), ("double", True), ("float16", False), ("int64", True)])
-def test_tensor_scalars_match_event_file_loader(tmp_path: Path, dtype: str, first_only: bool) -> None:
+@pytest.mark.parametrize(
+    ("dtype", "first_only"),
+    [
+        ("float", False),
+        ("float", True),
+        ("double", False),
+        ("double", True),
+        ("float16", False),
+        ("int64", True),
+    ],
+)
+def test_tensor_scalars_match_event_file_loader(
+    tmp_path: Path, dtype: str, first_only: bool
+) -> None:
     rows = _random_rows(7, n=120)
     if dtype == "int64":
         rows = [(t, s, float(i * 3 - 50), w) for i, (t, s, _, w) in enumerate(rows)]
@@ -71,12 +95,19 @@ def test_tensor_scalars_match_event_file_loader(tmp_path: Path, dtype: str, firs
 
 def test_run_from_directory_of_several_files(tmp_path: Path) -> None:
     run_dir = tmp_path / "exp-7"
-    write_tensor_events(run_dir, [("loss", s, s / 10, 1000.0 + s) for s in range(3)], dtype="double", first_only=True)
+    write_tensor_events(
+        run_dir,
+        [("loss", s, s / 10, 1000.0 + s) for s in range(3)],
+        dtype="double",
+        first_only=True,
+    )
     later = SummaryWriter(str(run_dir / "tmp"))
     for s in range(3, 6):
         later.add_scalar("loss", s / 10, s, walltime=2000.0 + s)
     later.close()
-    event_file(run_dir / "tmp").rename(run_dir / "events.out.tfevents.0000.a")  # sorts first by name
+    event_file(run_dir / "tmp").rename(
+        run_dir / "events.out.tfevents.0000.a"
+    )  # sorts first by name
     (run_dir / "tmp").rmdir()
     assert tensorboard.can_read(run_dir)
     run = read_run(run_dir)
@@ -156,13 +187,22 @@ def test_garbage_between_records_and_broken_length(tmp_path: Path) -> None:
     data = path.read_bytes()
     broken_len = bytearray(data[offs[5] : offs[6]])
     broken_len[2] ^= 0x01  # the length header itself is corrupt
-    damaged = data[: offs[2]] + b"\x00garbage!" * 3 + data[offs[2] : offs[5]] + bytes(broken_len) + data[offs[6] :]
+    damaged = (
+        data[: offs[2]]
+        + b"\x00garbage!" * 3
+        + data[offs[2] : offs[5]]
+        + bytes(broken_len)
+        + data[offs[6] :]
+    )
     path.write_bytes(damaged)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         run = read_run(path)
     messages = [str(w.message) for w in caught if issubclass(w.category, IngestWarning)]
-    assert messages[0] == f"{path}@{offs[2]}: corrupt record header or garbage (27 bytes); skipped to the next intact record at {path}@{offs[2] + 27}"
+    assert (
+        messages[0]
+        == f"{path}@{offs[2]}: corrupt record header or garbage (27 bytes); skipped to the next intact record at {path}@{offs[2] + 27}"
+    )
     assert "corrupt record header" in messages[1]
     assert run.series("loss")[0].tolist() == [0, 1, 2, 3, 5]
 
@@ -171,9 +211,15 @@ def test_zero_length_file_and_empty_directory(tmp_path: Path) -> None:
     empty = tmp_path / "events.out.tfevents.1.host"
     empty.write_bytes(b"")
     assert tensorboard.can_read(empty)
-    with pytest.warns(IngestWarning, match="no scalar points"), pytest.raises(IngestError, match="no runs found"):
+    with (
+        pytest.warns(IngestWarning, match="no scalar points"),
+        pytest.raises(IngestError, match="no runs found"),
+    ):
         read_runs(empty)
-    with pytest.warns(IngestWarning), pytest.raises(IngestError, match=rf"^{tmp_path}: no scalar points in its event files"):
+    with (
+        pytest.warns(IngestWarning),
+        pytest.raises(IngestError, match=rf"^{tmp_path}: no scalar points in its event files"),
+    ):
         tensorboard.read(tmp_path, tensorboard.ReadContext())
 
 

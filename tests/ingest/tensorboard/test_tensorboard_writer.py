@@ -21,13 +21,19 @@ def test_bulk_writer_matches_event_file_loader(tmp_path: Path, form: str, metada
     values[1, 1], values[2, 0], values[3, 2] = np.nan, np.inf, -np.inf
     wall = 1.7e9 + np.arange(steps.size) * 0.25
     path = write_scalars(
-        tmp_path / "events.out.tfevents.bulk", tags=tags, steps=steps, values=values,
-        wall_times=wall, form=form, metadata=metadata,  # type: ignore[arg-type]
+        tmp_path / "events.out.tfevents.bulk",
+        tags=tags,
+        steps=steps,
+        values=values,
+        wall_times=wall,
+        form=form,
+        metadata=metadata,  # type: ignore[arg-type]
     )
     cast = np.float64 if form == "tensor_f64" else np.float32
     expected = [
         (tag, int(step), float(cast(values[i, j])), float(wall[i]))
-        for i, step in enumerate(steps) for j, tag in enumerate(tags)
+        for i, step in enumerate(steps)
+        for j, tag in enumerate(tags)
     ]
     assert_same_rows(loader_rows(path), expected)
     run = read_run(path)  # and through proxydiag (step 3 after 2**40: a restart)

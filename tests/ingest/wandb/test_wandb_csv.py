@@ -87,8 +87,10 @@ def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("extra", "message"),
-    [("3,1,1,1,1,1,1\n", ":5: 7 fields where the header has 6"),
-     ("3,1,1\n4,1,1,1,1,1\n", ":5: 3 fields where the header has 6")],
+    [
+        ("3,1,1,1,1,1,1\n", ":5: 7 fields where the header has 6"),
+        ("3,1,1\n4,1,1,1,1,1\n", ":5: 3 fields where the header has 6"),
+    ],
 )
 def test_ragged_row_is_the_csv_readers_error(tmp_path: Path, extra: str, message: str) -> None:
     path = tmp_path / "export.csv"
@@ -99,7 +101,9 @@ def test_ragged_row_is_the_csv_readers_error(tmp_path: Path, extra: str, message
     assert str(info.value).startswith(f"{path}{message}")
 
 
-def test_ragged_row_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_ragged_row_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "export.csv"
     path.write_text(EXPORT + "3,1,1\n")
     with pytest.raises(SystemExit) as info:
@@ -121,8 +125,9 @@ def test_quoted_cell_spanning_lines_keeps_line_numbers(tmp_path: Path) -> None:
 
 def test_null_cells_are_noted_on_their_run(tmp_path: Path) -> None:
     path = tmp_path / "export.csv"
-    path.write_text('"Step","a - loss","b - loss","b - loss__MIN"\n0,null,NaN,null\n'
-                    '1,0.5,inf,x\n2,null,2.0,1\n')
+    path.write_text(
+        '"Step","a - loss","b - loss","b - loss__MIN"\n0,null,NaN,null\n1,0.5,inf,x\n2,null,2.0,1\n'
+    )
     runs = {r.name: r for r in read_runs(path)}
     assert runs["a"].attrs["null_as_nan"] == 2 and math.isnan(runs["a"].series("loss")[1][0])
     # b logged a NaN itself, and its band's null and bad cell are not read at all
@@ -133,8 +138,9 @@ def test_null_cells_are_noted_on_their_run(tmp_path: Path) -> None:
 def test_band_columns_are_not_parsed_but_still_count_for_the_shape(tmp_path: Path) -> None:
     # a band cell that is not a number is never read (the typed read leaves the band out)
     path = tmp_path / "export.csv"
-    path.write_text('"Step","a - loss__MIN","a - loss","a - loss__MAX"\n'
-                    "0,oops,1.0,1.1\n1,0.4,0.5,0.6\n")
+    path.write_text(
+        '"Step","a - loss__MIN","a - loss","a - loss__MAX"\n0,oops,1.0,1.1\n1,0.4,0.5,0.6\n'
+    )
     (run,) = read_runs(path)
     assert run.series("loss")[1].tolist() == [1.0, 0.5]
     assert run.attrs["band_columns_skipped"] == ["loss"]

@@ -17,7 +17,9 @@ from proxydiag.errors import IngestWarning, MissingExtraError
 from proxydiag.ingest import ReadContext, detect
 from proxydiag.ingest.wandb import offline as wandb_offline
 
-pytest.importorskip("wandb.sdk.internal.datastore", reason="wandb<0.30 (proxydiag[wandb]) not installed")
+pytest.importorskip(
+    "wandb.sdk.internal.datastore", reason="wandb<0.30 (proxydiag[wandb]) not installed"
+)
 
 SCRIPT = """
 import sys, wandb
@@ -34,8 +36,14 @@ run.finish()
 @pytest.fixture(scope="module")
 def wandb_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wb")
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_DISABLE_GIT": "true",
-           "WANDB_CONFIG_DIR": str(out / "cfg"), "WANDB_CACHE_DIR": str(out / "cache")}
+    env = {
+        **os.environ,
+        "WANDB_MODE": "offline",
+        "WANDB_SILENT": "true",
+        "WANDB_DISABLE_GIT": "true",
+        "WANDB_CONFIG_DIR": str(out / "cfg"),
+        "WANDB_CACHE_DIR": str(out / "cache"),
+    }
     subprocess.run([sys.executable, "-c", SCRIPT, str(out)], env=env, check=True, timeout=120)
     return out / "wandb"
 
@@ -51,7 +59,11 @@ def test_offline_run_round_trip(wandb_dir: Path) -> None:
     assert math.isnan(values[1]) and values[2] == math.inf and values[3] == -math.inf
     assert [values[0], values[4], values[5]] == [1.0, 2.5, 3.0]
     assert run.series("reward")[1].tolist() == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4, 0.5])
-    assert sorted(run.frame["key"].unique().to_list()) == ["actor/grad_norm", "critic/score/mean", "nested.a"]
+    assert sorted(run.frame["key"].unique().to_list()) == [
+        "actor/grad_norm",
+        "critic/score/mean",
+        "nested.a",
+    ]
     assert run.attrs["params"] == {"lr": 0.001, "experts_kept": 32, "role": "full", "group": "g1"}
     assert (run.attrs["role"], run.attrs["group"], run.attrs["experts_kept"]) == ("full", "g1", 32)
     assert run.attrs["summary"]["best_reward"] == 0.9
@@ -59,7 +71,9 @@ def test_offline_run_round_trip(wandb_dir: Path) -> None:
 
 
 def test_detection_and_truncated_log(wandb_dir: Path, tmp_path: Path) -> None:
-    run_dir = next(p for p in wandb_dir.iterdir() if p.name.startswith("offline-run-") and not p.is_symlink())
+    run_dir = next(
+        p for p in wandb_dir.iterdir() if p.name.startswith("offline-run-") and not p.is_symlink()
+    )
     assert detect(run_dir) is wandb_offline
     # latest-run is skipped while walking wandb/ (read once, above), read when named
     assert [r.name for r in read_runs(wandb_dir / "latest-run")] == ["full-seed1"]
@@ -85,7 +99,9 @@ def test_missing_wandb_names_the_extra(wandb_dir: Path, monkeypatch: pytest.Monk
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_wandb)
-    run_dir = next(p for p in wandb_dir.iterdir() if p.name.startswith("offline-run-") and not p.is_symlink())
+    run_dir = next(
+        p for p in wandb_dir.iterdir() if p.name.startswith("offline-run-") and not p.is_symlink()
+    )
     assert wandb_offline.can_read(run_dir)
     with pytest.raises(MissingExtraError, match=r"pip install 'proxydiag\[wandb\]'"):
         wandb_offline.read(run_dir, ReadContext())

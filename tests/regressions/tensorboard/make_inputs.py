@@ -28,7 +28,9 @@ def main() -> None:
     )
     # a length header of 2**63 bytes whose own CRC is valid
     head = (2**63).to_bytes(8, "little")
-    (HERE / "huge-length-valid-crc.bin").write_bytes(head + masked(head).to_bytes(4, "little") + bytes(8))
+    (HERE / "huge-length-valid-crc.bin").write_bytes(
+        head + masked(head).to_bytes(4, "little") + bytes(8)
+    )
     # a tensor with a 127-element shape and a 3-byte packed float_val
     (HERE / "odd-tensor.bin").write_bytes(
         _record(b"\x2a\x13\x0a\x11\x0a\x01t\x42\x0c\x08\x01\x12\x04\x12\x02\x08\x7f\x2a\x03abc")

@@ -76,11 +76,13 @@ def extract(chunk: Chunk) -> Extract:
     if lines.is_empty():
         return Extract(empty_records())
     lines = with_wall_time(lines)
-    records = pl.concat([
-        _step_lines(chunk, lines.filter(text.str.contains(", skipped=", literal=True))),
-        _timer(chunk, lines.filter(text.str.contains("global_step=", literal=True))),
-        _pipe(chunk, lines.filter(text.str.contains("steps: ", literal=True))),
-    ])
+    records = pl.concat(
+        [
+            _step_lines(chunk, lines.filter(text.str.contains(", skipped=", literal=True))),
+            _timer(chunk, lines.filter(text.str.contains("global_step=", literal=True))),
+            _pipe(chunk, lines.filter(text.str.contains("steps: ", literal=True))),
+        ]
+    )
     rare = lines.filter(any_of(*_LITERALS))
     return Extract(records, _overflows(rare))  # each key comes from one kind of line
 
@@ -89,29 +91,43 @@ def _step_lines(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     """``step=N, skipped=K, lr=[a, b]``, cut with literal splits (no regex per line)."""
     # split once into columns (an expression used three times is computed three times)
     after = pl.col("text").str.split_exact("step=", 1).struct.field("field_1")
-    parts = lines.select("line", "wall_time", after.str.split_exact(", ", 2).alias("_p")).unnest("_p")
+    parts = lines.select("line", "wall_time", after.str.split_exact(", ", 2).alias("_p")).unnest(
+        "_p"
+    )
     skipped, lr = pl.col("field_1"), pl.col("field_2")
     hits = parts.select(
-        "line", "wall_time",
+        "line",
+        "wall_time",
         steps(pl.col("field_0")).alias("step"),
         skipped.str.strip_prefix("skipped=").alias("ds_skipped"),
-        lr.str.strip_prefix("lr=[").str.split_exact(",", 1).struct.field("field_0")
-        .str.strip_chars_end("]").alias("lr"),
+        lr.str.strip_prefix("lr=[")
+        .str.split_exact(",", 1)
+        .struct.field("field_0")
+        .str.strip_chars_end("]")
+        .alias("lr"),
         (skipped.str.starts_with("skipped=") & lr.str.starts_with("lr=[")).alias("_ok"),
     ).filter(pl.col("_ok") & pl.col("step").is_not_null())
     if hits.is_empty():
         return empty_records()
-    long = hits.unpivot(index=["line", "step", "wall_time"], on=["ds_skipped", "lr"],
-                        variable_name="key", value_name="raw")
+    long = hits.unpivot(
+        index=["line", "step", "wall_time"],
+        on=["ds_skipped", "lr"],
+        variable_name="key",
+        value_name="raw",
+    )
     return finish(checked(long, path=chunk.path, raw="raw", what="DeepSpeed step="), anchor=True)
 
 
 def _timer(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     """``global_step=N, RunningAvgSamplesPerSec=..., MemAllocated=3.96GB, ...`` (any fields)."""
     after = pl.col("text").str.split_exact("global_step=", 1).struct.field("field_1")
-    hits = lines.select("line", "wall_time", after.alias("text")).with_columns(
-        steps(pl.col("text").str.split_exact(",", 1).struct.field("field_0")).alias("step"),
-    ).filter(pl.col("step").is_not_null())
+    hits = (
+        lines.select("line", "wall_time", after.alias("text"))
+        .with_columns(
+            steps(pl.col("text").str.split_exact(",", 1).struct.field("field_0")).alias("step"),
+        )
+        .filter(pl.col("step").is_not_null())
+    )
     if hits.is_empty():
         return empty_records()
     fields = split_fields(hits, sep=", ", kv="=", keep=("line", "step", "wall_time"))
@@ -128,17 +144,29 @@ def _wide(
     chunk: Chunk, lines: pl.DataFrame, pattern: str, names: tuple[str, ...], *, what: str
 ) -> pl.DataFrame:
     """Rows of a fixed-layout line: group 1 is the step, groups 2.. are ``names``."""
-    hits = lines.select(
-        "line", pl.col("text").str.extract_groups(pattern).alias("m"),
-        "wall_time",
-    ).unnest("m").filter(pl.col("1").is_not_null())
+    hits = (
+        lines.select(
+            "line",
+            pl.col("text").str.extract_groups(pattern).alias("m"),
+            "wall_time",
+        )
+        .unnest("m")
+        .filter(pl.col("1").is_not_null())
+    )
     if hits.is_empty():
         return empty_records()
-    long = pl.concat([
-        hits.select("line", steps(pl.col("1")).alias("step"), "wall_time",
-                    pl.lit(name).alias("key"), pl.col(str(i + 2)).alias("raw"))
-        for i, name in enumerate(names)
-    ]).filter(pl.col("raw").is_not_null() & pl.col("step").is_not_null())
+    long = pl.concat(
+        [
+            hits.select(
+                "line",
+                steps(pl.col("1")).alias("step"),
+                "wall_time",
+                pl.lit(name).alias("key"),
+                pl.col(str(i + 2)).alias("raw"),
+            )
+            for i, name in enumerate(names)
+        ]
+    ).filter(pl.col("raw").is_not_null() & pl.col("step").is_not_null())
     return finish(checked(long, path=chunk.path, raw="raw", what=what), anchor=True)
 
 
@@ -150,7 +178,9 @@ def _overflows(lines: pl.DataFrame) -> pl.DataFrame:
         if hits.is_empty():
             continue
         hits = hits.select(
-            "line", text.str.extract_groups(pattern).alias("m"), "wall_time",
+            "line",
+            text.str.extract_groups(pattern).alias("m"),
+            "wall_time",
             (steps(text.str.extract(_TQDM, 1)) + 1).alias("_tqdm"),
         ).unnest("m")
         frames.append(hits.select(_overflow_columns(family)))
@@ -166,7 +196,12 @@ def _overflow_columns(family: str) -> list[pl.Expr]:
     none_i = pl.lit(None, dtype=pl.Int64)
     if family == "ds_rank0":
         rank_col = pl.col("1").cast(pl.Int64, strict=False)
-        step, rank, attempted, scale = none_i, rank_col, _num("2"), pl.coalesce(_num("3"), _num("2"))
+        step, rank, attempted, scale = (
+            none_i,
+            rank_col,
+            _num("2"),
+            pl.coalesce(_num("3"), _num("2")),
+        )
     elif family == "ds_iter":
         step, rank, attempted, scale = steps(pl.col("1")) + 1, none_i, none_f, none_f
     elif family == "ds_scale_down":
@@ -176,7 +211,12 @@ def _overflow_columns(family: str) -> list[pl.Expr]:
     else:
         step, rank, attempted, scale = none_i, none_i, none_f, none_f
     exprs = {
-        "line": pl.col("line"), "step": pl.coalesce(step, pl.col("_tqdm")), "family": pl.lit(family), "attempted": attempted,
-        "scale": scale, "rank": rank, "wall_time": pl.col("wall_time"),
+        "line": pl.col("line"),
+        "step": pl.coalesce(step, pl.col("_tqdm")),
+        "family": pl.lit(family),
+        "attempted": attempted,
+        "scale": scale,
+        "rank": rank,
+        "wall_time": pl.col("wall_time"),
     }
     return [exprs[c].cast(t).alias(c) for c, t in OVERFLOW_SCHEMA.items()]

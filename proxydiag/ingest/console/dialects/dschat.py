@@ -63,20 +63,34 @@ _PERPLEXITY = r"Step at (\d+) with Perplexity: (\S+)"
 def extract(chunk: Chunk) -> Extract:
     """The records (and overflow rows) of this dialect's lines in one block."""
     lines = chunk.lines.filter(
-        any_of("|step: ", "E2E latency=", "Perplexity: ", "higher is better",
-               "average reward score", "ppl: ", "Epoch ")
+        any_of(
+            "|step: ",
+            "E2E latency=",
+            "Perplexity: ",
+            "higher is better",
+            "average reward score",
+            "ppl: ",
+            "Epoch ",
+        )
     )
     if lines.is_empty():
         return Extract(empty_records())
-    parts = [_ppo(chunk, lines), _e2e(chunk, lines), _after(chunk, lines), _perplexity(chunk, lines)]
+    parts = [
+        _ppo(chunk, lines),
+        _e2e(chunk, lines),
+        _after(chunk, lines),
+        _perplexity(chunk, lines),
+    ]
     return Extract(pl.concat(parts))  # each key comes from one kind of line
 
 
 def _ppo(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     hits = lines.select("line", pl.col("text").str.extract_groups(_PPO).alias("m")).unnest("m")
-    hits = hits.filter(pl.col("1").is_not_null()).select(
-        "line", steps(pl.col("1")).alias("step"), pl.col("2").alias("rest")
-    ).filter(pl.col("step").is_not_null())
+    hits = (
+        hits.filter(pl.col("1").is_not_null())
+        .select("line", steps(pl.col("1")).alias("step"), pl.col("2").alias("rest"))
+        .filter(pl.col("step").is_not_null())
+    )
     if hits.is_empty():
         return empty_records()
     fields = pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step"))
@@ -88,18 +102,26 @@ def _e2e(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     hits = lines.filter(pl.col("text").str.contains("E2E latency=", literal=True))
     if hits.is_empty():
         return empty_records()
-    long = pl.concat([
-        hits.select("line", pl.lit(key).alias("key"), pl.col("text").str.extract(pat, 1).alias("raw"))
-        for key, pat in _E2E.items()
-    ]).filter(pl.col("raw").is_not_null())
+    long = pl.concat(
+        [
+            hits.select(
+                "line", pl.lit(key).alias("key"), pl.col("text").str.extract(pat, 1).alias("raw")
+            )
+            for key, pat in _E2E.items()
+        ]
+    ).filter(pl.col("raw").is_not_null())
     return finish(checked(long, path=chunk.path, raw="raw", what="E2E latency"), attach=-1)
 
 
 def _after(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
-    long = pl.concat([
-        lines.select("line", pl.lit(key).alias("key"), pl.col("text").str.extract(pat, 1).alias("raw"))
-        for key, pat in _AFTER.items()
-    ]).filter(pl.col("raw").is_not_null())
+    long = pl.concat(
+        [
+            lines.select(
+                "line", pl.lit(key).alias("key"), pl.col("text").str.extract(pat, 1).alias("raw")
+            )
+            for key, pat in _AFTER.items()
+        ]
+    ).filter(pl.col("raw").is_not_null())
     if long.is_empty():
         return empty_records()
     long = long.sort("line", maintain_order=True)
@@ -107,11 +129,19 @@ def _after(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
 
 
 def _perplexity(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
-    hits = lines.select("line", pl.col("text").str.extract_groups(_PERPLEXITY).alias("m")).unnest("m")
-    hits = hits.filter(pl.col("1").is_not_null()).select(
-        "line", steps(pl.col("1")).alias("step"), pl.lit("perplexity").alias("key"),
-        pl.col("2").alias("raw"),
-    ).filter(pl.col("step").is_not_null())
+    hits = lines.select("line", pl.col("text").str.extract_groups(_PERPLEXITY).alias("m")).unnest(
+        "m"
+    )
+    hits = (
+        hits.filter(pl.col("1").is_not_null())
+        .select(
+            "line",
+            steps(pl.col("1")).alias("step"),
+            pl.lit("perplexity").alias("key"),
+            pl.col("2").alias("raw"),
+        )
+        .filter(pl.col("step").is_not_null())
+    )
     if hits.is_empty():
         return empty_records()
     return finish(checked(hits, path=chunk.path, raw="raw", what="perplexity"), anchor=True)

@@ -50,7 +50,7 @@ _OVERFLOW = r"(?:gradient overflow detected, ignoring gradient, setting loss sca
 def extract(chunk: Chunk) -> Extract:
     """The records (and overflow rows) of this dialect's lines in one block."""
     lines = chunk.lines.filter(
-        any_of("{\"epoch\"", "num_updates=", "overflow detected", "Minimum loss scale reached")
+        any_of('{"epoch"', "num_updates=", "overflow detected", "Minimum loss scale reached")
     )
     if lines.is_empty():
         return Extract(empty_records())
@@ -65,14 +65,13 @@ def extract(chunk: Chunk) -> Extract:
 
 
 def _pairs(lines: pl.DataFrame, line_re: str, pair_re: str) -> pl.DataFrame:
-    body = lines.select("line", pl.col("text").str.extract(line_re, 1).alias("body"),
-                        "wall_time")
+    body = lines.select("line", pl.col("text").str.extract(line_re, 1).alias("body"), "wall_time")
     body = body.filter(pl.col("body").is_not_null())
     found = body.select("line", "wall_time", pl.col("body").str.extract_all(pair_re).alias("p"))
     found = found.explode("p").filter(pl.col("p").is_not_null())
     kv = found.select("line", "wall_time", pl.col("p").str.extract_groups(pair_re).alias("kv"))
     return kv.unnest("kv").select(
-        "line", "wall_time", pl.col("1").alias("key"), pl.col("2").str.strip_chars("\"").alias("raw")
+        "line", "wall_time", pl.col("1").alias("key"), pl.col("2").str.strip_chars('"').alias("raw")
     )
 
 
@@ -80,15 +79,27 @@ def _with_steps(chunk: Chunk, rows: pl.DataFrame) -> pl.DataFrame:
     if rows.is_empty():
         return empty_records()
     is_step = pl.col("key").str.contains(r"(?:^|_)num_updates$")
-    step_of = rows.filter(is_step).group_by("line").agg(
-        pl.col("raw").first().cast(pl.Float64, strict=False).cast(pl.Int64, strict=False).alias("step")
+    step_of = (
+        rows.filter(is_step)
+        .group_by("line")
+        .agg(
+            pl.col("raw")
+            .first()
+            .cast(pl.Float64, strict=False)
+            .cast(pl.Int64, strict=False)
+            .alias("step")
+        )
     )
     rows = rows.join(step_of, on="line", how="left", maintain_order="left")
     missing = rows.filter(pl.col("step").is_null())
     if missing.height:
-        warnings.warn(IngestWarning(
-            f"{where(chunk.path, int(missing['line'][0]))}: {missing['line'].n_unique()} fairseq "
-            "log line(s) without num_updates; skipped"), stacklevel=3)
+        warnings.warn(
+            IngestWarning(
+                f"{where(chunk.path, int(missing['line'][0]))}: {missing['line'].n_unique()} fairseq "
+                "log line(s) without num_updates; skipped"
+            ),
+            stacklevel=3,
+        )
         rows = rows.filter(pl.col("step").is_not_null())
     rows = rows.filter(~pl.col("key").is_in(["epoch", "update"]) & ~is_step)
     return finish(checked(rows, path=chunk.path, raw="raw", what="fairseq"), anchor=True)
@@ -103,8 +114,12 @@ def _overflows(lines: pl.DataFrame) -> pl.DataFrame:
         ).filter(pl.col("s").is_not_null())
         scale = pl.col("s").cast(pl.Float64, strict=False) if family == "fairseq" else pl.lit(None)
         cols = {
-            "line": pl.col("line"), "step": pl.lit(None), "family": pl.lit(family),
-            "attempted": pl.lit(None), "scale": scale, "rank": pl.lit(None),
+            "line": pl.col("line"),
+            "step": pl.lit(None),
+            "family": pl.lit(family),
+            "attempted": pl.lit(None),
+            "scale": scale,
+            "rank": pl.lit(None),
             "wall_time": pl.col("wall_time"),
         }
         frames.append(hits.select([cols[c].cast(t).alias(c) for c, t in OVERFLOW_SCHEMA.items()]))

@@ -86,8 +86,9 @@ def _progress(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     lines = lines.with_columns(
         pl.lit(rank, dtype=pl.Int64).alias("rank") if rank is None else rank.alias("rank"),
     )
-    fields = split_fields(lines, sep=" | ", kv=":", keep=("line", "step", "rank", "wall_time"),
-                          numbers=True)
+    fields = split_fields(
+        lines, sep=" | ", kv=":", keep=("line", "step", "rank", "wall_time"), numbers=True
+    )
     fields = _rank_keys(chunk, fields)
     if "raw" in fields.columns:  # some value is not a plain number
         fields = checked(fields, path=chunk.path, raw="raw", what="Megatron")
@@ -118,5 +119,7 @@ def _validation(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
         .str.replace(r"^(.*) value$", "$1 validation")
         .str.replace(r"^(.*) PPL$", "$1 validation ppl")
     )
-    fields = checked(fields.with_columns(key), path=chunk.path, raw="raw", what="Megatron validation")
+    fields = checked(
+        fields.with_columns(key), path=chunk.path, raw="raw", what="Megatron validation"
+    )
     return finish(fields)

@@ -34,7 +34,9 @@ def extract(chunk: Chunk) -> Extract:
     lines = chunk.lines.filter(pl.col("text").str.contains("iteration:", literal=True))
     if lines.is_empty():
         return Extract(empty_records())
-    hits = step_lines(with_wall_time(lines), _LINE).with_columns(pl.col("rest").str.strip_chars_end(" |"))
+    hits = step_lines(with_wall_time(lines), _LINE).with_columns(
+        pl.col("rest").str.strip_chars_end(" |")
+    )
     if hits.is_empty():
         return Extract(empty_records())
     fields = pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))

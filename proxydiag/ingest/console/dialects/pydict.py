@@ -48,7 +48,8 @@ NAME = "dict"
 SEQUENTIAL = True
 SNIFF = re.compile(
     r"(?:^|\r)\s*\{'[^']+': '?[-+\d.na]|\b[A-Za-z][\w\-/]* \d+: \{'"
-    r"|^\s*\{\"[^\"]+\": \"?[-+\d.na][^\n]*\"global_step/max_steps\"", re.MULTILINE
+    r"|^\s*\{\"[^\"]+\": \"?[-+\d.na][^\n]*\"global_step/max_steps\"",
+    re.MULTILINE,
 )
 
 _SLIME = r"(?:^|\s)([A-Za-z][\w\-/]*) (\d+): (\{'.*\})\s*$"
@@ -60,10 +61,15 @@ _TQDM = r"^(?:.*\D)?(\d+)/\d+ \[[^\]\r]*\][^\r{]*(?:\r[^\r{]*)*\{'"
 COUNTERS = ("step", "global_step", "global_step/max_steps", "iteration", "episode")
 _FRACTION = re.compile(r"^\s*(\d+)\s*/\s*\d+\s*$")
 #: keys of the run-end summary the HF Trainer logs once (not curve points)
-SUMMARY_KEYS = frozenset({
-    "train_runtime", "train_samples_per_second", "train_steps_per_second", "total_flos",
-    "train_loss",
-})
+SUMMARY_KEYS = frozenset(
+    {
+        "train_runtime",
+        "train_samples_per_second",
+        "train_steps_per_second",
+        "total_flos",
+        "train_loss",
+    }
+)
 MAX_DICT_CHARS = 200_000
 # Python prints float("nan") and float("inf") in a dict as bare nan / inf, which are not
 # literals: inf becomes 1e999 (a literal that reads as inf), nan a marker string
@@ -89,13 +95,16 @@ def extract(chunk: Chunk) -> Extract:
         "line",
         pl.col("text").str.extract(_SLIME, 2).alias("step"),
         "tqdm",
-        pl.coalesce(pl.col("text").str.extract(_SLIME, 3), pl.col("text").str.extract(_HF, 1)).alias("body"),
+        pl.coalesce(
+            pl.col("text").str.extract(_SLIME, 3), pl.col("text").str.extract(_HF, 1)
+        ).alias("body"),
     ).filter(pl.col("body").is_not_null())
     rows = _literal_rows(chunk, found.rows())
     if not rows["key"]:
         return Extract(empty_records())
-    frame = pl.DataFrame(rows, schema={"line": pl.Int64, "step": pl.Int64, "key": pl.Utf8,
-                                       "value": pl.Float64})
+    frame = pl.DataFrame(
+        rows, schema={"line": pl.Int64, "step": pl.Int64, "key": pl.Utf8, "value": pl.Float64}
+    )
     return Extract(finish(frame, anchor=True))
 
 
@@ -107,8 +116,11 @@ def _literal_rows(chunk: Chunk, found: list[tuple[Any, ...]]) -> dict[str, list[
         if data is None:
             bad.append(line)
             continue
-        values = {k: num for k, v in data.items()
-                  if isinstance(k, str) and (num := _number(v)) is not None}
+        values = {
+            k: num
+            for k, v in data.items()
+            if isinstance(k, str) and (num := _number(v)) is not None
+        }
         values.update(_fractions(data))
         if not values:  # a config dict ({'random_ltd': {...}}): no curve point, no step
             continue
@@ -127,9 +139,12 @@ def _literal_rows(chunk: Chunk, found: list[tuple[Any, ...]]) -> dict[str, list[
             out["key"].append(key)
             out["value"].append(num)
     if bad:
-        warnings.warn(IngestWarning(
-            f"{where(chunk.path, bad[0])}: {len(bad)} dict line(s) are not Python literals; skipped"
-        ), stacklevel=3)
+        warnings.warn(
+            IngestWarning(
+                f"{where(chunk.path, bad[0])}: {len(bad)} dict line(s) are not Python literals; skipped"
+            ),
+            stacklevel=3,
+        )
     return out
 
 

@@ -52,12 +52,17 @@ def extract(chunk: Chunk) -> Extract:
 
 def _warnings(lines: pl.DataFrame) -> pl.DataFrame:
     hits = lines.select(
-        "line", pl.col("text").str.extract(_WARN, 1).alias("r"),
+        "line",
+        pl.col("text").str.extract(_WARN, 1).alias("r"),
         "wall_time",
     ).filter(pl.col("r").is_not_null())
     cols = {
-        "line": pl.col("line"), "step": pl.lit(None), "family": pl.lit("verl"),
-        "attempted": pl.lit(None), "scale": pl.lit(None),
-        "rank": pl.col("r").cast(pl.Int64, strict=False), "wall_time": pl.col("wall_time"),
+        "line": pl.col("line"),
+        "step": pl.lit(None),
+        "family": pl.lit("verl"),
+        "attempted": pl.lit(None),
+        "scale": pl.lit(None),
+        "rank": pl.col("r").cast(pl.Int64, strict=False),
+        "wall_time": pl.col("wall_time"),
     }
     return hits.select([cols[c].cast(t).alias(c) for c, t in OVERFLOW_SCHEMA.items()])
