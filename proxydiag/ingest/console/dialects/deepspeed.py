@@ -31,19 +31,8 @@ import re
 
 import polars as pl
 
+from proxydiag.ingest.console import _records as rec
 from proxydiag.ingest.console._fields import split_fields
-from proxydiag.ingest.console._records import (
-    OVERFLOW_SCHEMA,
-    Chunk,
-    Extract,
-    any_of,
-    checked,
-    empty_overflows,
-    empty_records,
-    finish,
-    steps,
-    with_wall_time,
-)
 
 NAME = "deepspeed"
 SNIFF = re.compile(
@@ -69,13 +58,13 @@ _LITERALS = ("OVERFLOW!", "overflow", "Overflow", "dynamic loss scale", "already
 _TQDM = r"(\d+)/\d+ \[[^\]\r]*(?:it/s|s/it|<)[^\]\r]*\]"
 
 
-def extract(chunk: Chunk) -> Extract:
+def extract(chunk: rec.Chunk) -> rec.Extract:
     """The records (and overflow rows) of this dialect's lines in one block."""
     text = pl.col("text")
-    lines = chunk.lines.filter(any_of("step=", "steps: ", *_LITERALS))
+    lines = chunk.lines.filter(rec.any_of("step=", "steps: ", *_LITERALS))
     if lines.is_empty():
-        return Extract(empty_records())
-    lines = with_wall_time(lines)
+        return rec.Extract(rec.empty_records())
+    lines = rec.with_wall_time(lines)
     records = pl.concat(
         [
             _step_lines(chunk, lines.filter(text.str.contains(", skipped=", literal=True))),
@@ -83,11 +72,11 @@ def extract(chunk: Chunk) -> Extract:
             _pipe(chunk, lines.filter(text.str.contains("steps: ", literal=True))),
         ]
     )
-    rare = lines.filter(any_of(*_LITERALS))
-    return Extract(records, _overflows(rare))  # each key comes from one kind of line
+    rare = lines.filter(rec.any_of(*_LITERALS))
+    return rec.Extract(records, _overflows(rare))  # each key comes from one kind of line
 
 
-def _step_lines(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+def _step_lines(chunk: rec.Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     """``step=N, skipped=K, lr=[a, b]``, cut with literal splits (no regex per line)."""
     # split once into columns (an expression used three times is computed three times)
     after = pl.col("text").str.split_exact("step=", 1).struct.field("field_1")
@@ -98,7 +87,7 @@ def _step_lines(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     hits = parts.select(
         "line",
         "wall_time",
-        steps(pl.col("field_0")).alias("step"),
+        rec.steps(pl.col("field_0")).alias("step"),
         skipped.str.strip_prefix("skipped=").alias("ds_skipped"),
         lr.str.strip_prefix("lr=[")
         .str.split_exact(",", 1)
@@ -108,40 +97,44 @@ def _step_lines(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
         (skipped.str.starts_with("skipped=") & lr.str.starts_with("lr=[")).alias("_ok"),
     ).filter(pl.col("_ok") & pl.col("step").is_not_null())
     if hits.is_empty():
-        return empty_records()
+        return rec.empty_records()
     long = hits.unpivot(
         index=["line", "step", "wall_time"],
         on=["ds_skipped", "lr"],
         variable_name="key",
         value_name="raw",
     )
-    return finish(checked(long, path=chunk.path, raw="raw", what="DeepSpeed step="), anchor=True)
+    return rec.finish(
+        rec.checked(long, path=chunk.path, raw="raw", what="DeepSpeed step="), anchor=True
+    )
 
 
-def _timer(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+def _timer(chunk: rec.Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     """``global_step=N, RunningAvgSamplesPerSec=..., MemAllocated=3.96GB, ...`` (any fields)."""
     after = pl.col("text").str.split_exact("global_step=", 1).struct.field("field_1")
     hits = (
         lines.select("line", "wall_time", after.alias("text"))
         .with_columns(
-            steps(pl.col("text").str.split_exact(",", 1).struct.field("field_0")).alias("step"),
+            rec.steps(pl.col("text").str.split_exact(",", 1).struct.field("field_0")).alias("step"),
         )
         .filter(pl.col("step").is_not_null())
     )
     if hits.is_empty():
-        return empty_records()
+        return rec.empty_records()
     fields = split_fields(hits, sep=", ", kv="=", keep=("line", "step", "wall_time"))
     fields = fields.with_columns(pl.col("raw").str.strip_suffix("GB"))
-    return finish(checked(fields, path=chunk.path, raw="raw", what="DeepSpeed timer"), anchor=True)
+    return rec.finish(
+        rec.checked(fields, path=chunk.path, raw="raw", what="DeepSpeed timer"), anchor=True
+    )
 
 
-def _pipe(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+def _pipe(chunk: rec.Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     names = ("loss", "iter time (s)", "samples/sec")
     return _wide(chunk, lines, _PIPE, names, what="DeepSpeed pipeline")
 
 
 def _wide(
-    chunk: Chunk, lines: pl.DataFrame, pattern: str, names: tuple[str, ...], *, what: str
+    chunk: rec.Chunk, lines: pl.DataFrame, pattern: str, names: tuple[str, ...], *, what: str
 ) -> pl.DataFrame:
     """Rows of a fixed-layout line: group 1 is the step, groups 2.. are ``names``."""
     hits = (
@@ -154,12 +147,12 @@ def _wide(
         .filter(pl.col("1").is_not_null())
     )
     if hits.is_empty():
-        return empty_records()
+        return rec.empty_records()
     long = pl.concat(
         [
             hits.select(
                 "line",
-                steps(pl.col("1")).alias("step"),
+                rec.steps(pl.col("1")).alias("step"),
                 "wall_time",
                 pl.lit(name).alias("key"),
                 pl.col(str(i + 2)).alias("raw"),
@@ -167,12 +160,12 @@ def _wide(
             for i, name in enumerate(names)
         ]
     ).filter(pl.col("raw").is_not_null() & pl.col("step").is_not_null())
-    return finish(checked(long, path=chunk.path, raw="raw", what=what), anchor=True)
+    return rec.finish(rec.checked(long, path=chunk.path, raw="raw", what=what), anchor=True)
 
 
 def _overflows(lines: pl.DataFrame) -> pl.DataFrame:
     text = pl.col("text")
-    frames = [empty_overflows()]
+    frames = [rec.empty_overflows()]
     for family, pattern in _FAMILIES.items():
         hits = lines.filter(text.str.contains(pattern))
         if hits.is_empty():
@@ -181,7 +174,7 @@ def _overflows(lines: pl.DataFrame) -> pl.DataFrame:
             "line",
             text.str.extract_groups(pattern).alias("m"),
             "wall_time",
-            (steps(text.str.extract(_TQDM, 1)) + 1).alias("_tqdm"),
+            (rec.steps(text.str.extract(_TQDM, 1)) + 1).alias("_tqdm"),
         ).unnest("m")
         frames.append(hits.select(_overflow_columns(family)))
     return pl.concat(frames)
@@ -203,7 +196,7 @@ def _overflow_columns(family: str) -> list[pl.Expr]:
             pl.coalesce(_num("3"), _num("2")),
         )
     elif family == "ds_iter":
-        step, rank, attempted, scale = steps(pl.col("1")) + 1, none_i, none_f, none_f
+        step, rank, attempted, scale = rec.steps(pl.col("1")) + 1, none_i, none_f, none_f
     elif family == "ds_scale_down":
         step, rank, attempted, scale = none_i, none_i, _num("1"), _num("2")
     elif family == "ds_scale_up":  # not an attempt: no skipped step ran with X
@@ -219,4 +212,4 @@ def _overflow_columns(family: str) -> list[pl.Expr]:
         "rank": rank,
         "wall_time": pl.col("wall_time"),
     }
-    return [exprs[c].cast(t).alias(c) for c, t in OVERFLOW_SCHEMA.items()]
+    return [exprs[c].cast(t).alias(c) for c, t in rec.OVERFLOW_SCHEMA.items()]

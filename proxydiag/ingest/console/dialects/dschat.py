@@ -21,16 +21,7 @@ import re
 
 import polars as pl
 
-from proxydiag.ingest.console._records import (
-    Chunk,
-    Extract,
-    any_of,
-    checked,
-    empty_records,
-    finish,
-    pairs,
-    steps,
-)
+from proxydiag.ingest.console import _records as rec
 
 NAME = "dschat"
 SNIFF = re.compile(
@@ -60,10 +51,10 @@ _AFTER = {
 _PERPLEXITY = r"Step at (\d+) with Perplexity: (\S+)"
 
 
-def extract(chunk: Chunk) -> Extract:
+def extract(chunk: rec.Chunk) -> rec.Extract:
     """The records (and overflow rows) of this dialect's lines in one block."""
     lines = chunk.lines.filter(
-        any_of(
+        rec.any_of(
             "|step: ",
             "E2E latency=",
             "Perplexity: ",
@@ -74,34 +65,34 @@ def extract(chunk: Chunk) -> Extract:
         )
     )
     if lines.is_empty():
-        return Extract(empty_records())
+        return rec.Extract(rec.empty_records())
     parts = [
         _ppo(chunk, lines),
         _e2e(chunk, lines),
         _after(chunk, lines),
         _perplexity(chunk, lines),
     ]
-    return Extract(pl.concat(parts))  # each key comes from one kind of line
+    return rec.Extract(pl.concat(parts))  # each key comes from one kind of line
 
 
-def _ppo(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+def _ppo(chunk: rec.Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     hits = lines.select("line", pl.col("text").str.extract_groups(_PPO).alias("m")).unnest("m")
     hits = (
         hits.filter(pl.col("1").is_not_null())
-        .select("line", steps(pl.col("1")).alias("step"), pl.col("2").alias("rest"))
+        .select("line", rec.steps(pl.col("1")).alias("step"), pl.col("2").alias("rest"))
         .filter(pl.col("step").is_not_null())
     )
     if hits.is_empty():
-        return empty_records()
-    fields = pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step"))
-    fields = checked(fields, path=chunk.path, raw="raw", what="DeepSpeed-Chat")
-    return finish(fields, anchor=True)
+        return rec.empty_records()
+    fields = rec.pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step"))
+    fields = rec.checked(fields, path=chunk.path, raw="raw", what="DeepSpeed-Chat")
+    return rec.finish(fields, anchor=True)
 
 
-def _e2e(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+def _e2e(chunk: rec.Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     hits = lines.filter(pl.col("text").str.contains("E2E latency=", literal=True))
     if hits.is_empty():
-        return empty_records()
+        return rec.empty_records()
     long = pl.concat(
         [
             hits.select(
@@ -110,10 +101,10 @@ def _e2e(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
             for key, pat in _E2E.items()
         ]
     ).filter(pl.col("raw").is_not_null())
-    return finish(checked(long, path=chunk.path, raw="raw", what="E2E latency"), attach=-1)
+    return rec.finish(rec.checked(long, path=chunk.path, raw="raw", what="E2E latency"), attach=-1)
 
 
-def _after(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+def _after(chunk: rec.Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     long = pl.concat(
         [
             lines.select(
@@ -123,12 +114,14 @@ def _after(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
         ]
     ).filter(pl.col("raw").is_not_null())
     if long.is_empty():
-        return empty_records()
+        return rec.empty_records()
     long = long.sort("line", maintain_order=True)
-    return finish(checked(long, path=chunk.path, raw="raw", what="DeepSpeed-Chat"), attach=-1)
+    return rec.finish(
+        rec.checked(long, path=chunk.path, raw="raw", what="DeepSpeed-Chat"), attach=-1
+    )
 
 
-def _perplexity(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
+def _perplexity(chunk: rec.Chunk, lines: pl.DataFrame) -> pl.DataFrame:
     hits = lines.select("line", pl.col("text").str.extract_groups(_PERPLEXITY).alias("m")).unnest(
         "m"
     )
@@ -136,12 +129,12 @@ def _perplexity(chunk: Chunk, lines: pl.DataFrame) -> pl.DataFrame:
         hits.filter(pl.col("1").is_not_null())
         .select(
             "line",
-            steps(pl.col("1")).alias("step"),
+            rec.steps(pl.col("1")).alias("step"),
             pl.lit("perplexity").alias("key"),
             pl.col("2").alias("raw"),
         )
         .filter(pl.col("step").is_not_null())
     )
     if hits.is_empty():
-        return empty_records()
-    return finish(checked(hits, path=chunk.path, raw="raw", what="perplexity"), anchor=True)
+        return rec.empty_records()
+    return rec.finish(rec.checked(hits, path=chunk.path, raw="raw", what="perplexity"), anchor=True)

@@ -21,16 +21,7 @@ import warnings
 import polars as pl
 
 from proxydiag.errors import IngestWarning, where
-from proxydiag.ingest.console._records import (
-    OVERFLOW_SCHEMA,
-    Chunk,
-    Extract,
-    any_of,
-    checked,
-    empty_records,
-    finish,
-    with_wall_time,
-)
+from proxydiag.ingest.console import _records as rec
 
 NAME = "fairseq"
 SNIFF = re.compile(
@@ -47,21 +38,21 @@ _MINIMUM = r"(Minimum loss scale reached)"
 _OVERFLOW = r"(?:gradient overflow detected, ignoring gradient, setting loss scale to:|AMP: overflow detected, setting scale to to)\s*(\S+)"
 
 
-def extract(chunk: Chunk) -> Extract:
+def extract(chunk: rec.Chunk) -> rec.Extract:
     """The records (and overflow rows) of this dialect's lines in one block."""
     lines = chunk.lines.filter(
-        any_of('{"epoch"', "num_updates=", "overflow detected", "Minimum loss scale reached")
+        rec.any_of('{"epoch"', "num_updates=", "overflow detected", "Minimum loss scale reached")
     )
     if lines.is_empty():
-        return Extract(empty_records())
-    lines = with_wall_time(lines)
+        return rec.Extract(rec.empty_records())
+    lines = rec.with_wall_time(lines)
     json_rows = _pairs(lines, _JSON, _JSON_PAIR)
     simple_rows = _pairs(lines, _SIMPLE, _SIMPLE_PAIR)
     rows = pl.concat([json_rows, simple_rows]).sort("line", maintain_order=True)
     if not rows.is_empty():
         chunk.state.setdefault("attrs", {})["loss_base"] = 2
     records = _with_steps(chunk, rows)
-    return Extract(records, _overflows(lines))
+    return rec.Extract(records, _overflows(lines))
 
 
 def _pairs(lines: pl.DataFrame, line_re: str, pair_re: str) -> pl.DataFrame:
@@ -75,9 +66,9 @@ def _pairs(lines: pl.DataFrame, line_re: str, pair_re: str) -> pl.DataFrame:
     )
 
 
-def _with_steps(chunk: Chunk, rows: pl.DataFrame) -> pl.DataFrame:
+def _with_steps(chunk: rec.Chunk, rows: pl.DataFrame) -> pl.DataFrame:
     if rows.is_empty():
-        return empty_records()
+        return rec.empty_records()
     is_step = pl.col("key").str.contains(r"(?:^|_)num_updates$")
     step_of = (
         rows.filter(is_step)
@@ -102,7 +93,7 @@ def _with_steps(chunk: Chunk, rows: pl.DataFrame) -> pl.DataFrame:
         )
         rows = rows.filter(pl.col("step").is_not_null())
     rows = rows.filter(~pl.col("key").is_in(["epoch", "update"]) & ~is_step)
-    return finish(checked(rows, path=chunk.path, raw="raw", what="fairseq"), anchor=True)
+    return rec.finish(rec.checked(rows, path=chunk.path, raw="raw", what="fairseq"), anchor=True)
 
 
 def _overflows(lines: pl.DataFrame) -> pl.DataFrame:
@@ -122,5 +113,7 @@ def _overflows(lines: pl.DataFrame) -> pl.DataFrame:
             "rank": pl.lit(None),
             "wall_time": pl.col("wall_time"),
         }
-        frames.append(hits.select([cols[c].cast(t).alias(c) for c, t in OVERFLOW_SCHEMA.items()]))
+        frames.append(
+            hits.select([cols[c].cast(t).alias(c) for c, t in rec.OVERFLOW_SCHEMA.items()])
+        )
     return pl.concat(frames)

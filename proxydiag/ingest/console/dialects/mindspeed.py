@@ -12,16 +12,7 @@ import re
 
 import polars as pl
 
-from proxydiag.ingest.console._records import (
-    Chunk,
-    Extract,
-    checked,
-    empty_records,
-    finish,
-    pairs,
-    step_lines,
-    with_wall_time,
-)
+from proxydiag.ingest.console import _records as rec
 
 NAME = "mindspeed"
 SNIFF = re.compile(r"iteration:\s*\d+\s*/\s*\d+\s*\|\s*\S+\s*:")
@@ -29,18 +20,20 @@ SNIFF = re.compile(r"iteration:\s*\d+\s*/\s*\d+\s*\|\s*\S+\s*:")
 _LINE = r"iteration:\s*(\d+)\s*/\s*\d+\s*\|(.*)$"
 
 
-def extract(chunk: Chunk) -> Extract:
+def extract(chunk: rec.Chunk) -> rec.Extract:
     """The records (and overflow rows) of this dialect's lines in one block."""
     lines = chunk.lines.filter(pl.col("text").str.contains("iteration:", literal=True))
     if lines.is_empty():
-        return Extract(empty_records())
-    hits = step_lines(with_wall_time(lines), _LINE).with_columns(
+        return rec.Extract(rec.empty_records())
+    hits = rec.step_lines(rec.with_wall_time(lines), _LINE).with_columns(
         pl.col("rest").str.strip_chars_end(" |")
     )
     if hits.is_empty():
-        return Extract(empty_records())
-    fields = pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))
-    records = finish(checked(fields, path=chunk.path, raw="raw", what="MindSpeed-RL"), anchor=True)
+        return rec.Extract(rec.empty_records())
+    fields = rec.pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))
+    records = rec.finish(
+        rec.checked(fields, path=chunk.path, raw="raw", what="MindSpeed-RL"), anchor=True
+    )
     if records.filter(pl.col("key").cat.ends_with("pg_loss")).height:
         chunk.state.setdefault("attrs", {})["pg_loss_abs"] = True
-    return Extract(records)
+    return rec.Extract(records)

@@ -16,16 +16,7 @@ import re
 
 import polars as pl
 
-from proxydiag.ingest.console._records import (
-    Chunk,
-    Extract,
-    checked,
-    empty_records,
-    finish,
-    pairs,
-    step_lines,
-    with_wall_time,
-)
+from proxydiag.ingest.console import _records as rec
 
 NAME = "pipes"
 SNIFF = re.compile(r"\|\s*global iter:\s*\d+\s*/\s*\d+\s*\|\s*\S[^|]*:")
@@ -35,17 +26,17 @@ _LINE = r"global iter:\s*(\d+)\s*/\s*\d+\s*\|(.*)$"
 _RENAME = {"scale": "loss_scale"}
 
 
-def extract(chunk: Chunk) -> Extract:
+def extract(chunk: rec.Chunk) -> rec.Extract:
     """The records of this dialect's lines in one block."""
     lines = chunk.lines.filter(pl.col("text").str.contains("global iter:", literal=True))
     if lines.is_empty():
-        return Extract(empty_records())
-    hits = step_lines(with_wall_time(lines), _LINE).with_columns(
+        return rec.Extract(rec.empty_records())
+    hits = rec.step_lines(rec.with_wall_time(lines), _LINE).with_columns(
         pl.col("rest").str.strip_chars_end(" |")
     )
     if hits.is_empty():
-        return Extract(empty_records())
-    fields = pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))
+        return rec.Extract(rec.empty_records())
+    fields = rec.pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))
     fields = fields.with_columns(
         pl.col("key").str.strip_chars().replace(_RENAME).alias("key")
     ).filter(
@@ -54,4 +45,6 @@ def extract(chunk: Chunk) -> Extract:
             & (pl.col("raw").str.strip_chars().cast(pl.Float64, strict=False) == 0.0)
         )
     )
-    return Extract(finish(checked(fields, path=chunk.path, raw="raw", what="MiniLLM"), anchor=True))
+    return rec.Extract(
+        rec.finish(rec.checked(fields, path=chunk.path, raw="raw", what="MiniLLM"), anchor=True)
+    )

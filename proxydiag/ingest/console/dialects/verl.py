@@ -16,18 +16,7 @@ import re
 
 import polars as pl
 
-from proxydiag.ingest.console._records import (
-    OVERFLOW_SCHEMA,
-    Chunk,
-    Extract,
-    any_of,
-    checked,
-    empty_records,
-    finish,
-    pairs,
-    step_lines,
-    with_wall_time,
-)
+from proxydiag.ingest.console import _records as rec
 
 NAME = "verl"
 SNIFF = re.compile(r"(?:^|[\s)])step:\d+ - [^\s:]+:|grad_norm is not finite", re.MULTILINE)
@@ -36,18 +25,22 @@ _LINE = r"(?:^|[\s)])step:(\d+) - (.*)$"
 _WARN = r"WARN: rank (\d+) grad_norm is not finite"
 
 
-def extract(chunk: Chunk) -> Extract:
+def extract(chunk: rec.Chunk) -> rec.Extract:
     """The records (and overflow rows) of this dialect's lines in one block."""
-    lines = chunk.lines.filter(any_of("step:", "is not finite"))
+    lines = chunk.lines.filter(rec.any_of("step:", "is not finite"))
     if lines.is_empty():
-        return Extract(empty_records())
-    lines = with_wall_time(lines)
-    hits = step_lines(lines, _LINE)
-    records = empty_records()
+        return rec.Extract(rec.empty_records())
+    lines = rec.with_wall_time(lines)
+    hits = rec.step_lines(lines, _LINE)
+    records = rec.empty_records()
     if not hits.is_empty():
-        fields = pairs(hits, column="rest", sep=" - ", kv=":", keep=("line", "step", "wall_time"))
-        records = finish(checked(fields, path=chunk.path, raw="raw", what="veRL"), anchor=True)
-    return Extract(records, _warnings(lines))
+        fields = rec.pairs(
+            hits, column="rest", sep=" - ", kv=":", keep=("line", "step", "wall_time")
+        )
+        records = rec.finish(
+            rec.checked(fields, path=chunk.path, raw="raw", what="veRL"), anchor=True
+        )
+    return rec.Extract(records, _warnings(lines))
 
 
 def _warnings(lines: pl.DataFrame) -> pl.DataFrame:
@@ -65,4 +58,4 @@ def _warnings(lines: pl.DataFrame) -> pl.DataFrame:
         "rank": pl.col("r").cast(pl.Int64, strict=False),
         "wall_time": pl.col("wall_time"),
     }
-    return hits.select([cols[c].cast(t).alias(c) for c, t in OVERFLOW_SCHEMA.items()])
+    return hits.select([cols[c].cast(t).alias(c) for c, t in rec.OVERFLOW_SCHEMA.items()])
