@@ -28,7 +28,9 @@ class Event:
     evidence
         Human-readable: names the metric and the values that triggered it.
 
-    >>> Event("spike", "grad_norm", 120, 125, "warning", 0.9, "grad_norm 0.8 -> 45.0").to_dict()["kind"]
+    >>> Event(
+    ...     "spike", "grad_norm", 120, 125, "warning", 0.9, "grad_norm 0.8 -> 45.0"
+    ... ).to_dict()["kind"]
     'spike'
     """
 

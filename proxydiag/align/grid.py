@@ -176,7 +176,8 @@ def shared_series(full: list[Run], proxy: Run) -> list[Series]:
     common = set(proxy.metrics) & {m for r in full for m in r.metrics}
     if not common:
         raise AnalysisError(
-            f"proxy {proxy.id} shares no metric with the full runs; check the alias table (--aliases)"
+            f"proxy {proxy.id} shares no metric with the full runs; "
+            "check the alias table (--aliases)"
         )
     return [_by_metric(r, common) for r in [*full, proxy]]
 

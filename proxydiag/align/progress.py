@@ -18,7 +18,9 @@ def axis(run: Run) -> Axis:
 
     >>> from proxydiag.frame import raw
     >>> from proxydiag.run.build import build_run
-    >>> run = build_run(raw([100, 300], ["loss"] * 2, [1.0, 0.5]), name="r", source="mem", fmt="test")
+    >>> run = build_run(
+    ...     raw([100, 300], ["loss"] * 2, [1.0, 0.5]), name="r", source="mem", fmt="test"
+    ... )
     >>> axis(run)(200).item()
     0.5
     """

@@ -34,7 +34,9 @@ class Resampled:
 def resample(x: Floats, values: Floats, edges: Floats) -> Resampled:
     """Bucket ``values`` (at sorted axis positions ``x``) into the buckets bounded by ``edges``.
 
-    >>> r = resample(np.arange(8.0), np.array([1, 5, 2, 2, np.nan, 3, 9, 3.0]), np.linspace(0, 8, 3))
+    >>> r = resample(
+    ...     np.arange(8.0), np.array([1, 5, 2, 2, np.nan, 3, 9, 3.0]), np.linspace(0, 8, 3)
+    ... )
     >>> r.sample.tolist(), r.envelope.tolist(), r.n_finite, r.nonfinite_x.tolist()
     ([2.0, 3.0], [1.0, 5.0, 3.0, 9.0], 7, [4.0])
     """

@@ -37,7 +37,8 @@ def axis(run: Run, *, counter: str = "tokens") -> Axis:
     steps, values = steps[keep].astype(np.float64), values[keep]
     if values.size < 2:
         raise AnalysisError(
-            f"run {run.id}: '{counter}' has fewer than 2 finite points; use --align step or progress"
+            f"run {run.id}: '{counter}' has fewer than 2 finite points; "
+            "use --align step or progress"
         )
     monotone = values >= np.maximum.accumulate(values)  # a counter reset is not a position
     steps, values = steps[monotone], values[monotone]

@@ -1,4 +1,5 @@
-"""What ``diagnose``, ``compare`` and ``report`` share: result options, ``--fail-on``, keeping a result.
+"""What ``diagnose``, ``compare`` and ``report`` share: result options, ``--fail-on``, keeping a
+result.
 
 A result is kept in the store first (nothing is lost if MLflow is down), then logged to MLflow.
 With ``--log-to-mlflow`` the MLflow sink does both (it stores, logs, then marks the result

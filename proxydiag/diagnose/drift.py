@@ -1,8 +1,8 @@
 """Slow drift, stalls and throughput drops: context events (``info``) that never decide a label.
 
 Spike rules miss a loss creeping upward over thousands of steps (a data-loader replay bug,
-docs/failures.md#loss-divergence); a monotone-trend test catches it: Mann-Kendall (Kendall's τ of value
-against step) for significance and the Theil-Sen slope for size, on at most ``max_points``
+docs/failures.md#loss-divergence); a monotone-trend test catches it: Mann-Kendall (Kendall's τ of
+value against step) for significance and the Theil-Sen slope for size, on at most ``max_points``
 bucket means. A stall is a run whose reward (or loss) shows no trend at all. A throughput drop
 is a step down that stays.
 """

@@ -4,10 +4,10 @@
 Every metric of the ``mismatch*`` family is turned into a "badness" that grows with the
 disagreement (|p diff|, |k1|, k3, |log p diff|, 1 − Pearson, |log IS mean|, 1 − ESS) on log
 scale; the change is measured against the run's own early baseline (relative) and against the
-published bounds (absolute; docs/failures.md#signatures-and-published-bounds): veRL Ascend guide ``probs_diff_mean`` ≤ 0.01;
-veRL ``rollout_corr`` warnings |kl| > 0.1, ``chi2_token`` > 1, IS mean ∉ [0.5, 2], ESS < 0.3;
-healthy Pearson ≈ 0.999. The onset of a climb is where the climb starts, not where it crosses a
-bound.
+published bounds (absolute; docs/failures.md#signatures-and-published-bounds): veRL Ascend guide
+``probs_diff_mean`` ≤ 0.01; veRL ``rollout_corr`` warnings |kl| > 0.1, ``chi2_token`` > 1, IS mean ∉
+[0.5, 2], ESS < 0.3; healthy Pearson ≈ 0.999. The onset of a climb is where the climb starts, not
+where it crosses a bound.
 """
 
 from __future__ import annotations
@@ -101,7 +101,10 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     >>> rng = np.random.default_rng(0)
     >>> t = np.arange(300)
     >>> d = 0.003 * np.exp(rng.normal(0, 0.1, 300)) + np.where(t < 180, 0.0, 0.0004 * (t - 180))
-    >>> [(e.kind, abs(e.onset_step - 180) <= 6) for e in detect(from_arrays({"mismatch_prob_diff": (t, d)}), DiagnoseConfig())]
+    >>> [
+    ...     (e.kind, abs(e.onset_step - 180) <= 6)
+    ...     for e in detect(from_arrays({"mismatch_prob_diff": (t, d)}), DiagnoseConfig())
+    ... ]
     [('mismatch_climb', True)]
     """
     rv = view(run)
@@ -214,7 +217,10 @@ def _holds(y: np.ndarray, floor: float) -> bool:
     end of ``y`` but for short dips (under a tenth of the stretch, at least 3 points): a
     change that came back down (a bump that reverted) is no change, whatever follows it.
 
-    >>> bool(_holds(np.r_[np.zeros(5), np.ones(10)], 0.5)), bool(_holds(np.r_[np.ones(5), np.zeros(10)], 0.5))
+    >>> (
+    ...     bool(_holds(np.r_[np.zeros(5), np.ones(10)], 0.5)),
+    ...     bool(_holds(np.r_[np.ones(5), np.zeros(10)], 0.5)),
+    ... )
     (True, False)
     """
     if y.size < 3:

@@ -1,4 +1,5 @@
-"""`Diagnosis`: the run-level verdict of the failure taxonomy (docs/architecture.md#json-contracts)."""
+"""`Diagnosis`: the run-level verdict of the failure taxonomy
+(docs/architecture.md#json-contracts)."""
 
 from __future__ import annotations
 

@@ -106,11 +106,11 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     steps until it settles (65536 -> 1024 in the DeepSpeed-Chat logs): those first overflows
     are calibration, not a fault. ``counts`` are overflow (skipped) steps per logged step. The
     unbroken descent the run starts with is calibration when the run settles after it
-    (:func:`descent_end`); so is the burst the run starts with (hits closer together than ``calibration_gap_steps``) is the
-    calibration when it ends within ``calibration_steps`` of the first step. A burst that
-    lasts longer, or that the data ends in, is calibration up to there only if the overflows
-    never persisted (more than ``max_skip_fraction`` of a ``window_steps`` window, the
-    detectors' own rule; a stretch shorter than a window cannot show it): a run that
+    (:func:`descent_end`); so is the burst the run starts with (hits closer together than
+    ``calibration_gap_steps``) is the calibration when it ends within ``calibration_steps`` of the
+    first step. A burst that lasts longer, or that the data ends in, is calibration up to there only
+    if the overflows never persisted (more than ``max_skip_fraction`` of a ``window_steps`` window,
+    the detectors' own rule; a stretch shorter than a window cannot show it): a run that
     overflows continuously from its start has a fault there.
 
     >>> steps = np.arange(300)
@@ -167,15 +167,17 @@ def descent_end(counts: Series, c: ScalerConfig) -> int | None:
     A dynamic scaler that starts high halves on every overflow (every second one with
     hysteresis 2) and never grows while it overflows: an unbroken leading run of overflow steps
     is its scale descending from its initial value, however long (up to
-    :data:`MAX_DESCENT_STEPS`, and ``calibration_steps``). It is calibration when the window after it is not itself
-    overflowing (more than ``max_skip_fraction``): a scale that never settles is a fault from
-    the first step. Isolated skips after the descent are judged on their own.
+    :data:`MAX_DESCENT_STEPS`, and ``calibration_steps``). It is calibration when the window after
+    it is not itself overflowing (more than ``max_skip_fraction``): a scale that never settles is a
+    fault from the first step. Isolated skips after the descent are judged on their own.
 
     >>> steps = np.arange(1, 201)
     >>> hits = np.zeros(200); hits[:14] = 1; hits[[21, 59, 109]] = 1
     >>> descent_end(Series("skipped", steps, hits), ScalerConfig())
     14
-    >>> descent_end(Series("skipped", steps, np.where(steps % 7 == 0, 0.0, 1.0)), ScalerConfig()) is None
+    >>> descent_end(
+    ...     Series("skipped", steps, np.where(steps % 7 == 0, 0.0, 1.0)), ScalerConfig()
+    ... ) is None
     True
     """
     over = counts.values > 0
@@ -352,7 +354,10 @@ def _scale_events(
                 + (
                     f" (at its minimum {c.min_scale:g} at {np.unique(at_min).size} point(s))"
                     if at_min.size >= 2
-                    else f" ({max(peak[-1] - tail_level, fall):.0f} halvings below its peak, no recovery)"
+                    else (
+                        f" ({max(peak[-1] - tail_level, fall):.0f} halvings below its peak,"
+                        " no recovery)"
+                    )
                 ),
             )
         )

@@ -27,7 +27,10 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     >>> rng = np.random.default_rng(0)
     >>> g = np.exp(rng.normal(0.0, 0.05, 300))
     >>> g[150] *= 40.0
-    >>> [(e.kind, e.onset_step) for e in detect(from_arrays({"grad_norm": (range(300), g)}), DiagnoseConfig())]
+    >>> [
+    ...     (e.kind, e.onset_step)
+    ...     for e in detect(from_arrays({"grad_norm": (range(300), g)}), DiagnoseConfig())
+    ... ]
     [('spike', 150)]
     """
     rv = view(run)

@@ -1,8 +1,8 @@
 """``proxydiag bench compare DIR``: score :func:`proxydiag.compare` against a labelled corpus.
 
-Reads ``labels.json`` (docs/architecture.md#labelled-corpora-labelsjson) with :func:`proxydiag.evaluate.diagnose.load_labels`: every
-pair names its full runs, its proxy, whether it is faithful and, if not, ``why``. Each run is
-read and diagnosed once. Scores:
+Reads ``labels.json`` (docs/architecture.md#labelled-corpora-labelsjson) with
+:func:`proxydiag.evaluate.diagnose.load_labels`: every pair names its full runs, its proxy, whether
+it is faithful and, if not, ``why``. Each run is read and diagnosed once. Scores:
 
 * **AUC** of ``fidelity`` between faithful and unfaithful pairs (Mann-Whitney; ties count ½);
 * **verdict accuracy**, with the verdicts each ``why`` implies (the issue's verdict rules):
@@ -326,7 +326,10 @@ def render(s: BenchScore, *, markdown: bool = False) -> str:
         for why, c in sorted(s.per_why.items())
     ]
     wrong = [
-        f"{p.pair} ({p.why or 'faithful'}): {p.verdict} {p.fidelity:.2f} — {'; '.join(p.reasons)[:160]}"
+        (
+            f"{p.pair} ({p.why or 'faithful'}): {p.verdict} {p.fidelity:.2f} — "
+            f"{'; '.join(p.reasons)[:160]}"
+        )
         for p in s.pairs
         if not p.correct
     ]

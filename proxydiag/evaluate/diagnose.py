@@ -1,8 +1,8 @@
 """``proxydiag bench diagnose DIR``: score the failure taxonomy against a labelled corpus.
 
-Reads ``labels.json`` (schema: docs/architecture.md#labelled-corpora-labelsjson), reads each run it lists with
-:func:`proxydiag.read_run`, diagnoses it, and reports per-class precision/recall/F1, macro-F1,
-onset errors in steps and the fraction of faulty runs whose onset is within tolerance:
+Reads ``labels.json`` (schema: docs/architecture.md#labelled-corpora-labelsjson), reads each run it
+lists with :func:`proxydiag.read_run`, diagnoses it, and reports per-class precision/recall/F1,
+macro-F1, onset errors in steps and the fraction of faulty runs whose onset is within tolerance:
 max(5 steps, the log interval, 2% of the run). The ``labels.json`` loader
 (:func:`load_labels`) also serves ``bench compare``.
 """
@@ -208,7 +208,8 @@ def render(result: BenchScore, *, markdown: bool = False) -> str:
     ]
     for c, v in result.per_class.items():
         lines.append(
-            f"| {c} | {v['precision']:.3f} | {v['recall']:.3f} | {v['f1']:.3f} | {v['support']:.0f} |"
+            f"| {c} | {v['precision']:.3f} | {v['recall']:.3f} | {v['f1']:.3f} "
+            f"| {v['support']:.0f} |"
         )
     misses = [
         r
@@ -218,7 +219,8 @@ def render(result: BenchScore, *, markdown: bool = False) -> str:
     if misses:
         lines += ["", "misses:" if not markdown else "**misses**", ""]
         lines += [
-            f"- {r.run}: truth {r.truth}@{r.onset_truth}, predicted {r.predicted}@{r.onset_predicted}"
+            f"- {r.run}: truth {r.truth}@{r.onset_truth}, "
+            f"predicted {r.predicted}@{r.onset_predicted}"
             f" (tolerance {r.tolerance_steps:g})"
             for r in misses
         ]
@@ -227,8 +229,8 @@ def render(result: BenchScore, *, markdown: bool = False) -> str:
 
 @dataclass(frozen=True)
 class Labels:
-    """A corpus's ``labels.json`` (schema: docs/architecture.md#labelled-corpora-labelsjson); run paths are relative to
-    ``path.parent``."""
+    """A corpus's ``labels.json`` (schema: docs/architecture.md#labelled-corpora-labelsjson); run
+    paths are relative to ``path.parent``."""
 
     path: Path
     runs: dict[str, dict[str, Any]]

@@ -80,7 +80,10 @@ def metric_fidelity(
     if worst == "faithful" and any(t.score < config.diverged_score for t in scored.values()):
         worst = "drifted"  # one test far outside the seed range is enough to doubt the metric
     weakest = min(scored.values(), key=lambda t: t.score) if scored else None
-    words = f"{metric}: {worst}, score {fmt(score)} [{fmt(ci[0])}, {fmt(ci[1])}], seed pairs {fmt(seed)}"
+    words = (
+        f"{metric}: {worst}, score {fmt(score)} [{fmt(ci[0])}, {fmt(ci[1])}], "
+        f"seed pairs {fmt(seed)}"
+    )
     if weakest is not None and weakest.score < 1:
         words += f"; weakest: {weakest.explanation}"
     return MetricFidelity(metric, score, ci, seed, worst, dict(tests), words)

@@ -3,9 +3,10 @@
 Events come from full data, never from the resampled curves: non-finite points of every metric
 (each burst is one event), steps where the optimizer skipped (``skipped`` > 0, i.e. overflows,
 taken from the bucket maxima, which keep every non-zero count; a non-finite count is one too),
-and the warning/critical events of the runs' diagnoses (spikes, scaler collapse, mismatch jumps and climbs, divergence). Positions
-are in relative progress (:meth:`proxydiag.align.grid.Grid.progress`); events of one kind closer
-than the tolerance window are one event.
+and the warning/critical events of the runs' diagnoses (spikes, scaler collapse, mismatch jumps and
+climbs, divergence). Positions are in relative progress
+(:meth:`proxydiag.align.grid.Grid.progress`); events of one kind closer than the tolerance window
+are one event.
 
 * **co-occurrence**: F1 of events matched one-to-one within ``event_window_progress``, kind by
   kind; judged against the F1 between full seeds (with one seed, against the floor).

@@ -1,11 +1,11 @@
 """Fault reproduction: diagnose the full run and the proxy, compare class and onset in progress.
 
 The fault is *reproduced* when both runs carry the same label and, for a fault, the onsets are
-within ``onset_tolerance_progress`` (10%) of run progress of each other (docs/architecture.md#json-contracts). Two
-healthy runs reproduce "no fault". The outcome names what went wrong otherwise: ``fault_missing``
-(the proxy is healthy, or does not log what the fault shows in: then the explanation says so),
-``extra_fault`` (the proxy fails where the full run is healthy: a pruning artefact),
-``wrong_fault``, ``fault_early``, ``fault_late``. Diagnoses come from
+within ``onset_tolerance_progress`` (10%) of run progress of each other
+(docs/architecture.md#json-contracts). Two healthy runs reproduce "no fault". The outcome names what
+went wrong otherwise: ``fault_missing`` (the proxy is healthy, or does not log what the fault shows
+in: then the explanation says so), ``extra_fault`` (the proxy fails where the full run is healthy: a
+pruning artefact), ``wrong_fault``, ``fault_early``, ``fault_late``. Diagnoses come from
 :func:`proxydiag.diagnose.api.diagnose` unless given.
 """
 
@@ -163,7 +163,9 @@ def _unseen(label: str, proxy: Diagnosis) -> str | None:
 #: fault class -> the signals it shows in, in words
 _SIGNALS = {
     "precision_fault": "rollout/learner mismatch metric",
-    "gradient_overflow": "overflow signal (grad norm, loss scale, skip counter or non-finite count)",
+    "gradient_overflow": (
+        "overflow signal (grad norm, loss scale, skip counter or non-finite count)"
+    ),
     "loss_divergence": "grad norm or loss",
 }
 
@@ -201,8 +203,12 @@ def _explain(
             if full.label != "healthy"
             else "no fault: both runs healthy"
         ),
-        "fault_late": f"fault_late: both {full.label} but the proxy's onset is later{at}, beyond {tol:.0%}",
-        "fault_early": f"fault_early: both {full.label} but the proxy's onset is earlier{at}, beyond {tol:.0%}",
+        "fault_late": (
+            f"fault_late: both {full.label} but the proxy's onset is later{at}, beyond {tol:.0%}"
+        ),
+        "fault_early": (
+            f"fault_early: both {full.label} but the proxy's onset is earlier{at}, beyond {tol:.0%}"
+        ),
         "fault_missing": f"fault_missing: the full run has {full.label} at step {full.onset_step}, "
         + (
             f"but the proxy logs no {unseen} (where the full run's fault shows): "
@@ -210,7 +216,10 @@ def _explain(
             if unseen
             else "the proxy is healthy"
         ),
-        "extra_fault": f"extra_fault: the proxy has {proxy.label} at step {proxy.onset_step} where the full run is healthy",
+        "extra_fault": (
+            f"extra_fault: the proxy has {proxy.label} at step {proxy.onset_step} "
+            "where the full run is healthy"
+        ),
         "wrong_fault": f"wrong_fault: the full run has {full.label}, the proxy {proxy.label}",
     }
     return texts[what]

@@ -14,7 +14,8 @@ Where the full seeds change by at least ``learn_min_sigma`` σ, the proxy
   ``learn_pace_factor`` (2×) either way;
 * **learns less** (``fraction`` with an upper bound below 50%), **more** (a lower bound above
   ``learn_excess_factor``, 2×: an entropy collapsing far faster than the full run's), or at
-  **another pace**: the metric is off in this phase (it caps the verdict at partial, :mod:`.verdicts`);
+  **another pace**: the metric is off in this phase (it caps the verdict at partial,
+  :mod:`.verdicts`);
 * **does not learn** (:func:`not_learning`: reward, else loss, moves less than
   ``learn_min_fraction`` (15%) of the full seeds' change, its interval below 50%): the proxy is
   unfaithful, fault or no fault.

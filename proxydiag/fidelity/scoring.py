@@ -57,7 +57,11 @@ def seed_score(baseline: Sequence[float], ref: float) -> float:
 def verdict(score: float, config: FidelityConfig) -> MetricVerdict:
     """faithful / drifted / diverged for one score.
 
-    >>> verdict(0.6, FidelityConfig()), verdict(0.3, FidelityConfig()), verdict(0.1, FidelityConfig())
+    >>> (
+    ...     verdict(0.6, FidelityConfig()),
+    ...     verdict(0.3, FidelityConfig()),
+    ...     verdict(0.1, FidelityConfig()),
+    ... )
     ('faithful', 'drifted', 'diverged')
     """
     if score >= config.faithful_score:

@@ -49,7 +49,12 @@ def area(x: Floats, y: Floats) -> float:
 def dtw_distance(x: Floats, y: Floats, *, band_fraction: float) -> float:
     """Banded DTW of the normalised finite points, per √point.
 
-    >>> round(dtw_distance(np.array([0.0, 1, 2, 3, 2, 1]), np.array([0.0, 0, 1, 2, 3, 2]), band_fraction=0.5), 3)
+    >>> round(
+    ...     dtw_distance(
+    ...         np.array([0.0, 1, 2, 3, 2, 1]), np.array([0.0, 0, 1, 2, 3, 2]), band_fraction=0.5
+    ...     ),
+    ...     3,
+    ... )
     0.534
     """
     x, y = normalise(x[np.isfinite(x)]), normalise(y[np.isfinite(y)])

@@ -21,7 +21,9 @@ def row_pearson(x: Floats, y: Floats) -> Floats:
     """Pearson correlation of ``x`` and ``y`` along the last axis (0 where one is constant,
     1 where both are).
 
-    >>> row_pearson(np.array([[1.0, 2, 3], [1, 2, 3]]), np.array([[2.0, 4, 7], [3, 2, 1]])).round(3).tolist()
+    >>> row_pearson(
+    ...     np.array([[1.0, 2, 3], [1, 2, 3]]), np.array([[2.0, 4, 7], [3, 2, 1]])
+    ... ).round(3).tolist()
     [0.993, -1.0]
     """
     xc = x - x.mean(axis=-1, keepdims=True)

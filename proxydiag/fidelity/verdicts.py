@@ -3,14 +3,14 @@
 **No averaging away.** A metric's score is the weighted mean of its tests (:mod:`.aggregate`),
 but in a phase a key metric is ``diverged`` when one of its ``diverged_tests`` (volatility,
 increments: statistics of the noise itself, not of a curve's shape, which a flat noisy metric
-makes arbitrary) lies far outside seed-to-seed noise: a score below ``1 / diverged_factor`` (its discrepancy more than twice the seed range)
-with a bootstrap interval that excludes the seed range (the best replicate is still outside
-it), or a level ratio ``level_diverged_ratio`` (3×) beyond the seeds' own ratios — when the
-metric has at least ``diverged_min_points`` aligned points in the phase. This holds in
-the pre-fault and whole phases; in the fault phase the response (how far grad norms climb, how
-noisy the collapse is) varies between seeds beyond what two or three seeds bound, so the fault
-phase is partial only when its mean score is below ``partial_below``; its class and timing are
-the fault test's.
+makes arbitrary) lies far outside seed-to-seed noise: a score below ``1 / diverged_factor`` (its
+discrepancy more than twice the seed range) with a bootstrap interval that excludes the seed range
+(the best replicate is still outside it), or a level ratio ``level_diverged_ratio`` (3×) beyond the
+seeds' own ratios — when the metric has at least ``diverged_min_points`` aligned points in the
+phase. This holds in the pre-fault and whole phases; in the fault phase the response (how far grad
+norms climb, how noisy the collapse is) varies between seeds beyond what two or three seeds bound,
+so the fault phase is partial only when its mean score is below ``partial_below``; its class and
+timing are the fault test's.
 
 **A phase's verdict** (``whole``, ``pre_fault`` or ``fault``):
 

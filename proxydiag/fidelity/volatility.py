@@ -5,7 +5,8 @@ per bucket, so runs logged every step and every 10 steps compare at equal spacin
 for positive scale-like metrics (grad norm, loss scale, or any positive metric whose full run
 spans a decade: relative changes), as differences otherwise (reward, entropy: a lower level
 must not look like a larger relative noise). The bootstrap replicates of the spread use
-256 quantile bins of the absolute deviations (vectorised; exact to within a bin). The discrepancy is ``|log(ratio)|``, judged against seed pairs.
+256 quantile bins of the absolute deviations (vectorised; exact to within a bin). The discrepancy is
+``|log(ratio)|``, judged against seed pairs.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ NAME = "volatility"
 def log_ratio(x: Floats, y: Floats, *, log_scale: bool) -> float:
     """``log(σ(Δy) / σ(Δx))`` (0 when both are flat, ±inf when one is).
 
-    >>> round(log_ratio(np.array([0.0, 1, 0, 1, 0]), np.array([0.0, 2, 0, 2, 0]), log_scale=False), 4)
+    >>> round(
+    ...     log_ratio(np.array([0.0, 1, 0, 1, 0]), np.array([0.0, 2, 0, 2, 0]), log_scale=False),
+    ...     4,
+    ... )
     0.6931
     """
     sx = float(robust_sigma(increments(x, log_scale=log_scale)))

@@ -12,7 +12,10 @@ proxydiag's version.
 >>> _ = f.write_text("step,loss\\n1,0.5\\n")
 >>> a = source_digest(str(f), reader="csv", config="")
 >>> _ = f.write_text("step,loss\\n1,0.6\\n")
->>> a == source_digest(str(f), reader="csv", config=""), source_digest("runs:/abc", reader="m", config="")
+>>> (
+...     a == source_digest(str(f), reader="csv", config=""),
+...     source_digest("runs:/abc", reader="m", config=""),
+... )
 (False, None)
 """
 

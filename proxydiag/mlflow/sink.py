@@ -131,7 +131,8 @@ def diagnosis_fields(result: Mapping[str, Any]) -> tuple[dict[str, str], dict[st
     """Tags and metrics of a diagnosis ``to_dict()``.
 
     >>> diagnosis_fields({"label": "gradient_overflow", "onset_step": 120, "confidence": 0.9})[0]
-    {'proxydiag.label': 'gradient_overflow', 'proxydiag.onset_step': '120', 'proxydiag.confidence': '0.900'}
+    {'proxydiag.label': 'gradient_overflow', 'proxydiag.onset_step': '120',
+     'proxydiag.confidence': '0.900'}
     """
     onset = result.get("onset_step")
     tags = {
@@ -148,7 +149,9 @@ def comparison_fields(
     """Tags and metrics of a comparison ``to_dict()`` (``full_names``: the full runs' MLflow ids).
 
     >>> tags, metrics = comparison_fields(
-    ...     {"fidelity": 0.8, "verdict": "faithful", "metrics": {"grad_norm": {"score": 0.7}}}, ["a"])
+    ...     {"fidelity": 0.8, "verdict": "faithful", "metrics": {"grad_norm": {"score": 0.7}}},
+    ...     ["a"],
+    ... )
     >>> tags["proxydiag.verdict"], metrics
     ('faithful', {'proxydiag.fidelity': 0.8, 'proxydiag.fidelity.grad_norm': 0.7})
     """

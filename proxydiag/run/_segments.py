@@ -1,4 +1,5 @@
-"""Restarts and interleaving, by the rules of docs/formats.md#steps-restarts-and-interleaving (vectorised over the raw frame).
+"""Restarts and interleaving, by the rules of docs/formats.md#steps-restarts-and-interleaving
+(vectorised over the raw frame).
 
 Per key, a step lower than the key's previous step in the file starts a new *segment*;
 the later segment wins from its first step on (as TensorBoard's purge_orphaned_data does)

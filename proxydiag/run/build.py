@@ -1,4 +1,5 @@
-"""From a reader's raw frame to a :class:`~proxydiag.run.Run`: restarts, aliases, counters, metadata."""
+"""From a reader's raw frame to a :class:`~proxydiag.run.Run`: restarts, aliases, counters,
+metadata."""
 
 from __future__ import annotations
 

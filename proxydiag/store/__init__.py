@@ -166,7 +166,8 @@ class RunStore:
         with self.writing(), self.session() as con:
             con.execute(
                 "INSERT OR REPLACE INTO comparisons (key, proxy_run, full_runs, fidelity, verdict, "
-                "json, mlflow_synced, created_at, input_hash) VALUES (?, ?, ?, ?, ?, ?, false, ?, ?)",
+                "json, mlflow_synced, created_at, input_hash) "
+                "VALUES (?, ?, ?, ?, ?, ?, false, ?, ?)",
                 [
                     key,
                     comparison.proxy_run,

@@ -1,9 +1,10 @@
 """`write_corpus`: a labelled corpus of full and proxy runs in every format and naming.
 
 Layout: one directory per run (``<out>/<run name>/``) holding the format's files and a
-``proxydiag.json`` sidecar, and ``<out>/labels.json`` in the schema of docs/architecture.md#labelled-corpora-labelsjson.
-``labels.json`` is keyed by run name, which is also the sidecar's ``name`` (so ``Run.name``
-of the run read back); ``path`` is the run's directory relative to ``labels.json``.
+``proxydiag.json`` sidecar, and ``<out>/labels.json`` in the schema of
+docs/architecture.md#labelled-corpora-labelsjson. ``labels.json`` is keyed by run name, which is
+also the sidecar's ``name`` (so ``Run.name`` of the run read back); ``path`` is the run's directory
+relative to ``labels.json``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Injected faults: each variant adds its symptoms to an :class:`Effects` from its onset on.
 
-The onset is where the root cause begins (docs/architecture.md#json-contracts): the first overflowing or
-non-finite step, the first step of grad-norm growth, the mismatch jump, or the first step of
-a mismatch climb (not where it crosses a threshold).
+The onset is where the root cause begins (docs/architecture.md#json-contracts): the first
+overflowing or non-finite step, the first step of grad-norm growth, the mismatch jump, or the first
+step of a mismatch climb (not where it crosses a threshold).
 """
 
 from __future__ import annotations

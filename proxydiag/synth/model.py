@@ -17,8 +17,9 @@ from proxydiag.synth.loss_scaler import run_scaler
 from proxydiag.synth.noise import ar1_t
 
 #: rollout-vs-learner mismatch of a healthy run per precision:
-#: (prob diff mean, prob diff max, k3, |log p| diff mean, |log p| diff max, 1 - Pearson). bf16 ≈ 0.003 prob diff and
-#: fp16 several times less (docs/failures.md#precision-fault-rollout-vs-learner-mismatch).
+#: (prob diff mean, prob diff max, k3, |log p| diff mean, |log p| diff max, 1 - Pearson). bf16 ≈
+#: 0.003 prob diff and fp16 several times less
+#: (docs/failures.md#precision-fault-rollout-vs-learner-mismatch).
 MISMATCH_BASE = {
     "bf16": (0.003, 0.25, 3e-4, 0.02, 1.5, 7e-4),
     "fp16": (0.0008, 0.08, 3e-5, 0.006, 0.5, 1.5e-4),

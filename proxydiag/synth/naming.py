@@ -165,7 +165,10 @@ _RELATION_SHOWS: dict[str, frozenset[str]] = {
 def shows_relation(naming: str, relation: str, *, precision: str) -> bool:
     """Whether a proxy logged in ``naming`` can show its ``relation``'s pre-fault difference.
 
-    >>> shows_relation("deepspeed", "collapse", precision="fp16"), shows_relation("verl", "grads", precision="bf16")
+    >>> (
+    ...     shows_relation("deepspeed", "collapse", precision="fp16"),
+    ...     shows_relation("verl", "grads", precision="bf16"),
+    ... )
     (False, True)
     """
     needs = _RELATION_SHOWS.get(relation)

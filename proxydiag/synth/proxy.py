@@ -4,7 +4,8 @@ how a proxy relates to its full run's fault.
 A proxy keeps a fraction of the experts (50%, 25%, 12.5%: pruning level 1, 2, 3 doublings).
 Per level it reaches a lower reward ceiling, learns a little slower, has larger and noisier
 gradients (less fp16 headroom) and a slightly larger rollout mismatch — the differences a
-structure-preserving, clustering-based pruning leaves (docs/failures.md#the-setting-proxy-runs-of-rl-post-training).
+structure-preserving, clustering-based pruning leaves
+(docs/failures.md#the-setting-proxy-runs-of-rl-post-training).
 
 ==============  ================  ====================================================
 relation        pair ``why``       the proxy ...

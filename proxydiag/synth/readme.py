@@ -25,7 +25,8 @@ its metrics in one format (TensorBoard, MLflow file store, CSV, JSONL, Megatron 
 DeepSpeed console log) under one framework's key names, and a `proxydiag.json` sidecar
 (role, group, seed, experts kept, cost per step, precision). `labels.json` holds the ground
 truth of every run (`label`, `onset_step`, `variant`) and the proxy/full pairs
-(`faithful`, `why`) in the schema of proxydiag's docs/architecture.md. `lab/` (when present) holds real
+(`faithful`, `why`) in the schema of proxydiag's docs/architecture.md. `lab/` (when present) \
+holds real
 runs from `proxydiag lab` and is not generated.
 
 Try: `proxydiag diagnose sample_runs/divergence/divergence-full-s0` or `proxydiag demo`.

@@ -1,4 +1,5 @@
-"""`Alert`: what the watcher raises while a run is still going (JSON: ``watch_alert.schema.json``)."""
+"""`Alert`: what the watcher raises while a run is still going (JSON:
+``watch_alert.schema.json``)."""
 
 from __future__ import annotations
 

@@ -70,7 +70,10 @@ def point(
 
     >>> point("grad_norm", float("nan"), 1.0, nonfinite=("grad_norm",))
     'grad_norm is nan'
-    >>> point("loss_scale", 512.0, 1024.0, nonfinite=()), point("loss", 2.0, 2.1, nonfinite=("loss",))
+    >>> (
+    ...     point("loss_scale", 512.0, 1024.0, nonfinite=()),
+    ...     point("loss", 2.0, 2.1, nonfinite=("loss",)),
+    ... )
     ('loss_scale fell from 1024 to 512', None)
     """
     if metric in nonfinite and not math.isfinite(value):

@@ -43,7 +43,8 @@ def split_fields(
     ...     " iteration 3/ 9 | grad norm: 0.8 |"]})
     >>> rows = split_fields(f, sep=" | ", kv=":", keep=("line",))
     >>> rows.with_columns(pl.col("raw").str.strip_chars()).sort("line", maintain_order=True).rows()
-    [(1, 'lm loss', '2.5'), (1, 'grad norm', '1.0'), (2, 'lm loss', '2.4'), (2, 'grad norm', '0.9'), (3, 'grad norm', '0.8')]
+    [(1, 'lm loss', '2.5'), (1, 'grad norm', '1.0'), (2, 'lm loss', '2.4'), (2, 'grad norm', '0.9'),
+     (3, 'grad norm', '0.8')]
     >>> split_fields(f, sep=" | ", kv=":", keep=("line",), numbers=True).rows()[-1]
     (3, 'grad norm', 0.8)
     """

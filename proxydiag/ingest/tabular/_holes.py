@@ -96,7 +96,9 @@ def skipped_rows(columns: Sequence[pl.Series], n_rows: int) -> np.ndarray:
     >>> scale = pl.Series("loss-scale", [8.0, 8.0, None, 4.0, 4.0])
     >>> skipped_rows([scale], 5).tolist()
     [False, True, True, True, False]
-    >>> skipped_rows([pl.Series("skipped", [0, 1, 1, 0]), pl.Series("ds_skipped", [0, 0, 2, 2])], 4).tolist()
+    >>> skipped_rows(
+    ...     [pl.Series("skipped", [0, 1, 1, 0]), pl.Series("ds_skipped", [0, 0, 2, 2])], 4
+    ... ).tolist()
     [False, True, True, False]
     """
     marks = np.zeros(n_rows + 1, dtype=np.int64)  # +1 where a marked span starts, -1 past it

@@ -21,7 +21,8 @@ Damage and oddities, and what happens:
 * a column name given twice keeps both columns, the later one renamed ``name#2`` (warning);
 * blank lines, a UTF-8 BOM and Windows newlines are accepted.
 
-A directory of DeepSpeed ``csv_monitor`` files is one run (:mod:`proxydiag.ingest.tabular.csv_monitor`).
+A directory of DeepSpeed ``csv_monitor`` files is one run
+(:mod:`proxydiag.ingest.tabular.csv_monitor`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Parquet metric tables, wide (step + one column per metric) or long (step, key, value[, wall]).
 
-The same rules as the CSV reader apply (see :mod:`proxydiag.ingest.tabular._table`); Parquet is typed,
-so the usual problems are a step column of floats or strings and text in a metric column. A
+The same rules as the CSV reader apply (see :mod:`proxydiag.ingest.tabular._table`); Parquet is
+typed, so the usual problems are a step column of floats or strings and text in a metric column. A
 frame written by proxydiag's own store (the canonical schema) is read back as it is.
 """
 

@@ -1,8 +1,8 @@
 """Tail a TensorBoard logdir that grows: new event files, and records appended to open ones.
 
 Per event file the tail keeps the offset after the last complete record; each poll frames the
-bytes after it (:func:`proxydiag.ingest.tensorboard._records.frame`, every CRC checked), keeps the complete
-records, and leaves a record cut by the end of the file (still being written) for the next
+bytes after it (:func:`proxydiag.ingest.tensorboard._records.frame`, every CRC checked), keeps the
+complete records, and leaves a record cut by the end of the file (still being written) for the next
 tick. The complete records are decoded by the offline reader
 (:mod:`proxydiag.ingest.tensorboard`). Event files that appear later are picked up.
 """

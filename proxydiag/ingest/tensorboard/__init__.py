@@ -111,7 +111,8 @@ def _read_files(files: list[Path], *, name: str, source: Path, ctx: ReadContext)
             issues = [
                 (
                     "empty",
-                    f"{file}: no scalar points in this event file (empty, or only images/histograms/text)",
+                    f"{file}: no scalar points in this event file "
+                    "(empty, or only images/histograms/text)",
                 )
             ]
         for kind, message in issues:
@@ -144,7 +145,11 @@ def run_name(directory: Path) -> str:
     """A logdir's run name: its own, or its parent's when its own is generic (``tb``,
     ``runs``, ``logs``, ``tensorboard``...), going up until a name says something.
 
-    >>> run_name(Path("/exp/grpo-lr3e-3/runs")), run_name(Path("/exp/a/logs/tb")), run_name(Path("/x/y"))
+    >>> (
+    ...     run_name(Path("/exp/grpo-lr3e-3/runs")),
+    ...     run_name(Path("/exp/a/logs/tb")),
+    ...     run_name(Path("/x/y")),
+    ... )
     ('grpo-lr3e-3', 'a', 'y')
     """
     for d in (directory, *directory.parents):

@@ -57,10 +57,11 @@ class Decoded:
 
     Per value: ``step``, ``wall_time``, ``value`` (float64, NaN unless the kind is
     ``SIMPLE``/``TENSOR_F32``/``TENSOR_F64``), ``tag`` (an id, a row of ``tags``) and
-    ``kind``. ``tags`` is the tag table's ``info`` (columns in :mod:`~proxydiag.ingest.tensorboard._tags`);
-    ``python`` locates the ``PYTHON`` values (columns :data:`PY_VALUE` ... :data:`PY_INDEX`);
-    ``problems``/``n_problems`` the framing damage (see :class:`~proxydiag.ingest.tensorboard._records.Framing`);
-    ``first_wall_time`` is the first intact record's (inf: none).
+    ``kind``. ``tags`` is the tag table's ``info`` (columns in
+    :mod:`~proxydiag.ingest.tensorboard._tags`); ``python`` locates the ``PYTHON`` values (columns
+    :data:`PY_VALUE` ... :data:`PY_INDEX`); ``problems``/``n_problems`` the framing damage (see
+    :class:`~proxydiag.ingest.tensorboard._records.Framing`); ``first_wall_time`` is the first
+    intact record's (inf: none).
     """
 
     step: np.ndarray
@@ -222,8 +223,8 @@ def _run(
     """Scan the records of ``data`` from ``pos`` on, into the arrays, until the end or a record
     that needs more room than they have: ``(pos, values, scratch)``, where to go on and, for
     the record there, how many values it holds or how many walker scratch rows it needs
-    (0, 0: the end). The arrays are borrowed (:func:`~proxydiag.ingest.tensorboard._jit.borrowed`) and
-    never replaced, so the helpers called per record count no references."""
+    (0, 0: the end). The arrays are borrowed (:func:`~proxydiag.ingest.tensorboard._jit.borrowed`)
+    and never replaced, so the helpers called per record count no references."""
     buf, slots, info, problems = (
         borrowed(data),
         borrowed(table[0]),

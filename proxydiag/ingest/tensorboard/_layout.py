@@ -28,7 +28,8 @@ def match(
     buf: np.ndarray, p: int, end: int
 ) -> tuple[int, int, int, np.int64, float, float]:  # pragma: no cover
     """``(kind, tag start, tag length, step, wall_time, value)`` of the record ``buf[p:end]``
-    if it has the template's layout, else kind :data:`~proxydiag.ingest.tensorboard._wire.NO_MATCH`."""
+    if it has the template's layout, else kind
+    :data:`~proxydiag.ingest.tensorboard._wire.NO_MATCH`."""
     if end - p < 18 or at(buf, p) != 0x09 or at(buf, p + 9) != 0x10:
         return NO_MATCH, 0, 0, np.int64(0), 0.0, 0.0
     v = np.uint64(0)

@@ -10,8 +10,8 @@ offset, and what damage it stepped over:
 - a record cut by the end of the file (a job killed mid-write, a file still being written)
   ends the read there.
 
-The decoder (:mod:`~proxydiag.ingest.tensorboard._decode`) calls it record by record, so framing, CRC
-and decoding are one pass over the file; :func:`frame` lists every record (the protobuf route).
+The decoder (:mod:`~proxydiag.ingest.tensorboard._decode`) calls it record by record, so framing,
+CRC and decoding are one pass over the file; :func:`frame` lists every record (the protobuf route).
 """
 
 from __future__ import annotations
@@ -143,7 +143,16 @@ def describe(kind: int, offset: int, detail: int, *, path: str) -> str:
     if kind == DATA_CRC:
         return f"{at}: CRC mismatch in a record of {detail} bytes; record skipped"
     if kind == TRUNCATED:
-        return f"{at}: file ends inside a record ({detail} bytes left; truncated or still being written); read up to here"
+        return (
+            f"{at}: file ends inside a record ({detail} bytes left; "
+            "truncated or still being written); read up to here"
+        )
     if detail < 0:
-        return f"{at}: corrupt record header (length CRC mismatch) and no intact record after it; the rest of the file ({path}) is ignored"
-    return f"{at}: corrupt record header or garbage ({detail - offset} bytes); skipped to the next intact record at {path}@{detail}"
+        return (
+            f"{at}: corrupt record header (length CRC mismatch) and no intact record after it; "
+            f"the rest of the file ({path}) is ignored"
+        )
+    return (
+        f"{at}: corrupt record header or garbage ({detail - offset} bytes); "
+        f"skipped to the next intact record at {path}@{detail}"
+    )

@@ -8,8 +8,8 @@ full; :func:`room` and :func:`grown` let the scan grow it between records.
 
 ``info`` holds one row per tag (columns :data:`OFF` ... :data:`HASH`): where its bytes lie
 in the buffer, and the record, position in the ``Summary`` and kind of its *first* value
-(a tag's first value decides whether it is a scalar, see :mod:`~proxydiag.ingest.tensorboard._proto`),
-and its hash.
+(a tag's first value decides whether it is a scalar, see
+:mod:`~proxydiag.ingest.tensorboard._proto`), and its hash.
 """
 
 from __future__ import annotations

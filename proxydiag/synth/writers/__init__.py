@@ -1,8 +1,8 @@
 """Writers: one module per format; each writes one run into its own directory.
 
 A writer satisfies :class:`Writer`: ``write(run_dir, sr, *, naming, log_interval) -> Path``
-(the file or directory a reader should be pointed at), listed by format in :data:`WRITERS`. Which namings a format takes is in
-:mod:`proxydiag.synth.naming`.
+(the file or directory a reader should be pointed at), listed by format in :data:`WRITERS`. Which
+namings a format takes is in :mod:`proxydiag.synth.naming`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""DeepSpeed-Chat PPO console log (step 3 of DeepSpeed-Chat), as in the public DeepSpeed-Chat logs (docs/formats.md#deepspeed-chat).
+"""DeepSpeed-Chat PPO console log (step 3 of DeepSpeed-Chat), as in the public DeepSpeed-Chat logs
+(docs/formats.md#deepspeed-chat).
 
 Per step: the fp16 scaler's ``[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss
 scale: X, reducing to Y`` line (or ``..., but hysteresis is H. Reducing hysteresis to H-1``)

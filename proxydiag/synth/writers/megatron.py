@@ -1,12 +1,12 @@
 """Megatron-LM console log: one ``training_log`` iteration line per log interval.
 
-As ``megatron/training/training.py::training_log`` prints it (docs/formats.md#megatron-lm-and-megatron-deepspeed):
-timestamp, ``iteration``, ``consumed samples``, ``elapsed time per iteration (ms)`` (the
-interval's mean), ``learning rate``, ``global batch size``, ``lm loss`` (mean over the
-interval's applied iterations; omitted when NaN, as Megatron prints a loss only if
-``avg >= 0``), ``loss scale``, ``grad norm`` (omitted on a skipped fp16 iteration, where
-Megatron has none; ``nan``/``inf`` when non-finite), and the interval's counts of skipped
-and NaN iterations. bf16 runs print ``loss scale: 1.0``.
+As ``megatron/training/training.py::training_log`` prints it
+(docs/formats.md#megatron-lm-and-megatron-deepspeed): timestamp, ``iteration``,
+``consumed samples``, ``elapsed time per iteration (ms)`` (the interval's mean), ``learning rate``,
+``global batch size``, ``lm loss`` (mean over the interval's applied iterations; omitted when NaN,
+as Megatron prints a loss only if ``avg >= 0``), ``loss scale``, ``grad norm`` (omitted on a skipped
+fp16 iteration, where Megatron has none; ``nan``/``inf`` when non-finite), and the interval's counts
+of skipped and NaN iterations. bf16 runs print ``loss scale: 1.0``.
 
 The console log carries no RL metrics: the loss it prints is the token NLL of the sampled
 responses (:mod:`proxydiag.synth.model`), and no rollout mismatch, so precision faults are

@@ -44,7 +44,8 @@ _NUM = r"([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|inf|nan))"
 _PIPE = rf"steps: (\d+) loss: {_NUM}.*?iter time \(s\): {_NUM} samples/sec: {_NUM}"
 _FAMILIES: dict[str, str] = {
     "ds_rank0": (
-        rf"(?:OVERFLOW! Rank (\d+) Skipping step\.|fp16 dynamic loss scale overflow! Skipping step\."
+        rf"(?:OVERFLOW! Rank (\d+) Skipping step\."
+        rf"|fp16 dynamic loss scale overflow! Skipping step\."
         rf"|Overflow detected\. Skipping step\.)(?: Attempted loss scale: {_NUM}"
         rf"(?:, reducing to {_NUM}|, but hysteresis))?"
     ),

@@ -35,7 +35,10 @@ _JSON_PAIR = r"\"([^\"]+)\":\s*(\"[^\"]*\"|[^,}\s]+)"
 _SIMPLE = r"^epoch \d+:\s+\d+ / \d+ (.*)$"
 _SIMPLE_PAIR = r"([\w\-/]+)=([^,\s]+)"
 _MINIMUM = r"(Minimum loss scale reached)"
-_OVERFLOW = r"(?:gradient overflow detected, ignoring gradient, setting loss scale to:|AMP: overflow detected, setting scale to to)\s*(\S+)"
+_OVERFLOW = (
+    r"(?:gradient overflow detected, ignoring gradient, setting loss scale to:"
+    r"|AMP: overflow detected, setting scale to to)\s*(\S+)"
+)
 
 
 def extract(chunk: rec.Chunk) -> rec.Extract:
@@ -86,7 +89,8 @@ def _with_steps(chunk: rec.Chunk, rows: pl.DataFrame) -> pl.DataFrame:
     if missing.height:
         warnings.warn(
             IngestWarning(
-                f"{where(chunk.path, int(missing['line'][0]))}: {missing['line'].n_unique()} fairseq "
+                f"{where(chunk.path, int(missing['line'][0]))}: "
+                f"{missing['line'].n_unique()} fairseq "
                 "log line(s) without num_updates; skipped"
             ),
             stacklevel=3,

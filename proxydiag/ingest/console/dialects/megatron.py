@@ -1,7 +1,7 @@
 """Megatron-LM / Megatron-DeepSpeed ``training_log`` iteration and validation lines.
 
-Every historical variant (docs/formats.md#megatron-lm-and-megatron-deepspeed): with or without the leading
-``[%Y-%m-%d %H:%M:%S(.%f)]`` timestamp, ``learning rate: {:.3E}`` or ``{:.6E}``, the
+Every historical variant (docs/formats.md#megatron-lm-and-megatron-deepspeed): with or without the
+leading ``[%Y-%m-%d %H:%M:%S(.%f)]`` timestamp, ``learning rate: {:.3E}`` or ``{:.6E}``, the
 BigScience launcher prefix ``[default7]:``, ``elapsed time per iteration (s)`` or ``(ms)``,
 ``consumed tokens``, MoE loss keys, ``number of skipped/nan iterations``. Fields are split
 on ``" | "`` and ``key: value``, so unknown fields are read too. Keys are kept as printed

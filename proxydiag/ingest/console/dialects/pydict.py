@@ -141,7 +141,8 @@ def _literal_rows(chunk: Chunk, found: list[tuple[Any, ...]]) -> dict[str, list[
     if bad:
         warnings.warn(
             IngestWarning(
-                f"{where(chunk.path, bad[0])}: {len(bad)} dict line(s) are not Python literals; skipped"
+                f"{where(chunk.path, bad[0])}: {len(bad)} dict line(s) are not Python literals; "
+                "skipped"
             ),
             stacklevel=3,
         )
