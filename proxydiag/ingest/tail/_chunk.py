@@ -39,3 +39,12 @@ def decode(data: bytes, *, reader: Reader, filename: str, ctx: ReadContext) -> R
         rows.extend(steps_of(run))
     rows.sort(key=lambda r: r[0])
     return rows
+
+
+def vanished(path: Path, missing: bool) -> bool:
+    """A tailed ``path`` is gone: warn the first time (``missing`` false), then stay quiet until
+    it returns. Returns the new ``missing`` flag (always true); the warning points at the
+    caller of the tail method that noticed (``stacklevel`` counts this helper)."""
+    if not missing:
+        warnings.warn(IngestWarning(f"{path}: vanished; waiting for it to return"), stacklevel=3)
+    return True

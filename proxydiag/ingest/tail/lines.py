@@ -11,15 +11,13 @@ warning and the tail waits for it to come back.
 from __future__ import annotations
 
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proxydiag.errors import IngestWarning
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.contract import Reader
-from proxydiag.ingest.tail._chunk import Rows, decode
+from proxydiag.ingest.tail._chunk import Rows, decode, vanished
 
 #: bytes read per poll at most (a huge backlog is read over several ticks)
 MAX_BYTES = 64 * 2**20
@@ -46,11 +44,7 @@ class LineTail:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            if not self.missing:
-                warnings.warn(
-                    IngestWarning(f"{self.path}: vanished; waiting for it to return"), stacklevel=2
-                )
-            self.missing = True
+            self.missing = vanished(self.path, self.missing)
             return []
         self.missing = False
         if self.inode is not None and (st.st_ino != self.inode or st.st_size < self.offset):

@@ -15,16 +15,14 @@ where the last poll stopped, complete lines only, with the offline reader's line
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proxydiag.errors import IngestWarning
 from proxydiag.ingest.mlflow import _metricfiles as metricfiles
 from proxydiag.ingest.mlflow import rest
 from proxydiag.ingest.mlflow._meta import OWN_PREFIX, SQL_INF
-from proxydiag.ingest.tail._chunk import Rows
+from proxydiag.ingest.tail._chunk import Rows, vanished
 
 #: steps asked per history request (the bulk-interval endpoint returns at most 2,500 points
 #: per run, down-sampled above that: ``mlflow/server/handlers.py`` ``MAX_RESULTS_PER_RUN``)
@@ -115,11 +113,7 @@ class MlflowFileTail:
 
     def poll(self) -> Rows:
         if not (self.path / "metrics").is_dir():
-            if not self.missing:
-                warnings.warn(
-                    IngestWarning(f"{self.path}: vanished; waiting for it to return"), stacklevel=2
-                )
-            self.missing = True
+            self.missing = vanished(self.path, self.missing)
             return []
         self.missing = False
         self.status = _file_status(self.path / "meta.yaml")

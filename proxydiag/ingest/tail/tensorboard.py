@@ -39,11 +39,7 @@ class TensorBoardTail:
         if self.path.is_file():
             return [self.path]
         if not self.path.is_dir():
-            if not self.missing:
-                warnings.warn(
-                    IngestWarning(f"{self.path}: vanished; waiting for it to return"), stacklevel=2
-                )
-            self.missing = True
+            self.missing = vanished(self.path, self.missing)
             return []
         self.missing = False
         return sorted(p for p in self.path.iterdir() if MARK in p.name and p.is_file())
