@@ -9,17 +9,15 @@ tick. The complete records are decoded by the offline reader
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from proxydiag.errors import IngestWarning
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest import tensorboard as tb  # the reader module
-from proxydiag.ingest.tail._chunk import Rows, decode
+from proxydiag.ingest.tail._chunk import Rows, decode, vanished
 from proxydiag.ingest.tensorboard._records import frame
 
 #: the part of an event file's name that marks it (``events.out.tfevents.*``)
