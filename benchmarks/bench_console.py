@@ -27,7 +27,8 @@ from pathlib import Path
 from benchmarks.common import Context, Peak, Row, alternate, peak_rss_mb
 
 MEGATRON = (
-    "[2024-05-01 10:{m:02d}:{s:02d}.123456] iteration {i:8d}/ 1000000 | consumed samples: {cs:12d} | "
+    "[2024-05-01 10:{m:02d}:{s:02d}.123456] iteration {i:8d}/ 1000000 | "
+    "consumed samples: {cs:12d} | "
     "elapsed time per iteration (ms): {t:.1f} | throughput per GPU (TFLOP/s/GPU): 180.3 | "
     "learning rate: {lr:.6E} | global batch size:   512 | lm loss: {loss:.6E} | "
     "loss scale: 65536.0 | grad norm: {gn:.3f} | num zeros: 0 | params norm: 1234.567 | "
@@ -78,7 +79,9 @@ def run(ctx: Context) -> list[Row]:
         cpu: dict[str, float] = {}
         times = alternate(tools, repeat=ctx.repeat, cpu=cpu)
         notes = {
-            "proxydiag": "lines/s; file -> canonical Run (incl. build_run: restarts, aliases, sort)",
+            "proxydiag": (
+                "lines/s; file -> canonical Run (incl. build_run: restarts, aliases, sort)"
+            ),
             "proxydiag parse only": "lines/s; file -> raw frame (steps, overflows resolved)",
             "python re loop": "lines/s; numbers into Python lists only",
         }

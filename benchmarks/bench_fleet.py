@@ -172,7 +172,8 @@ def run(ctx: Context) -> list[Row]:
             [float(many["seconds"])],
             points=int(many["points"]),
             peak_mb=float(many["peak_mb"]),
-            note=f"runs() {float(many['list_s']):.2f} s, scan() of all {float(many['scan_s']):.2f} s, "
+            note=f"runs() {float(many['list_s']):.2f} s, "
+            f"scan() of all {float(many['scan_s']):.2f} s, "
             f"store {int(many['size']) / 1e6:,.1f} MB",
         )
     )

@@ -8,7 +8,8 @@ executor: wall time, the speed-up against one worker, the driver's peak RSS (abo
 imports; Ray's object store and workers are other processes), and the driver's own time in
 the store (Parquet write + catalog, serial by design: what no cluster divides). Ray's
 overhead per task is timed on 2,000 trivial tasks once its workers are up, as is the local
-pool's; Ray's start-up (with its workers') is reported on its own. The numbers feed docs/fleet.md's projection.
+pool's; Ray's start-up (with its workers') is reported on its own. The numbers feed
+docs/fleet.md's projection.
 """
 
 from __future__ import annotations

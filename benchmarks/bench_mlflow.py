@@ -6,7 +6,8 @@ Inputs (generated, cached under ``benchmarks/.cache``): one run of 50 keys × 20
 - a sqlite store: MLflow creates the store, experiment and run (``MlflowClient``); the metric
   rows are bulk-inserted with ``sqlite3`` in MLflow's own encoding (NaN as ``is_nan``, ±inf as
   ±1.7976931348623157e308, plus ``latest_metrics``) because logging 10^6 points through the
-  client takes minutes. ``tests/ingest/mlflow/test_mlflow_sql.py`` checks the reader on client-written rows.
+  client takes minutes. ``tests/ingest/mlflow/test_mlflow_sql.py`` checks the reader on
+  client-written rows.
 - a file store: MLflow creates the run folder; the metric files are written in MLflow's
   ``"<ts> <value> <step>"`` line format.
 - a tracking server (``mlflow server`` with its default workers, on a copy of a sqlite store

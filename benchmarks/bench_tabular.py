@@ -7,7 +7,8 @@ Rows per format: ``polars alone`` (``read_csv`` / ``read_ndjson`` / ``read_parqu
 canonical frame), the reader's raw frame only, and ``canonical frame floor``: polars' read
 plus the least work any reader must do to hand over the canonical frame (polars' own unpivot
 of a wide file, whose key column also serves as the metric column; a stable sort by key for a
-long one; no checks, no aliases). Target: proxydiag within 1.5× of polars; the floor row shows how close that can be.
+long one; no checks, no aliases). Target: proxydiag within 1.5× of polars; the floor row shows
+how close that can be.
 The JSONL file is veRL's file-logger shape with ``null`` for non-finite values (the token path).
 ``late jsonl`` is the same file with two validation keys every 100 steps from step 5,000 on, as
 veRL logs them: polars' default read infers its schema from the first 100 records and drops

@@ -86,10 +86,13 @@ def _loader(path: Path) -> Callable[[], int]:
 
 _MEMORY = {
     "proxydiag": "run = proxydiag.read_run(Path({p!r}))",
-    "tbparse": "from tbparse import SummaryReader; getattr(SummaryReader(str(Path({p!r}).parent)), {a!r})",
+    "tbparse": (
+        "from tbparse import SummaryReader; getattr(SummaryReader(str(Path({p!r}).parent)), {a!r})"
+    ),
     "EventAccumulator-simple_value": (
         "from tensorboard.backend.event_processing import event_accumulator as ea\n"
-        "acc = ea.EventAccumulator({p!r}, size_guidance={{ea.SCALARS: 0, ea.TENSORS: 0}}); acc.Reload()"
+        "acc = ea.EventAccumulator({p!r}, size_guidance={{ea.SCALARS: 0, ea.TENSORS: 0}}); "
+        "acc.Reload()"
     ),
     "EventAccumulator-tensor_f32": (
         "from tensorboard.backend.event_processing import plugin_event_accumulator as pea\n"

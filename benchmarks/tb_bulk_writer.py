@@ -8,7 +8,8 @@ The layouts are the ones the real writers produce (protobuf serialises fields in
 order): ``simple_value`` (tensorboardX / torch ``add_scalar``), or a scalar tensor with
 ``float_val`` (torch ``new_style=True``) or ``double_val`` (``double_precision=True``) and
 ``scalars`` plugin metadata on every event (torch) or only the first of a tag (TF2).
-``tests/ingest/tensorboard/test_tensorboard_writer.py`` checks the output against TensorBoard's own loader.
+``tests/ingest/tensorboard/test_tensorboard_writer.py`` checks the output against TensorBoard's
+own loader.
 """
 
 from __future__ import annotations
@@ -75,7 +76,8 @@ def write_scalars(
     form: Form = "simple",
     metadata: Literal["every", "first"] = "every",
 ) -> Path:
-    """Write ``values[i, j]`` (step ``steps[i]``, tag ``tags[j]``) step-major, as real loggers do."""
+    """Write ``values[i, j]`` (step ``steps[i]``, tag ``tags[j]``) step-major, as real loggers
+    do."""
     path = Path(path)
     n_steps, n_tags = values.shape
     dtype = "<f4" if form != "tensor_f64" else "<f8"

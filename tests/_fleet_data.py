@@ -1,4 +1,5 @@
-"""A fleet for the dashboard tests: a real :class:`RunStore` in a directory, filled with real runs."""
+"""A fleet for the dashboard tests: a real :class:`RunStore` in a directory, filled with real
+runs."""
 
 from __future__ import annotations
 

@@ -111,7 +111,10 @@ def make_diagnosis(run: Run, *, onset: int | None, evidence_extra: str = "") -> 
             None,
             "critical",
             0.9,
-            f"grad_norm grows x12 over {run.last_step - onset} steps, no reversion {evidence_extra}",
+            (
+                f"grad_norm grows x12 over {run.last_step - onset} steps, "
+                f"no reversion {evidence_extra}"
+            ),
         ),
         Event("reward_collapse", "reward", onset + 60, None, "warning", 0.7, "reward 0.78 -> 0.05"),
         Event(

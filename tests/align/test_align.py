@@ -1,4 +1,5 @@
-"""Alignment: axes, resampling at the analysis resolution, the grid, registration, the noise baseline."""
+"""Alignment: axes, resampling at the analysis resolution, the grid, registration, the noise
+baseline."""
 
 from __future__ import annotations
 

@@ -22,7 +22,8 @@ def sources(tmp_path: Path) -> dict[str, Path]:
     good.write_text("step,actor/grad_norm,loss\n1,0.5,2.0\n2,nan,1.5\n3,inf,1.25\n")
     other = tmp_path / "verl.jsonl"
     other.write_text(
-        '{"step": 1, "data": {"actor/pg_loss": 0.1}}\n{"step": 2, "data": {"actor/pg_loss": null}}\n'
+        '{"step": 1, "data": {"actor/pg_loss": 0.1}}\n'
+        '{"step": 2, "data": {"actor/pg_loss": null}}\n'
     )
     bad = tmp_path / "bad.csv"
     bad.write_text("step,loss\n1,0.5\n2,abc\n")

@@ -135,7 +135,8 @@ def test_hook_never_goes_through_a_shell(tmp_path: Path, text: str) -> None:
 
     out = tmp_path / "env.txt"
     run_hook(
-        f"{sys.executable} -c \"import os; open({str(out)!r},'w').write(os.environ['PROXYDIAG_NAME'])\"",
+        f'{sys.executable} -c "import os; '
+        f"open({str(out)!r},'w').write(os.environ['PROXYDIAG_NAME'])\"",
         Alert("r", text, "loss_divergence", 1, 2, 0.5),
     )
     assert out.read_text() == text

@@ -1,8 +1,8 @@
 """The fp16 loss scaler's start-up calibration: one rule (``scaler.calibration_end``) for the
 scaler's skip counts and for non-finite gradient norms, pinned on small hand-made series.
 
-A dynamic scaler starts at 2^16 and halves on overflow steps until it settles: those first
-overflows are calibration, not a fault (docs/failures.md#benign-look-alikes, the DeepSpeed-Chat logs). A run
+A dynamic scaler starts at 2^16 and halves on overflow steps until it settles: those first overflows
+are calibration, not a fault (docs/failures.md#benign-look-alikes, the DeepSpeed-Chat logs). A run
 that overflows continuously from its start never settled: a fault from the first step.
 """
 

@@ -131,17 +131,20 @@ def test_deepspeed_every_overflow_spelling_counts_once(tmp_path: Path) -> None:
             "hysteresis is 2. Reducing hysteresis to 1"
         )
         + _ds(
-            "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768"
+            "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: "
+            "65536, reducing to 32768"
         )
         + _ds(
-            "[deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 32768.0, reducing to 16384.0"
+            "[deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: "
+            "32768.0, reducing to 16384.0"
         )
         + _ds(
             "[deepspeed] fp16 dynamic loss scale overflow! Skipping step. Attempted loss scale: "
             "16384.0, reducing to 8192.0"
         )
         + _ds(
-            "[Rank 0] Overflow detected. Skipping step. Attempted loss scale: 8192.0, reducing to 4096.0"
+            "[Rank 0] Overflow detected. Skipping step. Attempted loss scale: "
+            "8192.0, reducing to 4096.0"
         )
         + _step(10, 5)
         + _ds("Consecutive hysteresis is enabled. Restoring hysteresis to 2")
@@ -201,7 +204,8 @@ def test_minimum_loss_scale_is_an_event(tmp_path: Path) -> None:
 
 def test_deepspeed_timer_and_pipeline_lines(tmp_path: Path) -> None:
     text = (
-        "[2023-04-18 01:46:59,171] [INFO] [timer.py:199:stop] epoch=0/micro_step=10/global_step=10, "
+        "[2023-04-18 01:46:59,171] [INFO] [timer.py:199:stop] "
+        "epoch=0/micro_step=10/global_step=10, "
         "RunningAvgSamplesPerSec=173.4455644119137, CurrSamplesPerSec=171.97903593624417, "
         "MemAllocated=3.96GB, MaxMemAllocated=22.95GB\n"
         "steps: 100 loss: 2.3456 iter time (s): 0.512 samples/sec: 125.000\n"
@@ -231,7 +235,8 @@ def test_interleaved_engines_are_suffixed(tmp_path: Path) -> None:
 # --- DeepSpeed-Chat ---------------------------------------------------------------------------
 
 PPO = (
-    "epoch: 0|step: 0|ppo_ep: 1|act_loss: 0.2099609375|cri_loss: 0.12042236328125|unsuper_loss: 0.0\n"
+    "epoch: 0|step: 0|ppo_ep: 1|act_loss: 0.2099609375|cri_loss: 0.12042236328125|"
+    "unsuper_loss: 0.0\n"
     "average reward score: -0.67919921875\n"
     "-------------------------------------------------------------------------------------\n"
     "|E2E latency=7.99s |Gather latency=0.00s (0.00%) |Generate time=5.26s (65.81%) |Training "
@@ -257,7 +262,8 @@ def test_dschat_sft_and_reward_model_evaluations(tmp_path: Path) -> None:
         + _step(10, 0)
         + _step(20, 0)
         + "***** Evaluating perplexity, Epoch 1/16 *****\nppl: 2.0179834365844727\n"
-        "chosen_last_scores (higher is better) : 2.8115079402923584, acc (higher is better) : 0.49\n"
+        "chosen_last_scores (higher is better) : 2.8115079402923584, "
+        "acc (higher is better) : 0.49\n"
         "Epoch 1/1 with loss 0.6731\nStep at 4 with Perplexity: nan\n"
     )
     parsed = _parse(tmp_path, text)
@@ -280,7 +286,8 @@ FAIRSEQ = (
     '2021-03-01 10:00:03 | INFO | valid | {"epoch": 1, "valid_loss": "9.1", "valid_ppl": "548.75", '
     '"valid_num_updates": "200"}\n'
     "epoch 001:    300 / 1234 loss=9.2, nll_loss=9.0, num_updates=300\n"
-    "2021-03-01 10:00:04 | INFO | fairseq.trainer | AMP: overflow detected, setting scale to to 32.0\n"
+    "2021-03-01 10:00:04 | INFO | fairseq.trainer | AMP: overflow detected, "
+    "setting scale to to 32.0\n"
     '2021-03-01 10:00:05 | INFO | train_inner | {"epoch": 1, "loss": "9.0", "num_updates": "400"}\n'
     "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding.\n"
 )

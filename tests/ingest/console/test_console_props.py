@@ -25,15 +25,18 @@ SEEDS = [
     "(ms): 1354.9 | learning rate: 3.750E-05 | lm loss: 1.203115E+01 | loss scale: 32768.0 | "
     "number of skipped iterations:   8 | number of nan iterations:   0 |",
     "[2023-04-18 01:46:52,554] [INFO] [loss_scaler.py:188:update_scale] [deepspeed] OVERFLOW! "
-    "Rank 0 Skipping step. Attempted loss scale: 65536, but hysteresis is 2. Reducing hysteresis to 1",
+    "Rank 0 Skipping step. Attempted loss scale: 65536, but hysteresis is 2. "
+    "Reducing hysteresis to 1",
     "[2023-04-18 01:46:59,142] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=6, "
     "lr=[9.649992967150629e-06, 9.649992967150629e-06], mom=[(0.9, 0.95), (0.9, 0.95)]",
     "Grad overflow on iteration 0",
     "[2025-01-02 15:47:32,712] [INFO] [fused_optimizer.py:393:_update_scale] Reducing dynamic "
     "loss scale from 65536 to 32768.0",
-    "epoch: 0|step: 0|ppo_ep: 1|act_loss: 0.2099609375|cri_loss: 0.12042236328125|unsuper_loss: 0.0",
+    "epoch: 0|step: 0|ppo_ep: 1|act_loss: 0.2099609375|cri_loss: 0.12042236328125|"
+    "unsuper_loss: 0.0",
     "average reward score: -0.67919921875",
-    "|E2E latency=7.99s |Gather latency=0.00s (0.00%) |CurSamplesPerSec=8.01 |AvgSamplesPerSec=8.01",
+    "|E2E latency=7.99s |Gather latency=0.00s (0.00%) "
+    "|CurSamplesPerSec=8.01 |AvgSamplesPerSec=8.01",
     '2021-03-01 10:00:00 | INFO | train_inner | {"epoch": 1, "loss": "9.82", "num_updates": "100"}',
     "NOTE: gradient overflow detected, ignoring gradient, setting loss scale to: 64.0",
     "step:3 - actor/pg_loss:np.float64(0.012) - critic/score/mean:0.5",

@@ -199,9 +199,9 @@ def test_garbage_between_records_and_broken_length(tmp_path: Path) -> None:
         warnings.simplefilter("always")
         run = read_run(path)
     messages = [str(w.message) for w in caught if issubclass(w.category, IngestWarning)]
-    assert (
-        messages[0]
-        == f"{path}@{offs[2]}: corrupt record header or garbage (27 bytes); skipped to the next intact record at {path}@{offs[2] + 27}"
+    assert messages[0] == (
+        f"{path}@{offs[2]}: corrupt record header or garbage (27 bytes); "
+        f"skipped to the next intact record at {path}@{offs[2] + 27}"
     )
     assert "corrupt record header" in messages[1]
     assert run.series("loss")[0].tolist() == [0, 1, 2, 3, 5]

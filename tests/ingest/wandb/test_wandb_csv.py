@@ -17,7 +17,8 @@ from proxydiag.ingest.wandb import export_csv as wandb_csv
 
 EXPORT = (
     '"Step","full - seed 1 - actor/grad_norm","full - seed 1 - actor/grad_norm__MIN",'
-    '"full - seed 1 - actor/grad_norm__MAX","proxy-25 - actor/grad_norm","proxy-25 - critic/score/mean"\n'
+    '"full - seed 1 - actor/grad_norm__MAX","proxy-25 - actor/grad_norm",'
+    '"proxy-25 - critic/score/mean"\n'
     "0,1.5,1.4,1.6,2.5,0.1\n"
     "1,NaN,NaN,NaN,,0.2\n"
     "2,Infinity,1,Infinity,-Infinity,\n"

@@ -1,4 +1,5 @@
-"""Write the hand-made seed inputs of this regression folder (run: python tests/regressions/tensorboard/make_inputs.py).
+"""Write the hand-made seed inputs of this regression folder (run: python
+tests/regressions/tensorboard/make_inputs.py).
 
 Inputs that the fuzz tests find are added here as ``<what>.bin`` files together with their
 expected outcome in ``tests/ingest/tensorboard/test_tensorboard_fuzz.py::EXPECTED``.
