@@ -23,7 +23,7 @@ the data (a column with an empty header, ``Unnamed: 0``, ``__index_level_0__``, 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,7 +32,10 @@ import numpy as np
 import polars as pl
 
 from proxydiag.errors import IngestError
-from proxydiag.run.wide import Wide
+from proxydiag.metrics import AliasTable
+from proxydiag.run import Run
+from proxydiag.run.sidecar import sidecar_for
+from proxydiag.run.wide import Wide, build_table
 
 #: step column names, in order of preference (matched case-insensitively)
 STEP_NAMES = (
@@ -96,6 +99,29 @@ class Notes:
         if self.renamed_columns:
             out["renamed_columns"] = self.renamed_columns
         return out
+
+
+def file_run(
+    table: pl.DataFrame | Wide,
+    notes: Notes,
+    path: Path,
+    *,
+    fmt: str,
+    aliases: AliasTable | None,
+    attrs: Mapping[str, Any] | None = None,
+) -> Run:
+    """The run of one tabular file: named after it, its sidecar beside it, ``notes.attrs()``
+    (or ``attrs``, when the reader added to them) as its attrs."""
+    return build_table(
+        table,
+        name=path.stem,
+        source=path,
+        fmt=fmt,
+        aliases=aliases,
+        attrs=notes.attrs() if attrs is None else attrs,
+        sidecar=sidecar_for(path),
+        monotonic=notes.monotonic,
+    )
 
 
 def find_column(columns: Sequence[str], names: Sequence[str]) -> str | None:

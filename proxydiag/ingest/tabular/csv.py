@@ -43,8 +43,7 @@ from proxydiag.ingest import ReadContext
 from proxydiag.ingest.tabular import _bytes, _holes, csv_monitor
 from proxydiag.ingest.tabular import _table as tabular
 from proxydiag.run import Run
-from proxydiag.run.sidecar import sidecar_for
-from proxydiag.run.wide import Wide, build_table
+from proxydiag.run.wide import Wide
 
 NAME = "csv"
 SUFFIXES = (".csv", ".tsv")
@@ -76,18 +75,8 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     if path.is_dir():
         return [csv_monitor.read(path, ctx)]
     table, notes = read_any(path)
-    return [
-        build_table(
-            table,
-            name=path.stem,
-            source=path,
-            fmt="csv" if _separator(path, b"") == "," else "tsv",
-            aliases=ctx.aliases,
-            attrs=notes.attrs(),
-            sidecar=sidecar_for(path),
-            monotonic=notes.monotonic,
-        )
-    ]
+    fmt = "csv" if _separator(path, b"") == "," else "tsv"
+    return [tabular.file_run(table, notes, path, fmt=fmt, aliases=ctx.aliases)]
 
 
 def read_table(

@@ -28,8 +28,7 @@ from proxydiag.ingest.tabular import _bytes
 from proxydiag.ingest.tabular import _table as tabular
 from proxydiag.ingest.tabular._jsonl_fast import fast_frame, flatten_record
 from proxydiag.run import Run
-from proxydiag.run.sidecar import sidecar_for
-from proxydiag.run.wide import Wide, build_table
+from proxydiag.run.wide import Wide
 
 NAME = "jsonl"
 SUFFIXES = (".jsonl", ".ndjson")
@@ -86,18 +85,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     attrs = notes.attrs()
     if verl:
         attrs["framework"] = "verl"
-    return [
-        build_table(
-            table,
-            name=path.stem,
-            source=path,
-            fmt=FORMAT,
-            aliases=ctx.aliases,
-            attrs=attrs,
-            sidecar=sidecar_for(path),
-            monotonic=notes.monotonic,
-        )
-    ]
+    return [tabular.file_run(table, notes, path, fmt=FORMAT, aliases=ctx.aliases, attrs=attrs)]
 
 
 def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes, bool]:

@@ -20,7 +20,7 @@ from proxydiag.ingest.tabular import _holes
 from proxydiag.ingest.tabular import _table as tabular
 from proxydiag.run import Run, threads
 from proxydiag.run.sidecar import sidecar_for
-from proxydiag.run.wide import Wide, build_table, build_wide_parts
+from proxydiag.run.wide import Wide, build_wide_parts
 
 NAME = "parquet"
 FORMAT = "parquet"
@@ -55,18 +55,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     if run is not None:
         return [run]
     table, notes = read_any(path)
-    return [
-        build_table(
-            table,
-            name=path.stem,
-            source=path,
-            fmt=FORMAT,
-            aliases=ctx.aliases,
-            attrs=notes.attrs(),
-            sidecar=sidecar_for(path),
-            monotonic=notes.monotonic,
-        )
-    ]
+    return [tabular.file_run(table, notes, path, fmt=FORMAT, aliases=ctx.aliases)]
 
 
 def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
