@@ -201,6 +201,21 @@ def pairs(
     return out.filter(pl.col("key").is_not_null() & (pl.col("key") != ""))
 
 
+def bar_fields(chunk: Chunk, marker: str, pattern: str) -> pl.DataFrame | None:
+    """The ``key: value | key: value`` fields (``line``, ``step``, ``wall_time``, ``key``,
+    ``raw``) of the block's lines holding ``marker`` that ``pattern`` matches (its groups: the
+    step, then the fields); None when no line does."""
+    lines = chunk.lines.filter(pl.col("text").str.contains(marker, literal=True))
+    if lines.is_empty():
+        return None
+    hits = step_lines(with_wall_time(lines), pattern).with_columns(
+        pl.col("rest").str.strip_chars_end(" |")
+    )
+    if hits.is_empty():
+        return None
+    return pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))
+
+
 def any_of(*literals: str, column: str = "text") -> pl.Expr:
     """True where ``column`` contains any of ``literals`` (one regex pass, not one per literal).
 

@@ -22,15 +22,9 @@ _LINE = r"iteration:\s*(\d+)\s*/\s*\d+\s*\|(.*)$"
 
 def extract(chunk: rec.Chunk) -> rec.Extract:
     """The records (and overflow rows) of this dialect's lines in one block."""
-    lines = chunk.lines.filter(pl.col("text").str.contains("iteration:", literal=True))
-    if lines.is_empty():
+    fields = rec.bar_fields(chunk, "iteration:", _LINE)
+    if fields is None:
         return rec.Extract(rec.empty_records())
-    hits = rec.step_lines(rec.with_wall_time(lines), _LINE).with_columns(
-        pl.col("rest").str.strip_chars_end(" |")
-    )
-    if hits.is_empty():
-        return rec.Extract(rec.empty_records())
-    fields = rec.pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))
     records = rec.finish(
         rec.checked(fields, path=chunk.path, raw="raw", what="MindSpeed-RL"), anchor=True
     )

@@ -28,15 +28,9 @@ _RENAME = {"scale": "loss_scale"}
 
 def extract(chunk: rec.Chunk) -> rec.Extract:
     """The records of this dialect's lines in one block."""
-    lines = chunk.lines.filter(pl.col("text").str.contains("global iter:", literal=True))
-    if lines.is_empty():
+    fields = rec.bar_fields(chunk, "global iter:", _LINE)
+    if fields is None:
         return rec.Extract(rec.empty_records())
-    hits = rec.step_lines(rec.with_wall_time(lines), _LINE).with_columns(
-        pl.col("rest").str.strip_chars_end(" |")
-    )
-    if hits.is_empty():
-        return rec.Extract(rec.empty_records())
-    fields = rec.pairs(hits, column="rest", sep="|", kv=":", keep=("line", "step", "wall_time"))
     fields = fields.with_columns(
         pl.col("key").str.strip_chars().replace(_RENAME).alias("key")
     ).filter(
