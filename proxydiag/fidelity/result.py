@@ -45,6 +45,8 @@ class TestResult:
     ``explanation`` says it in words a reviewer can check.
     """
 
+    __test__ = False  # a result, not a pytest test class (pytest collects Test* names)
+
     name: str
     value: float | None
     score: float

@@ -146,13 +146,10 @@ def fidelity_scatter(proxies: pl.DataFrame, *, x: str, title: str) -> go.Figure:
             "font": {"size": 11},
         },
     )
-    if (
-        data.height
-        and x == "cost_per_step"
-        and data[x].min() > 0
-        and data[x].max() / data[x].min() > 30
-    ):  # type: ignore[operator]
-        fig.update_xaxes(type="log")
+    if data.height and x == "cost_per_step":
+        lo, hi = data[x].cast(pl.Float64).min(), data[x].cast(pl.Float64).max()
+        if isinstance(lo, float) and isinstance(hi, float) and lo > 0 and hi / lo > 30:
+            fig.update_xaxes(type="log")
     if not data.height:
         fig.add_annotation(
             text=f"no proxies with {x.replace('_', ' ')} recorded",
