@@ -24,13 +24,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proxydiag.errors import MlflowError
 from proxydiag.ingest.mlflow.rest import probe, redact
+from proxydiag.run import PLAN_ATTRS
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -42,15 +43,7 @@ if TYPE_CHECKING:
 
 DEFAULT_EXPERIMENT = "proxydiag"
 _UNSAFE_KEY = re.compile(r"[^/\w.\- ]")
-_RUN_ATTRS_AS_PARAMS = (
-    "role",
-    "group",
-    "seed",
-    "experts_kept",
-    "experts_total",
-    "cost_per_step",
-    "precision",
-)
+_RUN_ATTRS_AS_PARAMS = PLAN_ATTRS
 
 
 def log_diagnosis(
@@ -70,18 +63,8 @@ def log_diagnosis(
     if store is not None and html is not None:  # kept until MLflow accepts the result
         store.outbox.put_report("diagnosis", diagnosis.run, html)
     result = diagnosis.to_dict()
-    tags, metrics = diagnosis_fields(result)
-    mlflow_id = log_result(
-        "diagnosis",
-        result,
-        run.attrs,
-        run_id=run.id,
-        run_name=run.name,
-        tags=tags,
-        metrics=metrics,
-        report_html=html,
-        tracking_uri=tracking_uri,
-        experiment=experiment,
+    mlflow_id = log_to_run(
+        "diagnosis", result, run, report_html=html, tracking_uri=tracking_uri, experiment=experiment
     )
     if store is not None:
         store.outbox.mark_synced("diagnosis", diagnosis.run, result=result)
@@ -109,15 +92,11 @@ def log_comparison(
     if store is not None and key is not None and html is not None:
         store.outbox.put_report("comparison", key, html)
     result = comparison.to_dict()
-    tags, metrics = comparison_fields(result, [_mlflow_name(f) for f in fulls])
-    mlflow_id = log_result(
+    mlflow_id = log_to_run(
         "comparison",
         result,
-        proxy.attrs,
-        run_id=proxy.id,
-        run_name=proxy.name,
-        tags=tags,
-        metrics=metrics,
+        proxy,
+        fulls,
         report_html=html,
         tracking_uri=tracking_uri,
         experiment=experiment,
@@ -165,6 +144,36 @@ def comparison_fields(
 def _mlflow_name(run: Run) -> str:
     """How a full run is named in a tag: its MLflow run id when it has one, else its id."""
     return str(run.attrs.get("mlflow_run_id") or run.id)
+
+
+def log_to_run(
+    kind: str,
+    result: Mapping[str, Any],
+    run: Run,
+    fulls: Sequence[Run] = (),
+    *,
+    report_html: str | Path | None,
+    tracking_uri: str | None,
+    experiment: str | None,
+) -> str:
+    """Log a diagnosis or comparison ``to_dict()`` (``kind``) to ``run``'s MLflow run, a
+    comparison naming the ``fulls`` it was scored against; return the MLflow run id."""
+    if kind == "diagnosis":
+        tags, metrics = diagnosis_fields(result)
+    else:
+        tags, metrics = comparison_fields(result, [_mlflow_name(f) for f in fulls])
+    return log_result(
+        kind,
+        result,
+        run.attrs,
+        run_id=run.id,
+        run_name=run.name,
+        tags=tags,
+        metrics=metrics,
+        report_html=report_html,
+        tracking_uri=tracking_uri,
+        experiment=experiment,
+    )
 
 
 def log_result(

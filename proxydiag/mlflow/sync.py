@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from proxydiag.errors import IngestWarning, ProxydiagError, StoreError
-from proxydiag.mlflow.sink import comparison_fields, diagnosis_fields, log_result
+from proxydiag.mlflow.sink import log_to_run
 
 if TYPE_CHECKING:
     from proxydiag.run import Run
@@ -45,21 +45,11 @@ def sync(
             result = _result(item)
             runs = _runs(store, kind, result)
             html = store.outbox.report(kind, key)
-            target = runs[0]
-            if kind == "diagnosis":
-                tags, metrics = diagnosis_fields(result)
-            else:
-                tags, metrics = comparison_fields(
-                    result, [str(r.attrs.get("mlflow_run_id") or r.id) for r in runs[1:]]
-                )
-            mlflow_id = log_result(
+            mlflow_id = log_to_run(
                 kind,
                 result,
-                target.attrs,
-                run_id=target.id,
-                run_name=target.name,
-                tags=tags,
-                metrics=metrics,
+                runs[0],
+                runs[1:],
                 report_html=html,
                 tracking_uri=tracking_uri,
                 experiment=experiment,

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
     from proxydiag.metrics import AliasTable
 
-#: attrs every run has (None when unknown)
-STANDARD_ATTRS = (
+#: what a run is in an experiment (a sidecar's fields, MLflow params)
+PLAN_ATTRS = (
     "role",
     "group",
     "seed",
@@ -31,6 +31,10 @@ STANDARD_ATTRS = (
     "experts_total",
     "cost_per_step",
     "precision",
+)
+#: attrs every run has (None when unknown)
+STANDARD_ATTRS = (
+    *PLAN_ATTRS,
     "step_kind",
     "format",
     "source",

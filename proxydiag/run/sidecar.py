@@ -12,18 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from proxydiag.errors import IngestError
+from proxydiag.run import PLAN_ATTRS
 
 SIDECAR = "proxydiag.json"
 
 
 _SIDECAR_FIELDS = (
-    "role",
-    "group",
-    "seed",
-    "experts_kept",
-    "experts_total",
-    "cost_per_step",
-    "precision",
+    *PLAN_ATTRS,
     "step_kind",
     "notes",
     "name",
