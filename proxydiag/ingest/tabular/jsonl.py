@@ -56,27 +56,25 @@ def _swift_counter_only(path: Path) -> bool:
         return False
     if b'"global_step/max_steps"' not in first:
         return False
-    try:
-        record = json.loads(first)
-    except ValueError:
-        return False
-    return (
-        isinstance(record, dict) and tabular.find_column(list(record), tabular.STEP_NAMES) is None
-    )
+    keys = _record_keys(first)
+    return keys is not None and tabular.find_column(keys, tabular.STEP_NAMES) is None
 
 
 def _step_record(head: bytes) -> bool:
     first = head.split(b"\n", 1)[0].strip()
     if not first.startswith(b"{") or not first.endswith(b"}"):
         return False
+    keys = _record_keys(first)
+    return keys is not None and tabular.find_column(keys, tabular.STEP_NAMES) is not None
+
+
+def _record_keys(line: bytes) -> list[str] | None:
+    """The keys of ``line`` read as a JSON object; None when it is not one."""
     try:
-        record = json.loads(first)
+        record = json.loads(line)
     except ValueError:
-        return False
-    return (
-        isinstance(record, dict)
-        and tabular.find_column(list(record), tabular.STEP_NAMES) is not None
-    )
+        return None
+    return list(record) if isinstance(record, dict) else None
 
 
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
