@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 import polars as pl
 
 from proxydiag.report.escape import esc
-from proxydiag.report.figures import base_layout
+from proxydiag.report.figures import OTHER_COLORS, base_layout, empty_note
 from proxydiag.report.fleet import Fleet
 from proxydiag.report.fragments import badge
 from proxydiag.report.page import FigureSet, render
@@ -26,18 +26,7 @@ if TYPE_CHECKING:
     from proxydiag.fleet.executor import Executor
 
 VERDICT_SYMBOL = {"faithful": "circle", "partial": "diamond", "unfaithful": "x"}
-PALETTE = (
-    "#1f6fb4",
-    "#e8710a",
-    "#2e7d32",
-    "#8e24aa",
-    "#c62828",
-    "#00838f",
-    "#6d4c41",
-    "#5c6bc0",
-    "#9e9d24",
-    "#ad1457",
-)
+PALETTE = OTHER_COLORS
 
 RUN_COLUMNS: tuple[tuple[str, str], ...] = (
     ("name", "run"),
@@ -151,15 +140,7 @@ def fidelity_scatter(proxies: pl.DataFrame, *, x: str, title: str) -> go.Figure:
         if isinstance(lo, float) and isinstance(hi, float) and lo > 0 and hi / lo > 30:
             fig.update_xaxes(type="log")
     if not data.height:
-        fig.add_annotation(
-            text=f"no proxies with {x.replace('_', ' ')} recorded",
-            showarrow=False,
-            x=0.5,
-            y=0.5,
-            xref="paper",
-            yref="paper",
-            font={"color": "#777"},
-        )
+        empty_note(fig, f"no proxies with {x.replace('_', ' ')} recorded")
     return fig
 
 

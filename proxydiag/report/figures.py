@@ -50,6 +50,19 @@ class Onset:
     color: str
 
 
+def empty_note(fig: go.Figure, text: str) -> None:
+    """Say in grey, in the middle of ``fig``, why it shows nothing."""
+    fig.add_annotation(
+        text=text,
+        showarrow=False,
+        x=0.5,
+        y=0.5,
+        xref="paper",
+        yref="paper",
+        font={"color": "#777"},
+    )
+
+
 def base_layout(*, title: str, height_px: int = 300) -> dict[str, object]:
     """A light layout shared by every figure (no plotly template: it would add ~9 kB each)."""
     axis = {"gridcolor": "#e6e8eb", "zeroline": False, "linecolor": "#b8bec6", "showline": True}

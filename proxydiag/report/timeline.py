@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.events import Event
 from proxydiag.report.escape import esc
-from proxydiag.report.figures import base_layout
+from proxydiag.report.figures import base_layout, empty_note
 
 SEVERITY_COLOR = {"critical": "#c62828", "warning": "#ef8f00", "info": "#aab2bb"}
 #: bar thickness: context (info) thin, so what decides the label stands out on top of it
@@ -163,15 +163,7 @@ def timeline_figure(diagnoses: Sequence[tuple[str, Diagnosis]]) -> go.Figure:
     for x in roots_x:
         fig.add_vline(x=x, line={"color": ROOT_COLOR, "dash": "dash", "width": 1})
     if not order:
-        fig.add_annotation(
-            text="no events",
-            showarrow=False,
-            x=0.5,
-            y=0.5,
-            xref="paper",
-            yref="paper",
-            font={"color": "#777"},
-        )
+        empty_note(fig, "no events")
     if last is not None:
         first = min((d.first_step for _, d in diagnoses if d.first_step is not None), default=0)
         fig.update_xaxes(range=[first, last])
