@@ -169,7 +169,6 @@ def evaluate(
     ``executor`` other than in-process, each pair is a work item on it (a pair's runs are
     then read by its worker: a full run shared by several pairs is read once per pair).
     """
-    from proxydiag.fidelity.api import compare
     from proxydiag.fidelity.config import load_config
     from proxydiag.fidelity.faults import diagnose_runs
     from proxydiag.ingest import read_run
@@ -194,17 +193,9 @@ def evaluate(
             continue  # no ground truth (the lab's proxies: reproduction is what it measures)
         try:
             fulls = [load(r) for r in pair["full"]]
-            proxy, proxy_diag = load(pair["proxy"])
             # a pair the comparison refuses (step axes that do not overlap: "use --align
             # progress") is named, not the end of the corpus
-            c = compare(
-                [f for f, _ in fulls],
-                proxy,
-                align=align,
-                config=cfg,
-                full_diagnoses=[d for _, d in fulls],
-                proxy_diagnosis=proxy_diag,
-            )
+            c = _compare_loaded(fulls, load(pair["proxy"]), align=align, config=cfg)
         except ProxydiagError as exc:
             warnings.warn(IngestWarning(f"pair {name}: not scored ({exc})"), stacklevel=2)
             continue
@@ -263,7 +254,6 @@ def compare_pair(
     item: tuple[str, dict[str, Any], dict[str, tuple[str, dict[str, Any]]]],
 ) -> PairResult:
     """One pair of a corpus as a work item: ``(name, pair, {run id: (path, labels entry)})``."""
-    from proxydiag.fidelity.api import compare
     from proxydiag.fidelity.faults import diagnose_runs
     from proxydiag.ingest import read_run
 
@@ -274,15 +264,7 @@ def compare_pair(
         given = [_true_diagnosis(run, meta)] if truth else [None]
         loaded[rid] = (run, diagnose_runs([run], given)[0])
     fulls = [loaded[r] for r in pair["full"]]
-    proxy, proxy_diag = loaded[pair["proxy"]]
-    c = compare(
-        [f for f, _ in fulls],
-        proxy,
-        align=align,
-        config=cfg,
-        full_diagnoses=[d for _, d in fulls],
-        proxy_diagnosis=proxy_diag,
-    )
+    c = _compare_loaded(fulls, loaded[pair["proxy"]], align=align, config=cfg)
     return PairResult(
         name,
         pair.get("why", ""),
@@ -291,6 +273,23 @@ def compare_pair(
         c.fidelity,
         c.verdict,
         c.reasons,
+    )
+
+
+def _compare_loaded(
+    fulls: list[tuple[Any, Any]], proxy: tuple[Any, Any], *, align: str, config: Any
+) -> Any:
+    """:func:`proxydiag.compare` of ``(run, diagnosis)`` pairs: the full runs', the proxy's."""
+    from proxydiag.fidelity.api import compare
+
+    run, diagnosis = proxy
+    return compare(
+        [f for f, _ in fulls],
+        run,
+        align=align,
+        config=config,
+        full_diagnoses=[d for _, d in fulls],
+        proxy_diagnosis=diagnosis,
     )
 
 
