@@ -230,12 +230,8 @@ def _corroborated(events: list[Event], rv: RunView, *, start: int, tol: int) -> 
             # entropy falling is what healthy RL does: the reward collapse or the gradient's
             # shift, whichever comes first, sets the onset
             first = min([reward, *(level if weak else shifts)], key=_at)
-            return Event(
-                "divergence",
-                first.metric,
-                first.onset_step,
-                None,
-                "critical",
+            return _divergence_from(
+                first,
                 min(0.8, reward.confidence),
                 f"reward {'declines' if weak else 'collapses'} (step {reward.onset_step}) with "
                 f"{entropy[0].kind.replace('_', ' ')} "
@@ -244,6 +240,13 @@ def _corroborated(events: list[Event], rv: RunView, *, start: int, tol: int) -> 
                 f"{reward.evidence}",
             )
     return None
+
+
+def _divergence_from(first: Event, confidence: float, evidence: str) -> Event:
+    """A critical divergence from ``first``'s metric and onset on."""
+    return Event(
+        "divergence", first.metric, first.onset_step, None, "critical", confidence, evidence
+    )
 
 
 def _burst(spikes: list[Event], *, width: float) -> list[Event]:
@@ -287,12 +290,8 @@ def _symptom_cluster(
     for i, first in enumerate(found):
         near = {e.kind for e in found[i:] if _at(e) - _at(first) <= 0.1 * rv.span}
         if len(near) >= least and near & core:
-            return Event(
-                "divergence",
-                first.metric,
-                first.onset_step,
-                None,
-                "critical",
+            return _divergence_from(
+                first,
                 min(0.8, first.confidence + 0.2),
                 f"{len(near)} RL symptoms start together ({', '.join(sorted(near))}) from step "
                 f"{first.onset_step}; {first.evidence}",
