@@ -443,6 +443,7 @@ def test_a_server_answering_html_is_one_error_line(tmp_path: Any) -> None:
             )
     finally:
         server.shutdown()
+        server.server_close()  # shutdown stops serving; the listening socket closes here
 
 
 def test_a_pending_result_keeps_its_run_so_sync_can_push_it(

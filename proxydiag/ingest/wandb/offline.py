@@ -77,23 +77,28 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     events: list[Event] = []
     store = DataStore()
     try:
-        store.open_for_scan(str(log))  # type: ignore[no-untyped-call]
-    except Exception as exc:  # wandb raises a bare Exception (or asserts) on a bad header
-        raise IngestError(f"{log}@0: not a readable W&B transaction log ({exc})") from exc
-    while True:
-        offset = store._index
         try:
-            data = store.scan_data()  # type: ignore[no-untyped-call]
-        except (AssertionError, ValueError, OSError) as exc:
-            message = f"{log}@{offset}: damaged record ({exc}); read up to here"
-            warnings.warn(IngestWarning(message), stacklevel=2)
-            events.append(Event("truncated", None, None, None, "warning", 1.0, message))
-            break
-        if data is None:
-            break
-        record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
-        record.ParseFromString(data)
-        _apply(record, history, state)
+            store.open_for_scan(str(log))  # type: ignore[no-untyped-call]
+        except Exception as exc:  # wandb raises a bare Exception (or asserts) on a bad header
+            raise IngestError(f"{log}@0: not a readable W&B transaction log ({exc})") from exc
+        while True:
+            offset = store._index
+            try:
+                data = store.scan_data()  # type: ignore[no-untyped-call]
+            except (AssertionError, ValueError, OSError) as exc:
+                message = f"{log}@{offset}: damaged record ({exc}); read up to here"
+                warnings.warn(IngestWarning(message), stacklevel=2)
+                events.append(Event("truncated", None, None, None, "warning", 1.0, message))
+                break
+            if data is None:
+                break
+            record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
+            record.ParseFromString(data)
+            _apply(record, history, state)
+    finally:  # DataStore has no close(): its file would stay open until collected
+        handle = getattr(store, "_fp", None)
+        if handle is not None:
+            handle.close()
     return [_build(path, log, history, state, events, ctx)]
 
 
