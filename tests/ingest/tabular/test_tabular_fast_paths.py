@@ -455,6 +455,8 @@ def test_parquet_read_and_unpivoted_in_parts_equals_one_read(
     assert parts.attrs["ignored_columns"][0] == "__index_level_0__"
 
 
+# the table's random holes warn on both routes; what is checked is that the routes agree
+@pytest.mark.filterwarnings("ignore::proxydiag.errors.IngestWarning")
 @pytest.mark.parametrize("row_groups", [1, 3])
 def test_parquet_read_in_parts_of_columns_equals_one_read(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row_groups: int
