@@ -59,7 +59,7 @@ def spawn(code: str) -> subprocess.Popen[str]:
 def stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc.communicate(timeout=30)  # waits, and closes the pipes
 
 
 def check_complete(store: RunStore) -> int:
@@ -167,7 +167,7 @@ def test_sigkill_mid_ingest_leaves_the_store_readable_and_intact(tmp_path: Path)
             time.sleep(0.02)
         time.sleep(delay_s)
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.communicate(timeout=30)
         listed = store.runs()
         assert 3 < listed.height < 3 + 16, "kill landed mid-way"
         assert set(before) <= set(listed["run"].to_list())
