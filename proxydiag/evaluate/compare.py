@@ -199,19 +199,7 @@ def evaluate(
         except ProxydiagError as exc:
             warnings.warn(IngestWarning(f"pair {name}: not scored ({exc})"), stacklevel=2)
             continue
-        results.append(
-            PairResult(
-                name,
-                pair.get("why", ""),
-                bool(pair["faithful"]),
-                runs_meta[pair["proxy"]].get("role") == "full",
-                c.fidelity,
-                c.verdict,
-                c.reasons,
-                {p.name: p.verdict for p in c.phases},
-                dict(pair.get("phases") or {}),
-            )
-        )
+        results.append(_pair_result(name, pair, runs_meta[pair["proxy"]], c))
     return results
 
 
@@ -265,14 +253,21 @@ def compare_pair(
         loaded[rid] = (run, diagnose_runs([run], given)[0])
     fulls = [loaded[r] for r in pair["full"]]
     c = _compare_loaded(fulls, loaded[pair["proxy"]], align=align, config=cfg)
+    return _pair_result(name, pair, runs[pair["proxy"]][1], c)
+
+
+def _pair_result(name: str, pair: dict[str, Any], proxy_meta: dict[str, Any], c: Any) -> PairResult:
+    """A scored pair: the truth from its label, the comparison's verdicts (whole and phases)."""
     return PairResult(
         name,
         pair.get("why", ""),
         bool(pair["faithful"]),
-        runs[pair["proxy"]][1].get("role") == "full",
+        proxy_meta.get("role") == "full",
         c.fidelity,
         c.verdict,
         c.reasons,
+        {p.name: p.verdict for p in c.phases},
+        dict(pair.get("phases") or {}),
     )
 
 

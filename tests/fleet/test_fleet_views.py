@@ -26,7 +26,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_report_group_with_workers_is_the_one_process_report(
     stored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    written = {}
+    written, printed = {}, {}
     for workers in ("1", "2"):
         out = tmp_path / workers / "report.json"
         code, said, _ = run_cli(
@@ -45,9 +45,12 @@ def test_report_group_with_workers_is_the_one_process_report(
             ],
             capsys,
         )
-        assert code == 0 and len(said.splitlines()) == 2  # one report per proxy
+        paths = [line for line in said.splitlines() if line.endswith(".json")]
+        assert code == 0 and len(paths) == 2  # one report per proxy, then the recommendation
+        printed[workers] = [line.replace(str(tmp_path / workers), "") for line in said.splitlines()]
         written[workers] = {p.name: json.loads(p.read_text()) for p in out.parent.iterdir()}
     assert written["1"] == written["2"] and len(written["1"]) == 2
+    assert printed["1"] == printed["2"]
 
 
 def test_the_dashboards_fleet_with_workers_is_the_one_process_fleet(stored: Path) -> None:
