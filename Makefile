@@ -5,7 +5,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev,lab,trainers,ray
-PYTEST_ARGS ?=
+# two workers (the machine's two cores); a test file stays on one worker, so a file's
+# servers and clusters (MLflow, Ray) start once
+PYTEST_ARGS ?= -n 2 --dist loadfile
 
 .PHONY: demo test lint bench bench-smoke install lab-suite clean constraints
 
