@@ -180,7 +180,8 @@ def _sqlite_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
     read = "mlflow_sql.read({uri!r}, ReadContext(options={{'run_ids': [{rid!r}]}}))[0]"
     peak = peak_rss_mb(
         f"run = {read.format(uri=uri, rid=rid)}",
-        warm="from proxydiag.ingest import ReadContext, mlflow_sql\n"
+        warm="from proxydiag.ingest import ReadContext\n"
+        "from proxydiag.ingest.mlflow import sql as mlflow_sql\n"
         + read.format(uri=f"sqlite:///{data['base'] / 'server-src.db'}", rid=data["ids"]["server"]),
     )
     return [
