@@ -6,7 +6,14 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from mlflow_fixtures import mlflow_server  # noqa: F401  (session fixture: a real MLflow server)
+
+# CI replays the same examples on every run (a red CI must mean the change, not the draw);
+# local runs keep drawing new ones, and their failures are saved in .hypothesis/
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_RUNS = ROOT / "sample_runs"
