@@ -1,7 +1,7 @@
 """Registering a reproduced fault: warp the proxy's axis so its fault onset meets the full run's.
 
 When the proxy reproduces the full run's fault within the onset tolerance, the lag is judged by
-the fault test (:mod:`proxydiag.fidelity.faults`); the curve tests then compare the dynamics
+the fault test (:mod:`proxydiag.fidelity.fault_match`); the curve tests then compare the dynamics
 *around* the fault, not the lag a second time. The proxy's axis is warped piecewise linearly
 through (first step, its onset, last step) so that its onset lands on the full run's onset
 position; only the axis moves, never a value, and the output says so.

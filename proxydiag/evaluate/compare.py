@@ -170,7 +170,7 @@ def evaluate(
     then read by its worker: a full run shared by several pairs is read once per pair).
     """
     from proxydiag.fidelity.config import load_config
-    from proxydiag.fidelity.faults import diagnose_runs
+    from proxydiag.fidelity.fault_match import diagnose_runs
     from proxydiag.ingest import read_run
 
     cfg = load_config(config) if config is not None else None  # once, not per pair
@@ -242,7 +242,7 @@ def compare_pair(
     item: tuple[str, dict[str, Any], dict[str, tuple[str, dict[str, Any]]]],
 ) -> PairResult:
     """One pair of a corpus as a work item: ``(name, pair, {run id: (path, labels entry)})``."""
-    from proxydiag.fidelity.faults import diagnose_runs
+    from proxydiag.fidelity.fault_match import diagnose_runs
     from proxydiag.ingest import read_run
 
     name, pair, runs = item

@@ -4,7 +4,8 @@ One statistical test per module, each ``score(full_runs, proxy, grid, *, ctx) ->
 :mod:`~proxydiag.fidelity.trend`, :mod:`~proxydiag.fidelity.shape`,
 :mod:`~proxydiag.fidelity.volatility`, :mod:`~proxydiag.fidelity.increments`,
 :mod:`~proxydiag.fidelity.level` (reported, not scored); run-level
-:mod:`~proxydiag.fidelity.events` and :mod:`~proxydiag.fidelity.faults`; scores relative to the
+:mod:`~proxydiag.fidelity.symptom_order` (the order of the symptoms) and
+:mod:`~proxydiag.fidelity.fault_match` (class and onset of the fault); scores relative to the
 seed baseline in :mod:`~proxydiag.fidelity.scoring`; the verdict rules in
 :mod:`~proxydiag.fidelity.aggregate`; the entry point :func:`proxydiag.fidelity.api.compare`.
 """

@@ -23,8 +23,6 @@ from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
 from proxydiag.fidelity import (
     aggregate,
-    events,
-    faults,
     increments,
     level,
     progress,
@@ -33,6 +31,8 @@ from proxydiag.fidelity import (
     verdicts,
     volatility,
 )
+from proxydiag.fidelity import fault_match as faults
+from proxydiag.fidelity import symptom_order as events
 from proxydiag.fidelity.config import FidelityConfig, load_config
 from proxydiag.fidelity.context import metric_context
 from proxydiag.fidelity.contract import FidelityTest

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from proxydiag.align.alignment import Alignment
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.fidelity.config import FidelityConfig
-from proxydiag.fidelity.faults import seeds_split
+from proxydiag.fidelity.fault_match import seeds_split
 from proxydiag.fidelity.result import FaultComparison
 
 WHOLE, PRE_FAULT, FAULT = "whole", "pre_fault", "fault"

@@ -11,7 +11,8 @@ import polars as pl
 from proxydiag.frame import raw
 from proxydiag.run import Run
 from proxydiag.run.build import build_run
-from proxydiag.synth import benign, faults
+from proxydiag.synth import benign
+from proxydiag.synth import fault_effects as faults
 from proxydiag.synth.dynamics import Dynamics, draw_dynamics
 from proxydiag.synth.effects import Effects
 from proxydiag.synth.model import simulate_metrics

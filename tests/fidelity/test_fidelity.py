@@ -14,7 +14,8 @@ from proxydiag.align.grid import build_grid
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.result import RootCause
 from proxydiag.errors import ConfigError
-from proxydiag.fidelity import events, faults
+from proxydiag.fidelity import fault_match as faults
+from proxydiag.fidelity import symptom_order as events
 from proxydiag.fidelity.api import compare
 from proxydiag.fidelity.config import FidelityConfig, load_config
 from proxydiag.fidelity.increments import binned_ks, ks_statistic
