@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
-from scipy.stats import wasserstein_distance
 
 from proxydiag.align.grid import MetricGrid
 from proxydiag.fidelity.context import MetricContext, common
@@ -79,6 +78,8 @@ def binned_ks(za: Floats, zb: Floats, idx: npt.NDArray[np.int64]) -> Floats:
 
 def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricContext) -> TestResult:
     """KS (and Wasserstein) of the standardised changes against the seed baseline."""
+    from scipy.stats import wasserstein_distance  # imported on use, as in stats.ranks
+
     cfg, log_scale = ctx.config, grid.log_scale
     za = standardised(ctx.a, log_scale=log_scale)
     zb = standardised(ctx.b, log_scale=log_scale)
