@@ -99,10 +99,11 @@ def override(base: D, table: Mapping[str, Any], *, section: str, origin: str) ->
 
 
 def coerce(value: Any, default: Any, *, where: str) -> Any:
-    """``value`` as the type of ``default`` (tuple of strings, table of numbers, int, float).
+    """``value`` as the type of ``default`` (tuple of strings, table of numbers, bool, int,
+    float).
 
-    >>> coerce(3, 0.5, where="x"), coerce(["a"], ("b",), where="x")
-    (3.0, ('a',))
+    >>> coerce(3, 0.5, where="x"), coerce(["a"], ("b",), where="x"), coerce(True, False, where="x")
+    (3.0, ('a',), True)
     """
     if isinstance(default, tuple):
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
@@ -114,7 +115,11 @@ def coerce(value: Any, default: Any, *, where: str) -> Any:
         ):
             raise ConfigError(f"{where} must be a table of numbers")
         return {**default, **{str(k): float(v) for k, v in value.items()}}
-    if isinstance(default, bool) or isinstance(value, bool):
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, not {value!r}")
+        return value
+    if isinstance(value, bool):
         raise ConfigError(f"{where} must be a number, not {value!r}")
     if isinstance(default, int) and isinstance(value, int):
         return value

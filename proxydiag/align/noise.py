@@ -93,8 +93,8 @@ def circular_block_indices(
     block_points = max(1, min(int(block_points), n))
     n_blocks = -(-n // block_points)
     starts = rng.integers(0, n, size=(n_rows, n_blocks))
-    idx = (starts[:, :, None] + np.arange(block_points)) % n
-    return idx.reshape(n_rows, -1)[:, :n]
+    idx = (starts[:, :, None] + np.arange(block_points)).reshape(n_rows, -1)[:, :n]
+    return np.where(idx >= n, idx - n, idx)  # wrap around (start < n, offset < n: one turn)
 
 
 def block_points_for(n_points: int, *, smooth_points: int) -> int:

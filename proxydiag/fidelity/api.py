@@ -1,11 +1,12 @@
 """`compare(full, proxy)`: how faithfully a proxy run reproduced the full run(s).
 
 Pipeline, one way: diagnose every run → align (:mod:`proxydiag.align`) → fault reproduction
-(:mod:`.faults`) → register the proxy's onset → resample every metric once → events on full data
-→ per metric, the seed baseline and shared bootstrap resamples (:mod:`.context`) → one test per
-module (trend, shape, volatility, increments, level) → metric score and verdict → overall
-(:mod:`.aggregate`) → the same per phase (:mod:`.phases`, :mod:`.progress`, :mod:`.verdicts`),
-which caps the verdict and the fidelity.
+(:mod:`.fault_match`) → register the proxy's onset → resample every metric once → events on full
+data → split into phases (:mod:`.phases`) → per phase and metric, the seed baseline and shared
+bootstrap resamples (:mod:`.context`) → one test per module (trend, shape, volatility,
+increments, level) → metric score and verdict → the phase's verdict (:mod:`.progress`,
+:mod:`.verdicts`) → the whole-run table (the one phase of a healthy run, else assembled from
+the phases: :mod:`.assemble`) → overall (:mod:`.aggregate`), capped by the phases.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
 from proxydiag.fidelity import (
     aggregate,
+    assemble,
     increments,
     level,
     progress,
@@ -63,7 +65,9 @@ def compare(
 
     One way: diagnose every run, align them, compare the faults, register the proxy's onset on
     the full run's, resample every metric once, split into phases
-    (:mod:`~proxydiag.fidelity.phases`), then test the whole range and each phase.
+    (:mod:`~proxydiag.fidelity.phases`), then test each phase; with two phases, the whole-run
+    ``metrics`` are assembled from theirs (:mod:`~proxydiag.fidelity.assemble`; or tested as
+    one range too with ``whole_run_tests``).
 
     Parameters
     ----------
@@ -102,19 +106,21 @@ def compare(
     grid = _resampled(aligned, fulls, proxy, series, cfg)
     ev = events.score(grid, diagnoses, config=cfg)
     rng = np.random.default_rng(seed)
-    per_metric = _score_metrics(grid.metrics, fulls, proxy, config=cfg, rng=rng)
+    split = phases_of(aligned, fault, diagnoses, config=cfg)
+    decided = [
+        p for p in split if not p.undecidable and p.name != WHOLE and not cfg.whole_run_tests
+    ]
+    # with phases, the whole-run table is assembled from them (one analysis in all, and a
+    # fault that no longer dominates it); without, the whole run is tested as the one phase
+    per_metric = {} if decided else _score_metrics(grid.metrics, fulls, proxy, config=cfg, rng=rng)
     phases = _score_phases(
-        phases_of(aligned, fault, diagnoses, config=cfg),
-        aligned,
-        series,
-        grid,
-        per_metric,
-        fulls,
-        proxy,
-        config=cfg,
-        rng=rng,
+        split, aligned, series, grid, per_metric, fulls, proxy, config=cfg, rng=rng
     )
-    if len(phases) == 1 and phases[0].verdict != "undecidable":
+    if decided:
+        per_metric = assemble.whole_run(
+            [(p.name, p.progress[1] - p.progress[0], p.metrics) for p in phases], cfg
+        )
+    elif len(phases) == 1 and phases[0].verdict != "undecidable":
         per_metric = phases[0].metrics  # the whole run is the phase: its sharpened verdicts
     fidelity, verdict, reasons = aggregate.overall(per_metric, fault, cfg, ev)
     fidelity, verdict, reasons = _with_phases(fidelity, verdict, reasons, phases, cfg)

@@ -10,11 +10,13 @@ quantile bins of the pooled changes (vectorised; the KS statistic at bin edges).
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import numpy.typing as npt
 
 from proxydiag.align.grid import MetricGrid
-from proxydiag.fidelity.context import MetricContext, common
+from proxydiag.fidelity.context import MetricContext
 from proxydiag.fidelity.result import TestResult
 from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score
 from proxydiag.fidelity.stats import increments, percentile_ci, robust_sigma
@@ -44,6 +46,23 @@ def ks(x: Floats, y: Floats, *, log_scale: bool) -> float:
     if sx.size == 0 or sy.size == 0:
         return float("nan")
     return ks_statistic(sx, sy)
+
+
+def ks_rows(x: Floats, y: Floats, *, log_scale: bool) -> Floats:
+    """:func:`ks` of each row of ``x`` with the same row of ``y`` (standardised together where
+    every change is finite, as :func:`standardised` does row by row)."""
+    dx, dy = increments(x, log_scale=log_scale), increments(y, log_scale=log_scale)
+    if dx.shape[-1] == 0 or not (np.isfinite(dx).all() and np.isfinite(dy).all()):
+        return np.array([ks(a, b, log_scale=log_scale) for a, b in zip(x, y, strict=True)])
+    zx, zy = _standardised_rows(dx), _standardised_rows(dy)
+    return np.array([ks_statistic(a, b) for a, b in zip(zx, zy, strict=True)])
+
+
+def _standardised_rows(d: Floats) -> Floats:
+    sigma = robust_sigma(d)[:, None]
+    centred = d - np.median(d, axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.where(sigma > 0, centred / sigma, centred), dtype=np.float64)
 
 
 def ks_statistic(x: Floats, y: Floats) -> float:
@@ -85,7 +104,7 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
     zb = standardised(ctx.b, log_scale=log_scale)
     value = ks_statistic(za, zb) if za.size and zb.size else float("nan")
     w1 = float(wasserstein_distance(za, zb)) if za.size and zb.size else float("nan")
-    base = [ks(*common(x, y), log_scale=log_scale) for x, y in ctx.baseline.pairs]
+    base = ctx.on_pairs(partial(ks_rows, log_scale=log_scale))
     ref = reference(base, floor=cfg.floor_increments)
     n = min(za.size, zb.size)
     reps = binned_ks(za[:n], zb[:n], np.minimum(ctx.boot, n - 1)) if n > 1 else np.full(1, value)

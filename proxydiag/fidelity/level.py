@@ -9,11 +9,13 @@ it so a reviewer sees how unusual the level is.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import numpy.typing as npt
 
 from proxydiag.align.grid import MetricGrid
-from proxydiag.fidelity.context import MetricContext, common
+from proxydiag.fidelity.context import MetricContext
 from proxydiag.fidelity.result import TestResult
 from proxydiag.fidelity.scoring import fmt, reference, relative
 from proxydiag.run import Run
@@ -28,19 +30,25 @@ def level(x: Floats, y: Floats, *, ratio: bool) -> float:
     >>> level(np.array([1.0, 1, 2, 2]), np.array([1.0, 1, 3, 3]), ratio=True)
     1.5
     """
-    k = max(1, x.size // 4)
-    mx, my = float(np.median(x[-k:])), float(np.median(y[-k:]))
-    if ratio:
-        return my / mx if mx else float("nan")
-    q1, q3 = np.percentile(x, [25, 75])
-    return (my - mx) / (q3 - q1) if q3 > q1 else float("nan")
+    return float(levels(x, y, ratio=ratio))
+
+
+def levels(x: Floats, y: Floats, *, ratio: bool) -> Floats:
+    """:func:`level` of each row of ``y`` relative to the same row of ``x``."""
+    k = max(1, x.shape[-1] // 4)
+    mx, my = np.median(x[..., -k:], axis=-1), np.median(y[..., -k:], axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if ratio:
+            return np.asarray(np.where(mx != 0, my / mx, np.nan), dtype=np.float64)
+        q1, q3 = np.percentile(x, [25, 75], axis=-1)
+        return np.asarray(np.where(q3 > q1, (my - mx) / (q3 - q1), np.nan), dtype=np.float64)
 
 
 def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricContext) -> TestResult:
     """The proxy's level against the full run's, beside the seed-to-seed levels."""
     ratio = grid.positive
     value = level(ctx.a, ctx.b, ratio=ratio)
-    base = [level(*common(x, y), ratio=ratio) for x, y in ctx.baseline.pairs]
+    base = ctx.on_pairs(partial(levels, ratio=ratio))
     d = abs(np.log(value)) if ratio and value > 0 else abs(value)
     base_d = [abs(np.log(b)) if ratio and b > 0 else abs(b) for b in base]
     s = float(relative(d, reference(base_d, floor=0.05)))

@@ -27,7 +27,7 @@ from dtaidistance import dtw
 from proxydiag.align.grid import MetricGrid
 from proxydiag.align.noise import block_points_for, pseudo_seeds
 from proxydiag.align.resample import minmax_downsample
-from proxydiag.fidelity.context import MetricContext, common
+from proxydiag.fidelity.context import MetricContext
 from proxydiag.fidelity.result import TestResult
 from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score
 from proxydiag.fidelity.stats import normalise, percentile_ci
@@ -43,7 +43,12 @@ def area(x: Floats, y: Floats) -> float:
     >>> area(np.array([1.0, 2, 3, 4, 5]), np.array([10.0, 20, 30, 40, 50]))
     0.0
     """
-    return float(np.mean(np.abs(normalise(x) - normalise(y))))
+    return float(area_rows(x, y))
+
+
+def area_rows(x: Floats, y: Floats) -> Floats:
+    """:func:`area` of each row of ``x`` with the same row of ``y``."""
+    return np.asarray(np.mean(np.abs(normalise(x) - normalise(y)), axis=-1), dtype=np.float64)
 
 
 def dtw_distance(x: Floats, y: Floats, *, band_fraction: float) -> float:
@@ -70,10 +75,10 @@ def dtw_distance(x: Floats, y: Floats, *, band_fraction: float) -> float:
 def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricContext) -> TestResult:
     """Area and DTW against their seed baselines."""
     cfg = ctx.config
-    value = area(ctx.smooth_a, ctx.smooth_b)
-    base = [area(*common(ctx.smoothed(x), ctx.smoothed(y))) for x, y in ctx.baseline.pairs]
-    ref = reference(base, floor=cfg.floor_shape)
     za, zb = normalise(ctx.smooth_a), normalise(ctx.smooth_b)
+    value = float(np.mean(np.abs(za - zb)))
+    base = ctx.on_pairs(area_rows, smoothed=True)
+    ref = reference(base, floor=cfg.floor_shape)
     reps = np.abs(za - zb)[ctx.boot].mean(axis=1)
     env = [minmax_downsample(e, max_points=cfg.dtw_points) for e in grid.envelope]
     d_dtw = dtw_distance(env[0], env[grid.n_full], band_fraction=cfg.dtw_band_fraction)

@@ -12,10 +12,14 @@ MAD_TO_SIGMA = 1.4826
 
 
 def ranks(values: Floats) -> Floats:
-    """Average ranks (ties share a rank), as Spearman's rho uses them."""
+    """Average ranks (ties share a rank) along the last axis, as Spearman's rho uses them.
+
+    >>> ranks(np.array([[3.0, 1, 1], [1, 2, 3]])).tolist()
+    [[3.0, 1.5, 1.5], [1.0, 2.0, 3.0]]
+    """
     from scipy.stats import rankdata  # scipy.stats costs ~0.3 s to import: not at import proxydiag
 
-    return np.asarray(rankdata(values), dtype=np.float64)
+    return np.asarray(rankdata(values, axis=-1), dtype=np.float64)
 
 
 def row_pearson(x: Floats, y: Floats) -> Floats:
@@ -53,16 +57,20 @@ def robust_sigma(values: Floats) -> Floats:
 
 
 def normalise(values: Floats) -> Floats:
-    """Centre on the median and scale by the interquartile range (σ when the IQR is 0).
+    """Centre on the median and scale by the interquartile range (σ when the IQR is 0), along
+    the last axis.
 
     >>> normalise(np.array([1.0, 2.0, 3.0, 4.0, 5.0])).tolist()
     [-1.0, -0.5, 0.0, 0.5, 1.0]
+    >>> normalise(np.array([[1.0, 2, 3], [5, 5, 5]])).tolist()
+    [[-1.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
     """
-    q1, med, q3 = np.percentile(values, [25, 50, 75])
+    q1, med, q3 = np.percentile(values, [25, 50, 75], axis=-1, keepdims=True)
     scale = q3 - q1
-    if scale <= 0:
-        scale = float(robust_sigma(values))
-    out = (values - med) / scale if scale > 0 else values - med
+    if np.any(scale <= 0):
+        scale = np.where(scale <= 0, robust_sigma(values)[..., None], scale)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(scale > 0, (values - med) / scale, values - med)
     return np.asarray(out, dtype=np.float64)
 
 
@@ -103,5 +111,8 @@ def binned_sigma(values: Floats, idx: npt.NDArray[np.int64], *, bins: int = 256)
     below = np.where(k > 0, cum[np.arange(n_rows), k - 1], 0)
     frac = (n / 2 - below) / np.maximum(counts[np.arange(n_rows), k], 1)
     mad = edges[k] + frac * (edges[k + 1] - edges[k])
-    mean_abs = np.sqrt(np.pi / 2) * dev[idx].mean(axis=1)
-    return np.asarray(np.where(mad > 0, MAD_TO_SIGMA * mad, mean_abs), dtype=np.float64)
+    out = MAD_TO_SIGMA * mad
+    flat = ~(mad > 0)  # the mean absolute deviation where the MAD is 0, as robust_sigma does
+    if flat.any():
+        out[flat] = np.sqrt(np.pi / 2) * dev[idx[flat]].mean(axis=1)
+    return np.asarray(out, dtype=np.float64)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from proxydiag.align.grid import MetricGrid
 from proxydiag.align.smooth import smooth, window_for
-from proxydiag.fidelity.context import MetricContext, common
+from proxydiag.fidelity.context import MetricContext
 from proxydiag.fidelity.result import TestResult
 from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score
 from proxydiag.fidelity.stats import percentile_ci, ranks, robust_sigma, row_pearson
@@ -47,7 +47,12 @@ def spearman(x: Floats, y: Floats) -> float:
     >>> spearman(np.array([1.0, 2, 3, 4]), np.array([1.0, 3, 2, 4]))
     0.8
     """
-    return float(row_pearson(ranks(x), ranks(y)))
+    return float(spearman_rows(x, y))
+
+
+def spearman_rows(x: Floats, y: Floats) -> Floats:
+    """Spearman's rho of each row of ``x`` with the same row of ``y``."""
+    return row_pearson(ranks(x), ranks(y))
 
 
 def change(curve: Floats, *, trend_fraction: float) -> Change:
@@ -67,10 +72,10 @@ def change(curve: Floats, *, trend_fraction: float) -> Change:
 def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricContext) -> TestResult:
     """Spearman of the smoothed curves against the seed baseline; direction and rate."""
     cfg = ctx.config
-    rho = spearman(ctx.smooth_a, ctx.smooth_b)
-    base = [spearman(*common(ctx.smoothed(x), ctx.smoothed(y))) for x, y in ctx.baseline.pairs]
-    ref = reference([1 - r for r in base], floor=cfg.floor_trend)
     ra, rb = ranks(ctx.smooth_a), ranks(ctx.smooth_b)
+    rho = float(row_pearson(ra, rb))
+    base = ctx.on_pairs(spearman_rows, smoothed=True)
+    ref = reference([1 - r for r in base], floor=cfg.floor_trend)
     reps = row_pearson(ra[ctx.boot], rb[ctx.boot])
     c_full = change(grid.sample[0], trend_fraction=cfg.trend_fraction)
     c_proxy = change(grid.proxy, trend_fraction=cfg.trend_fraction)

@@ -11,11 +11,13 @@ must not look like a larger relative noise). The bootstrap replicates of the spr
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import numpy.typing as npt
 
 from proxydiag.align.grid import MetricGrid
-from proxydiag.fidelity.context import MetricContext, common
+from proxydiag.fidelity.context import MetricContext
 from proxydiag.fidelity.result import TestResult
 from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score
 from proxydiag.fidelity.stats import binned_sigma, increments, percentile_ci, robust_sigma
@@ -34,9 +36,14 @@ def log_ratio(x: Floats, y: Floats, *, log_scale: bool) -> float:
     ... )
     0.6931
     """
-    sx = float(robust_sigma(increments(x, log_scale=log_scale)))
-    sy = float(robust_sigma(increments(y, log_scale=log_scale)))
-    return _log_ratio(np.array(sy), np.array(sx)).item()
+    return float(log_ratios(x, y, log_scale=log_scale))
+
+
+def log_ratios(x: Floats, y: Floats, *, log_scale: bool) -> Floats:
+    """:func:`log_ratio` of each row of ``x`` with the same row of ``y``."""
+    sx = robust_sigma(increments(x, log_scale=log_scale))
+    sy = robust_sigma(increments(y, log_scale=log_scale))
+    return _log_ratio(sy, sx)
 
 
 def _log_ratio(num: Floats, den: Floats) -> Floats:
@@ -49,7 +56,7 @@ def score(full_runs: list[Run], proxy: Run, grid: MetricGrid, *, ctx: MetricCont
     """Ratio of the proxy's to the full run's increment spread, against the seed baseline."""
     cfg, log_scale = ctx.config, grid.log_scale
     value = log_ratio(ctx.a, ctx.b, log_scale=log_scale)
-    base = [abs(log_ratio(*common(x, y), log_scale=log_scale)) for x, y in ctx.baseline.pairs]
+    base = [abs(r) for r in ctx.on_pairs(partial(log_ratios, log_scale=log_scale))]
     ref = reference(base, floor=cfg.floor_volatility)
     da, db = increments(ctx.a, log_scale=log_scale), increments(ctx.b, log_scale=log_scale)
     idx = np.minimum(ctx.boot, da.size - 1)

@@ -120,3 +120,11 @@ def test_override_checks_keys_types_and_ranges_with_the_origin() -> None:
         ConfigError, match=r"^f\.toml: \[demo\] window_steps = 5000 is out of range"
     ):
         override(_Params(), {"window_steps": 5000}, section="demo", origin="f.toml")
+    cfg = FidelityConfig()
+    assert override(cfg, {"whole_run_tests": True}, section="compare", origin="f").whole_run_tests
+    with pytest.raises(
+        ConfigError, match=r"^f\.toml: compare\.whole_run_tests must be true or false, not 1$"
+    ):
+        override(cfg, {"whole_run_tests": 1}, section="compare", origin="f.toml")
+    with pytest.raises(ConfigError, match=r"^f\.toml: compare\.n_boot must be a number, not True"):
+        override(cfg, {"n_boot": True}, section="compare", origin="f.toml")

@@ -50,11 +50,11 @@ def diverging(
 FULLS = [diverging(s) for s in range(3)]
 
 
-def faulty(proxy: Run, onset: int = ONSET) -> Comparison:
+def faulty(proxy: Run, onset: int = ONSET, config: FidelityConfig = CFG) -> Comparison:
     return compare(
         FULLS,
         proxy,
-        config=CFG,
+        config=config,
         full_diagnoses=[diag(f, "loss_divergence", ONSET) for f in FULLS],
         proxy_diagnosis=diag(proxy, "loss_divergence", onset),
     )
@@ -91,7 +91,30 @@ def test_a_proxy_that_reproduces_the_fault_but_does_not_learn_is_unfaithful() ->
     assert pre is not None and pre.verdict == "unfaithful" and (pre.fidelity or 1) < 0.3
     assert pre.learning["reward"]["fraction_ci"][1] < 0.5
     assert any("does not learn" in r for r in c.reasons)
-    assert aggregate.dynamics(c.metrics, CFG) >= 0.9  # the whole run alone scores high
+    whole = faulty(diverging(41, ONSET, learns=False), config=CFG.replace(whole_run_tests=True))
+    assert aggregate.dynamics(whole.metrics, CFG) >= 0.9  # the whole range alone scores high
+    assert whole.verdict == "unfaithful"  # and the phases still decide
+
+
+def test_with_phases_the_whole_run_table_is_assembled_from_them() -> None:
+    """One analysis in all: each whole-run test is the phases' scores weighted by their share
+    of progress (its replicates likewise), its statistic and interval kept per phase."""
+    c = faulty(diverging(40, ONSET + 10))
+    pre, fault = c.phases
+    share = pre.progress[1] - pre.progress[0]
+    for name, m in c.metrics.items():
+        for test, t in m.tests.items():
+            parts = [p.metrics[name].tests[test] for p in (pre, fault)]
+            expected = share * parts[0].score + (1 - share) * parts[1].score
+            assert t.score == pytest.approx(expected), (name, test)
+            assert t.value is None and t.ci is None
+            assert set(t.details["phases"]) == {"pre_fault", "fault"}
+            assert t.explanation.startswith("pre_fault: ")
+        assert m.ci[0] <= m.score <= m.ci[1]
+    jsonschema.validate(c.to_dict(), SCHEMA)
+    tested = faulty(diverging(40, ONSET + 10), config=CFG.replace(whole_run_tests=True))
+    assert all(m.tests["trend"].value is not None for m in tested.metrics.values())
+    assert [p.verdict for p in tested.phases] == [p.verdict for p in c.phases]
 
 
 def test_larger_noisier_gradients_before_the_fault_are_not_averaged_away() -> None:
@@ -101,7 +124,11 @@ def test_larger_noisier_gradients_before_the_fault_are_not_averaged_away() -> No
     pre = c.phase("pre_fault")
     assert pre is not None and pre.verdict == "partial", pre.reasons
     assert pre.metrics["grad_norm"].verdict == "diverged"
-    assert aggregate.dynamics(c.metrics, CFG) >= 0.8  # what the whole run alone would say
+    whole = faulty(
+        diverging(42, ONSET, grad_scale=4.0, grad_noise=3.0),
+        config=CFG.replace(whole_run_tests=True),
+    )
+    assert aggregate.dynamics(whole.metrics, CFG) >= 0.8  # what the whole range alone says
     assert c.verdict == "partial" and c.fidelity <= CFG.partial_below
 
 
