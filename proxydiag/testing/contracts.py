@@ -166,8 +166,9 @@ def check_aligner(aligner: Aligner, *, name: str | None = None) -> None:
 
 
 def check_writer(writer: Writer, *, fmt: str) -> Run:
-    """A synth writer's output is read back by proxydiag with the values it wrote (to the
-    precision the format prints), NaN and ±inf included; returns the run read."""
+    """A synth writer's output is read back by proxydiag at the steps it wrote, with the values
+    it wrote (to the precision the format prints), NaN and ±inf included; returns the run
+    read."""
     who = f"writer {fmt!r}"
     naming = next(n for n, spec in NAMINGS.items() if fmt in spec.formats)
     # a divergence ends in NaN grad norms (non-finite values round-trip); formats that only
@@ -186,15 +187,20 @@ def check_writer(writer: Writer, *, fmt: str) -> Run:
         steps, values = got.series(metric)
         ref_steps, ref_values = sr.run.series(metric)
         index = np.minimum(np.searchsorted(ref_steps, steps), ref_steps.size - 1)
-        if not np.array_equal(ref_steps[index], steps):
-            # a format that numbers steps its own way (DeepSpeed-Chat's 0-based PPO step):
-            # the values must still come back in the order written
-            index = np.arange(min(values.size, ref_values.size))
-            values = values[: index.size]
+        _require(
+            bool(np.array_equal(ref_steps[index], steps)),
+            who,
+            f"{metric}: read at steps {_steps_off(steps, ref_steps)} that were not written",
+        )
         ref = ref_values[index]
         same = np.isclose(values, ref, rtol=5e-3, equal_nan=True) | (values == ref)
         _require(bool(same.all()), who, f"{metric}: values differ from what was written")
     return got
+
+
+def _steps_off(steps: np.ndarray, written: np.ndarray) -> str:
+    off = np.setdiff1d(steps, written)
+    return ", ".join(str(int(s)) for s in off[:5]) + (" ..." if off.size > 5 else "")
 
 
 def _check_event(event: Any, who: str, first: int, last: int) -> None:

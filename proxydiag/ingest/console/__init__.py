@@ -125,13 +125,16 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS)
     recs = pl.concat([empty_records(), *got.records])
     ovf = pl.concat([empty_overflows(), *got.overflows])
     anchor_lines = _dominant(got.anchors)
-    return _assemble(recs, ovf, anchor_lines, list(got.found), got.state, got.n_lines)
+    stepless = [pl.concat(parts) for parts in got.stepless.values()]
+    loose = attach(pl.concat([empty_records(), *stepless]), _every(got.anchors))
+    loose = loose.sort("line", maintain_order=True)
+    return _assemble(recs, loose, ovf, anchor_lines, list(got.found), got.state, got.n_lines)
 
 
 def _dominant(parts: dict[str, list[pl.DataFrame]]) -> pl.DataFrame:
     """The progress lines of the dialect with the most of them.
 
-    Lines without a step take their steps from these only: DeepSpeed-Chat PPO prints its own
+    Overflow lines take their steps from these only: DeepSpeed-Chat PPO prints its own
     0-based step lines and DeepSpeed's 1-based ``step=`` lines, and mixing the two axes
     would send a step backwards.
     """
@@ -141,18 +144,28 @@ def _dominant(parts: dict[str, list[pl.DataFrame]]) -> pl.DataFrame:
     return max(frames.values(), key=lambda f: f.height)
 
 
+def _every(parts: dict[str, list[pl.DataFrame]]) -> pl.DataFrame:
+    """The progress lines of every dialect, by line: a line without a step reports on the
+    progress line printed just before it (or announces the next), whichever program printed
+    that one. DeepSpeed-Chat's reward line follows its PPO step line; DeepSpeed's ``step=``
+    line of the same step comes after it, so taking that dialect's lines when it prints more
+    put every reward one step early."""
+    frames = [f for fs in parts.values() for f in fs]
+    if not frames:
+        return pl.DataFrame(schema={"line": pl.Int64, "step": pl.Int64})
+    return pl.concat(frames).unique("line", keep="first").sort("line")
+
+
 def _assemble(
     recs: pl.DataFrame,
+    loose: pl.DataFrame,
     ovf: pl.DataFrame,
     anchor_lines: pl.DataFrame,
     found: list[str],
     state: dict[str, Any],
     n_lines: int,
 ) -> ConsoleParse:
-    # whole-frame passes only where they can find something (a Megatron log has 10^7 rows)
-    stepless = (recs["attach"] != 0).any()
-    own = recs.filter(pl.col("attach") == 0) if stepless else recs
-    loose = attach(recs.filter(pl.col("attach") != 0), anchor_lines)
+    own = recs
     engines = 1
     counters = own.clear()
     if "deepspeed" in found:
@@ -161,7 +174,7 @@ def _assemble(
     resolved = resolve(ovf, anchor_lines, counters.with_columns(pl.col("key").cast(pl.Utf8)))
     # the small parts as one chunk each and empty ones left out: the columns of ``raw`` stay
     # chunked alike, so selecting from it copies nothing (misaligned chunks force a rechunk)
-    small = [loose.sort("line", maintain_order=True), resolved.records]
+    small = [loose, resolved.records]
     raw = pl.concat([own, *(part.rechunk() for part in small if part.height)])
     attrs: dict[str, Any] = {"console_dialects": found, "console_lines": n_lines}
     attrs.update({k: v for k, v in resolved.attrs.items() if v is not None})

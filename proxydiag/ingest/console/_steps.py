@@ -2,7 +2,8 @@
 
 docs/formats.md#steps-restarts-and-interleaving: a line without its own step takes the step
 of the next progress line (``attach = 1``, e.g. ``OVERFLOW!``) or, for lines that report on
-the step just printed, of the previous one (``attach = -1``). With no progress line after
+the step just printed, of the previous one (``attach = -1``), whichever dialect printed
+it. With no progress line after
 it, a line takes the last step seen; with none before it, step 0 (an evaluation before
 training). With no progress line at all, the lines take their order (1, 2, ...), never step 0
 for all. The log interval is the uncertainty of such a step.

@@ -35,6 +35,9 @@ class Collected:
     records: list[pl.DataFrame] = field(default_factory=list)
     overflows: list[pl.DataFrame] = field(default_factory=list)
     anchors: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
+    #: each dialect's lines without a step of their own (``attach`` ≠ 0), kept apart: they
+    #: take their steps from their own dialect's progress lines (:func:`~._steps.attach`)
+    stepless: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
     found: dict[str, None] = field(default_factory=dict)
     state: dict[str, Any] = field(default_factory=dict)
     n_lines: int = 0
@@ -91,8 +94,12 @@ def _collect(
             out.found[name] = None
         if not got.records.is_empty():
             out.found[name] = None
-            parts.append(got.records)
-            own = got.anchors if got.anchors is not None else anchors(got.records)
+            records = got.records
+            if (records["attach"] != 0).any():
+                out.stepless.setdefault(name, []).append(records.filter(pl.col("attach") != 0))
+                records = records.filter(pl.col("attach") == 0)
+            parts.append(records)
+            own = got.anchors if got.anchors is not None else anchors(records)
             out.anchors.setdefault(name, []).append(own)
     out.records.append(_merge(parts))
 
