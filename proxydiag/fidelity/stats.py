@@ -69,7 +69,8 @@ def normalise(values: Floats) -> Floats:
     scale = q3 - q1
     if np.any(scale <= 0):
         scale = np.where(scale <= 0, robust_sigma(values)[..., None], scale)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    # a subnormal spread may scale an outlier beyond the float range: ±inf, an extreme shape
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         out = np.where(scale > 0, (values - med) / scale, values - med)
     return np.asarray(out, dtype=np.float64)
 
