@@ -77,6 +77,25 @@ def diagnose_all(
         yield Result(rid, outcome.value)
 
 
+def group_fulls(runs: pl.DataFrame) -> dict[str, tuple[str, ...]]:
+    """Each group's full runs (every run whose role is not ``proxy``), the reference first:
+    by seed (none last), then name, then run id. One order for ``compare --store``,
+    ``report --group`` and the dashboard, whatever order the runs were ingested in.
+
+    >>> runs = pl.DataFrame({"run": ["c", "b", "a", "p"], "name": ["c", "b", "a", "p"],
+    ...     "role": [None, "full", "full", "proxy"], "group": ["g"] * 4,
+    ...     "seed": [None, 1, 1, 0]})
+    >>> group_fulls(runs)
+    {'g': ('a', 'b', 'c')}
+    """
+    fulls = (
+        runs.filter(pl.col("group").is_not_null() & (pl.col("role").fill_null("") != "proxy"))
+        .with_columns(pl.col("seed").fill_null(1 << 30).alias("_order"))
+        .sort("group", "_order", "name", "run")
+    )
+    return {g: tuple(f["run"]) for (g,), f in fulls.group_by("group", maintain_order=True)}
+
+
 def proxy_items(store: RunStore, *, group: str | None = None) -> list[ProxyItem]:
     """Every proxy with a group (or of ``group``), each with its group's full runs (ordered by
     seed, then name: the first is the reference), in proxy run-id order."""
@@ -88,12 +107,7 @@ def proxy_items(store: RunStore, *, group: str | None = None) -> list[ProxyItem]
         pl.col("group").is_not_null()
         & (pl.col("group") == group if group is not None else pl.lit(True))
     )
-    fulls = (
-        grouped.filter(pl.col("role").fill_null("") != "proxy")
-        .with_columns(pl.col("seed").fill_null(1 << 30).alias("_order"))
-        .sort("group", "_order", "name", "run")
-    )
-    members = {g: tuple(f["run"]) for (g,), f in fulls.group_by("group", maintain_order=True)}
+    members = group_fulls(grouped)
     proxies = grouped.filter(pl.col("role") == "proxy")
     return [
         ProxyItem(rid, members.get(g, ()))

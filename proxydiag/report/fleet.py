@@ -191,6 +191,7 @@ def _analyse_missing(
     the catalog's run order. With an ``executor`` other than in-process, per-run and
     per-proxy work items run on it instead.
     """
+    from proxydiag.fleet.analyse import group_fulls
     from proxydiag.report.api import optional_analysis
 
     if executor is not None and executor.name != "serial":
@@ -202,15 +203,15 @@ def _analyse_missing(
     proxies = runs.filter((pl.col("role") == "proxy") & pl.col("group").is_not_null())
     todo = proxies.filter(~pl.col("run").is_in(comps["proxy_run"].to_list()))
     made_comp: dict[str, tuple[Any, ...]] = {}
+    members = group_fulls(runs)
     if compare is not None:
         for group in todo["group"].unique(maintain_order=True).to_list():
-            fulls = runs.filter((pl.col("group") == group) & (pl.col("role") == "full"))
-            if fulls.height:
+            if members.get(group):
                 made_comp |= _compare_group(
                     store,
                     compare,
                     memo,
-                    fulls.sort("seed", nulls_last=True)["run"].to_list(),
+                    list(members[group]),
                     todo.filter(pl.col("group") == group)["run"].to_list(),
                 )
     ids = runs["run"].to_list()

@@ -64,6 +64,7 @@ def comparison_jobs(output: Path, *, full: Sequence[Run], proxies: Sequence[Run]
 
 def group_runs(store_path: Path, group: str) -> tuple[list[Run], list[Run]]:
     """Full runs and proxies of ``group`` in the store at ``store_path``."""
+    from proxydiag.fleet.analyse import group_fulls
     from proxydiag.store import RunStore
 
     if not store_path.exists():
@@ -76,10 +77,8 @@ def group_runs(store_path: Path, group: str) -> tuple[list[Run], list[Run]]:
         raise AnalysisError(
             f"{store_path}: no runs in group {group!r}; groups: {', '.join(groups) or 'none'}"
         )
-    full: list[Run] = []
-    proxies: list[Run] = []
-    for run_id, role in zip(rows["run"].to_list(), rows["role"].to_list(), strict=True):
-        (proxies if role == "proxy" else full).append(store.get(run_id))
+    full = [store.get(run_id) for run_id in group_fulls(rows).get(group, ())]
+    proxies = [store.get(r) for r in rows.filter(rows["role"] == "proxy")["run"].to_list()]
     if proxies and not full:
         raise AnalysisError(f"{store_path}: group {group!r} has proxies but no full run")
     return full, proxies

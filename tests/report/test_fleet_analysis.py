@@ -107,3 +107,38 @@ def test_one_group_in_memory_at_a_time(store_dir: Path, monkeypatch: Any) -> Non
     assert strays == []
     # a group's full runs stay while its proxies load, one proxy at a time
     assert peak == 2 + 1
+
+
+def test_every_view_takes_a_groups_full_runs_in_one_order(tmp_path: Path, monkeypatch: Any) -> None:
+    """compare --store, report --group and the dashboard take the same reference (the first
+    full run): by seed (none last), then name, whatever order the runs were ingested in."""
+    from proxydiag.fidelity import api as fidelity_api
+    from proxydiag.fleet.analyse import proxy_items
+    from proxydiag.report.jobs import group_runs
+
+    store = RunStore(tmp_path / "store")
+    runs = [
+        make_run("f-late", seed=2, n_steps=120),
+        make_run("f-none", seed=0, n_steps=120),
+        make_run("f-b", seed=1, n_steps=120),
+        make_run("f-a", seed=1, n_steps=120),
+        make_run("p", seed=5, n_steps=120, role="proxy", experts_kept=0.5),
+    ]
+    runs[1].attrs["seed"] = None
+    ids = {}
+    for run in runs:
+        store.put(run)
+        ids[run.name] = run.id
+    order = tuple(ids[n] for n in ("f-a", "f-b", "f-late", "f-none"))
+    assert proxy_items(store)[0].full == order
+    assert tuple(r.id for r in group_runs(store.path, "g1")[0]) == order
+    seen: list[tuple[str, ...]] = []
+    real = fidelity_api.compare
+
+    def spy(full: list[Run], proxy: Run, **kw: Any) -> Any:
+        seen.append(tuple(r.id for r in full))
+        return real(full, proxy, **kw)
+
+    monkeypatch.setattr(fidelity_api, "compare", spy)
+    load_fleet(store, analyse=True)
+    assert seen == [order]
