@@ -33,7 +33,9 @@ from tests._paths import SAMPLES, SCHEMAS
 GROUP = "precision-gradual-climb"
 #: seconds any one command may take before it counts as a hang
 TIMEOUT_S = 90.0
-#: an unreachable MLflow server must fail the command within this many seconds
+#: an unreachable MLflow server must fail the command within this many seconds of the time
+#: it takes to start the CLI with mlflow imported (measured beside it: on a loaded machine the
+#: start alone took 32 s; mlflow's own retries to an unreachable server take minutes)
 MLFLOW_FAIL_FAST_S = 20.0
 PARALLEL = 4
 
@@ -314,11 +316,14 @@ def ctx(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         if "{mlflow}" in argv:
             futures[name] = Future()
             futures[name].set_result(one(argv))
+    start = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import mlflow, proxydiag.cli"], check=True)
+    startup_s = time.monotonic() - start
     with ThreadPoolExecutor(PARALLEL) as pool:
         futures["round-trip"] = pool.submit(chain)
         cases = [(n, a) for n, a in GOOD] + [(n, a) for n, a, _ in BAD if "{mlflow}" not in a]
         futures |= {name: pool.submit(one, argv) for name, argv in cases}
-        yield {"values": values, "futures": futures}
+        yield {"values": values, "futures": futures, "startup_s": startup_s}
 
 
 def _result(ctx: dict[str, Any], name: str) -> Any:
@@ -346,7 +351,7 @@ def test_bad_input_exits_2_with_one_line(ctx: dict[str, Any], name: str, needle:
 @pytest.mark.parametrize("name", [n for n, a, _ in BAD if "{mlflow}" in a])
 def test_an_unreachable_mlflow_server_fails_fast(ctx: dict[str, Any], name: str) -> None:
     r = _result(ctx, name)
-    assert r.code == 2 and r.seconds < MLFLOW_FAIL_FAST_S, r
+    assert r.code == 2 and r.seconds < ctx["startup_s"] + MLFLOW_FAIL_FAST_S, r
 
 
 def _schema(name: str) -> dict[str, Any]:
