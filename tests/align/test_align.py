@@ -218,3 +218,22 @@ def test_minmax_reductions_equal_their_previous_copies_on_long_series() -> None:
             downsample.minmax_indices(finite, n_buckets=1000),
             _minmax_reference.minmax_indices(finite, n_buckets=1000),
         )
+
+
+def test_series_are_the_same_whatever_the_row_order_of_the_frame() -> None:
+    """Metric blocks are sliced out of the columns; a frame whose metrics interleave (or
+    whose steps are out of order) is partitioned instead: the same series either way."""
+    import dataclasses
+
+    from proxydiag.align.grid import shared_series
+
+    data = {"loss": np.r_[1.0, np.nan, 3.0, np.inf, 5.0], "reward": np.arange(5.0)}
+    run = make_run("r", data)
+    shuffled = run.frame.sample(fraction=1.0, shuffle=True, seed=3)
+    other = dataclasses.replace(run, frame=shuffled)
+    for got, want in zip(shared_series([other], other), shared_series([run], run), strict=True):
+        assert got.keys() == want.keys() == {"loss", "reward"}
+        for name in got:
+            assert np.array_equal(got[name][0], want[name][0])
+            assert np.array_equal(got[name][1], want[name][1], equal_nan=True)
+            assert got[name][0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
