@@ -157,12 +157,13 @@ def resample_grid(
         points = [(aligned.axes[i](per_run[i][metric][0]), per_run[i][metric][1]) for i in rows]
         result = _metric_grid(
             metric,
-            points,
+            _within(points, x_range) if x_range is not None else points,
             grid.x_range,
             rows=tuple(rows),
             buckets=buckets,
             min_points=min_points,
             log_scale=metric in log_scale_metrics,
+            sign=_sign(points),
         )
         if isinstance(result, str):
             grid.skipped[metric] = result
@@ -219,6 +220,31 @@ def _by_metric(run: Run, metrics: set[str]) -> dict[str, tuple[Floats, Floats]]:
     return out
 
 
+def _within(
+    points: list[tuple[Floats, Floats]], x_range: tuple[float, float]
+) -> list[tuple[Floats, Floats]]:
+    """Each run's points inside ``x_range`` (a phase), where its axis positions are sorted
+    (they are, but for an axis that steps back): a phase's resampling reads its part only."""
+    lo, hi = x_range
+    out = []
+    for x, v in points:
+        if x.size > 1 and not bool(np.all(x[1:] >= x[:-1])):
+            out.append((x, v))
+            continue
+        a, b = np.searchsorted(x, lo, side="left"), np.searchsorted(x, hi, side="right")
+        out.append((x[a:b], v[a:b]))
+    return out
+
+
+def _sign(points: list[tuple[Floats, Floats]]) -> tuple[bool, bool]:
+    """``(positive, decade)`` of a metric over the whole runs: every finite point of every run
+    is > 0; the first run's finite points span a decade."""
+    finite_values = [v[np.isfinite(v)] for _, v in points]
+    positive = all(fv.size > 0 and bool(np.all(fv > 0)) for fv in finite_values)
+    ref = finite_values[0]
+    return positive, positive and float(ref.max()) >= 10 * float(ref.min())
+
+
 def _metric_grid(
     metric: str,
     series: list[tuple[Floats, Floats]],
@@ -228,6 +254,7 @@ def _metric_grid(
     buckets: int,
     min_points: int,
     log_scale: bool,
+    sign: tuple[bool, bool],
 ) -> MetricGrid | str:
     lo, hi = x_range
     counts = [int(np.count_nonzero(np.isfinite(v) & (x >= lo) & (x <= hi))) for x, v in series]
@@ -256,10 +283,7 @@ def _metric_grid(
             f"value (< {_MIN_SHARED}): logged at other steps, or non-finite where the other "
             "has values"
         )
-    finite_values = [v[np.isfinite(v)] for _, v in series]
-    positive = all(fv.size > 0 and bool(np.all(fv > 0)) for fv in finite_values)
-    ref = finite_values[0]
-    decade = positive and float(ref.max()) >= 10 * float(ref.min())
+    positive, decade = sign
     return MetricGrid(
         metric=metric,
         edges=edges,
