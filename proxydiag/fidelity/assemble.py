@@ -10,7 +10,8 @@ phases' results combined, weighted by the phases' share of progress —
   metric's interval comes out of :func:`.aggregate.metric_fidelity` as before;
 * ``value``, ``ci`` and ``seed_baseline``: the phase's own when one phase has the metric, else
   ``null`` (a Spearman ρ or a KS statistic of two ranges is not one number); every phase's
-  statistic and interval are in the explanation and in ``details["phases"]``.
+  statistic and interval are in the explanation (``reward trend: pre_fault: … | fault: …``)
+  and in ``details["phases"]``.
 
 So a fault no longer dominates the whole-run statistics (the reason phases exist), and the
 phases together cost one whole-run analysis. An undecidable phase contributes nothing: it is
@@ -53,13 +54,14 @@ def whole_run(parts: Sequence[Part], config: FidelityConfig) -> dict[str, Metric
         ]
         tests = list(dict.fromkeys(t for _, _, m in having for t in m.tests))
         combined = {
-            t: _test(t, [(p, w, m.tests[t]) for p, w, m in weighted if t in m.tests]) for t in tests
+            t: _test(name, t, [(p, w, m.tests[t]) for p, w, m in weighted if t in m.tests])
+            for t in tests
         }
         out[name] = metric_fidelity(name, combined, config)
     return out
 
 
-def _test(name: str, parts: list[tuple[str, float, TestResult]]) -> TestResult:
+def _test(metric: str, name: str, parts: list[tuple[str, float, TestResult]]) -> TestResult:
     """One test's results in several phases as one (see the module docstring)."""
     if len(parts) == 1:
         return parts[0][2]
@@ -83,5 +85,6 @@ def _test(name: str, parts: list[tuple[str, float, TestResult]]) -> TestResult:
         # opposite directions in every phase (one phase's reversal is that phase's verdict)
         "opposite_direction": all(t.details.get("opposite_direction") for _, _, t in parts),
     }
-    words = "; ".join(f"{p}: {t.explanation}" for p, _, t in parts)
+    head = f"{metric} {name}: "
+    words = head + " | ".join(f"{p}: {t.explanation.removeprefix(head)}" for p, _, t in parts)
     return TestResult(name, None, float(score), None, None, words, details, samples=samples)

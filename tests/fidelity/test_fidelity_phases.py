@@ -109,7 +109,10 @@ def test_with_phases_the_whole_run_table_is_assembled_from_them() -> None:
             assert t.score == pytest.approx(expected), (name, test)
             assert t.value is None and t.ci is None
             assert set(t.details["phases"]) == {"pre_fault", "fault"}
-            assert t.explanation.startswith("pre_fault: ")
+            assert t.explanation.startswith(f"{name} {test}: pre_fault: ")
+            assert f" | fault: {parts[1].explanation.removeprefix(f'{name} {test}: ')}" in (
+                t.explanation
+            )
         assert m.ci[0] <= m.score <= m.ci[1]
     jsonschema.validate(c.to_dict(), SCHEMA)
     tested = faulty(diverging(40, ONSET + 10), config=CFG.replace(whole_run_tests=True))
