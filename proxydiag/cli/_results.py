@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from proxydiag.cli._app import err
+from proxydiag.cli._app import TrackingOpt, err
 from proxydiag.errors import ProxydiagError
 
 if TYPE_CHECKING:
@@ -39,12 +39,14 @@ MlflowExperimentOpt = Annotated[
 
 @dataclass(frozen=True, kw_only=True)
 class Destination:
-    """Where results go: the store directory and/or MLflow."""
+    """Where results go: the store directory and/or MLflow; as a command's parameter, the
+    option group ``--store``, ``--log-to-mlflow``, ``--mlflow-experiment``, ``--tracking-uri``
+    (:func:`proxydiag.cli._groups.grouped`)."""
 
-    store: Path | None = None
-    mlflow: bool = False
-    experiment: str | None = None
-    tracking_uri: str | None = None
+    store: ResultStoreOpt = None
+    mlflow: LogToMlflowOpt = False
+    experiment: MlflowExperimentOpt = None
+    tracking_uri: TrackingOpt = None
 
 
 #: a verdict given to ``--fail-on`` stands for itself or worse

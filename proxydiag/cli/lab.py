@@ -7,13 +7,10 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import app, out
+from proxydiag.cli._app import out, sub_app
 from proxydiag.errors import ConfigError
 
-lab_app = typer.Typer(
-    help="Real tiny MoE GRPO runs with proxies and injected faults.", no_args_is_help=True
-)
-app.add_typer(lab_app, name="lab")
+lab_app = sub_app("lab", "Real tiny MoE GRPO runs with proxies and injected faults.")
 
 OutOpt = Annotated[Path, typer.Option("-o", "--out", help="output directory")]
 
