@@ -20,6 +20,14 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
+
+def sub_app(name: str, help_text: str) -> typer.Typer:
+    """The command group ``proxydiag NAME COMMAND``; without a command it prints its help."""
+    group = typer.Typer(help=help_text, no_args_is_help=True)
+    app.add_typer(group, name=name)
+    return group
+
+
 #: stdout for results, stderr for progress, warnings and errors
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -9,6 +9,7 @@ the same whichever runs them.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
@@ -39,9 +40,18 @@ ForceOpt = Annotated[
 ]
 
 
-def executor(workers: int, ray: bool, ray_address: str | None) -> Executor:
-    """The executor the flags ask for (a bad combination is a one-line usage error)."""
-    return make_executor(workers=workers, ray=ray, ray_address=ray_address)
+@dataclass(frozen=True)
+class Fleet:
+    """Where a command's work items run: ``--workers``, ``--ray`` and ``--ray-address``, an
+    option group (:func:`proxydiag.cli._groups.grouped`)."""
+
+    workers: WorkersOpt = 1
+    ray: RayOpt = False
+    ray_address: RayAddressOpt = None
+
+    def executor(self) -> Executor:
+        """The executor the flags ask for (a bad combination is a one-line usage error)."""
+        return make_executor(workers=self.workers, ray=self.ray, ray_address=self.ray_address)
 
 
 def report_failures(failures: Iterable[tuple[str, str]]) -> int:

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from proxydiag.cli._app import err
+from proxydiag.cli._app import TrackingOpt, err
 from proxydiag.errors import ProxydiagError
 
 if TYPE_CHECKING:
@@ -39,12 +39,14 @@ MlflowExperimentOpt = Annotated[
 
 @dataclass(frozen=True, kw_only=True)
 class Destination:
-    """Where results go: the store directory and/or MLflow."""
+    """Where results go: the store directory and/or MLflow; as a command's parameter, the
+    option group ``--store``, ``--log-to-mlflow``, ``--mlflow-experiment``, ``--tracking-uri``
+    (:func:`proxydiag.cli._groups.grouped`)."""
 
-    store: Path | None = None
-    mlflow: bool = False
-    experiment: str | None = None
-    tracking_uri: str | None = None
+    store: ResultStoreOpt = None
+    mlflow: LogToMlflowOpt = False
+    experiment: MlflowExperimentOpt = None
+    tracking_uri: TrackingOpt = None
 
 
 #: a verdict given to ``--fail-on`` stands for itself or worse
@@ -96,21 +98,12 @@ def load_one(source: str, store: Path | None, aliases: Path | None = None) -> Ru
 
 def keep_diagnosis(d: Diagnosis, run: Run, *, to: Destination) -> None:
     """Store ``d`` and/or log it to ``run``'s MLflow run."""
-
-    def log(run_store: RunStore | None) -> str:
-        from proxydiag.mlflow.sink import log_diagnosis
-
-        html = _report_html(lambda report: report(runs=[run], diagnoses=[d], fmt="html"))
-        return log_diagnosis(
-            d,
-            run,
-            report_html=html,
-            tracking_uri=to.tracking_uri,
-            experiment=to.experiment,
-            store=run_store,
-        )
-
-    _keep(lambda s: s.put_diagnosis(d), log, to=to)
+    _keep(
+        lambda s: s.put_diagnosis(d),
+        lambda sink, **where: sink.log_diagnosis(d, run, **where),
+        {"runs": [run], "diagnoses": [d]},
+        to=to,
+    )
 
 
 def keep_comparison(
@@ -123,31 +116,23 @@ def keep_comparison(
 ) -> None:
     """Store ``c`` and/or log it to the proxy's MLflow run (with its report, which shows
     ``diagnoses`` when given instead of diagnosing the runs again)."""
-
-    def log(run_store: RunStore | None) -> str:
-        from proxydiag.mlflow.sink import log_comparison
-
-        html = _report_html(
-            lambda report: report(
-                full=fulls, proxy=proxy, comparison=c, diagnoses=diagnoses, fmt="html"
-            )
-        )
-        return log_comparison(
-            c,
-            proxy,
-            fulls,
-            report_html=html,
-            tracking_uri=to.tracking_uri,
-            experiment=to.experiment,
-            store=run_store,
-        )
-
-    _keep(lambda s: s.put_comparison(c), log, to=to)
+    _keep(
+        lambda s: s.put_comparison(c),
+        lambda sink, **where: sink.log_comparison(c, proxy, fulls, **where),
+        {"full": fulls, "proxy": proxy, "comparison": c, "diagnoses": diagnoses},
+        to=to,
+    )
 
 
 def _keep(
-    put: Callable[[RunStore], object], log: Callable[[RunStore | None], str], *, to: Destination
+    put: Callable[[RunStore], object],
+    log: Callable[..., str],
+    report: dict[str, Any],
+    *,
+    to: Destination,
 ) -> None:
+    """``put`` the result in the store; or, with ``--log-to-mlflow``, ``log(sink, ...)`` it
+    with the MLflow sink (:mod:`proxydiag.mlflow.sink`), its HTML report made of ``report``."""
     run_store = None
     if to.store is not None:
         from proxydiag.store import RunStore
@@ -157,17 +142,25 @@ def _keep(
         if run_store is not None:
             put(run_store)
         return
-    mlflow_id = log(run_store)  # the sink stores first, then logs, then marks synced
+    from proxydiag.mlflow import sink
+
+    mlflow_id = log(  # the sink stores first, then logs, then marks synced
+        sink,
+        report_html=_report_html(report),
+        tracking_uri=to.tracking_uri,
+        experiment=to.experiment,
+        store=run_store,
+    )
     err.print(f"logged to MLflow run {mlflow_id}", markup=False)
 
 
-def _report_html(make: Callable[[Callable[..., str]], str]) -> str | None:
+def _report_html(content: dict[str, Any]) -> str | None:
     """The HTML report for the MLflow artifact (None without the report module or on failure)."""
     try:
         from proxydiag.report.api import report
     except ImportError:
         return None
     try:
-        return str(make(report))
+        return report(**content, fmt="html")
     except ProxydiagError:
         return None

@@ -8,57 +8,51 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import ConfigOpt, FormatOpt, app, out
-from proxydiag.cli._fleet import RayAddressOpt, RayOpt, WorkersOpt, executor
+from proxydiag.cli._app import ConfigOpt, FormatOpt, out, sub_app
+from proxydiag.cli._fleet import Fleet
+from proxydiag.cli._groups import command
 
-bench_app = typer.Typer(
-    help="Score diagnose/compare against a labelled corpus (labels.json).", no_args_is_help=True
-)
-app.add_typer(bench_app, name="bench")
+bench_app = sub_app("bench", "Score diagnose/compare against a labelled corpus (labels.json).")
 
 
-@bench_app.command("diagnose")
+@command(bench_app, "diagnose")
 def bench_diagnose(
     corpus: Annotated[Path, typer.Argument(help="folder with labels.json")],
     config: ConfigOpt = None,
     fmt: FormatOpt = "text",
-    workers: WorkersOpt = 1,
-    ray: RayOpt = False,
-    ray_address: RayAddressOpt = None,
+    fleet: Fleet = Fleet(),
 ) -> None:
     """Per-class precision/recall, macro-F1 and onset error of `diagnose` on a corpus."""
     from proxydiag.evaluate.diagnose import check_format, render, score
 
     check_format(fmt)
-    result = score(corpus, config=config, executor=executor(workers, ray, ray_address))
+    result = score(corpus, config=config, executor=fleet.executor())
     if fmt == "json":
         out.print(json.dumps(result.to_dict()), markup=False)
     else:
         out.print(render(result, markdown=fmt == "markdown"), markup=False)
 
 
-@bench_app.command("compare")
+@command(bench_app, "compare")
 def bench_compare(
     corpus: Annotated[Path, typer.Argument(help="folder with labels.json (with pairs)")],
     config: ConfigOpt = None,
     fmt: FormatOpt = "text",
-    workers: WorkersOpt = 1,
-    ray: RayOpt = False,
-    ray_address: RayAddressOpt = None,
+    fleet: Fleet = Fleet(),
 ) -> None:
     """AUC of fidelity, verdict accuracy and seed-pair faithfulness of `compare` on a corpus."""
     from proxydiag.evaluate.compare import evaluate, render, score
     from proxydiag.evaluate.diagnose import check_format
 
     check_format(fmt)
-    result = score(evaluate(corpus, config=config, executor=executor(workers, ray, ray_address)))
+    result = score(evaluate(corpus, config=config, executor=fleet.executor()))
     if fmt == "json":
         out.print_json(json.dumps(result.to_dict()))
     else:
         out.print(render(result, markdown=fmt == "markdown"), markup=False)
 
 
-@bench_app.command("watch")
+@command(bench_app, "watch")
 def bench_watch(
     corpus: Annotated[Path, typer.Argument(help="folder with labels.json")],
     every: Annotated[int, typer.Option("--every", help="logged steps per check")] = 10,
@@ -66,9 +60,7 @@ def bench_watch(
         bool, typer.Option("--oracle/--no-oracle", help="also run offline diagnose on every prefix")
     ] = True,
     fmt: Annotated[str, typer.Option("--format", "-f", help="text | json")] = "text",
-    workers: WorkersOpt = 1,
-    ray: RayOpt = False,
-    ray_address: RayAddressOpt = None,
+    fleet: Fleet = Fleet(),
 ) -> None:
     """Detection delays, misses, false alerts and cost of `watch --replay` on a corpus."""
     from proxydiag.errors import ConfigError
@@ -78,9 +70,7 @@ def bench_watch(
         raise ConfigError(f"--format {fmt!r}: use text or json")
     if every < 1:
         raise ConfigError(f"--every must be at least 1, not {every}")
-    summary = score(
-        corpus, every=every, oracle=oracle, executor=executor(workers, ray, ray_address)
-    )
+    summary = score(corpus, every=every, oracle=oracle, executor=fleet.executor())
     if fmt == "json":
         out.print(json.dumps(summary), markup=False, soft_wrap=True, highlight=False)
     else:

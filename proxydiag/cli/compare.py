@@ -8,14 +8,12 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import ConfigOpt, FormatOpt, TrackingOpt, app, out
-from proxydiag.cli._fleet import ForceOpt, RayAddressOpt, RayOpt, WorkersOpt, executor
+from proxydiag.cli._app import ConfigOpt, FormatOpt, app, out
+from proxydiag.cli._fleet import Fleet, ForceOpt
 from proxydiag.cli._fleet_results import stored_comparisons
+from proxydiag.cli._groups import command
 from proxydiag.cli._results import (
     Destination,
-    LogToMlflowOpt,
-    MlflowExperimentOpt,
-    ResultStoreOpt,
     check_format,
     fail_classes,
     keep_comparison,
@@ -24,7 +22,7 @@ from proxydiag.cli._results import (
 )
 
 
-@app.command()
+@command(app)
 def compare(
     full: Annotated[
         list[str] | None,
@@ -38,19 +36,14 @@ def compare(
         typer.Option("--fail-on", help="exit 1 on this verdict or worse: unfaithful | partial"),
     ] = None,
     config: ConfigOpt = None,
-    store: ResultStoreOpt = None,
-    log_to_mlflow: LogToMlflowOpt = False,
-    mlflow_experiment: MlflowExperimentOpt = None,
-    tracking_uri: TrackingOpt = None,
+    to: Destination = Destination(),
     group: Annotated[
         str | None,
         typer.Option(
             "--group", help="with --store and no --full/--proxy: only this group's proxies"
         ),
     ] = None,
-    workers: WorkersOpt = 1,
-    ray: RayOpt = False,
-    ray_address: RayAddressOpt = None,
+    fleet: Fleet = Fleet(),
     force: ForceOpt = False,
 ) -> None:
     """Score how faithfully a proxy reproduced the full run's dynamics and fault.
@@ -66,14 +59,14 @@ def compare(
 
     check_format(fmt)
     failing = fail_classes(fail_on, labels=False, verdicts=True)
-    if not full and proxy is None and store is not None:
-        if log_to_mlflow:
+    if not full and proxy is None and to.store is not None:
+        if to.mlflow:
             raise typer.BadParameter(
                 "comparing a store keeps results there; `proxydiag mlflow sync` logs them to MLflow"
             )
         stored_comparisons(
-            store,
-            pool=executor(workers, ray, ray_address),
+            to.store,
+            pool=fleet.executor(),
             group=group,
             align=align,
             config=load_config(config) if config else None,
@@ -86,8 +79,8 @@ def compare(
             "give --full SOURCE... --proxy SOURCE, or --store DIR "
             "[--group G] for every stored proxy"
         )
-    fulls = [run for source in full for run in load(source, store)]
-    proxies = [load_one(proxy, store)]
+    fulls = [run for source in full for run in load(source, to.store)]
+    proxies = [load_one(proxy, to.store)]
     cfg = load_config(config) if config is not None else FidelityConfig()
     # diagnosed once here: the comparison and the report logged to MLflow both use them
     diagnoses = [diagnose(run) for run in [*fulls, proxies[0]]]
@@ -108,12 +101,7 @@ def compare(
         fulls,
         proxies[0],
         diagnoses=diagnoses,
-        to=Destination(
-            store=store,
-            mlflow=log_to_mlflow,
-            experiment=mlflow_experiment,
-            tracking_uri=tracking_uri,
-        ),
+        to=to,
     )
     if result.verdict in failing:
         raise typer.Exit(1)

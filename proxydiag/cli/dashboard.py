@@ -8,11 +8,12 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import DEFAULT_STORE, StoreOpt, app, out, output_dir
-from proxydiag.cli._fleet import RayAddressOpt, RayOpt, WorkersOpt, executor
+from proxydiag.cli._fleet import Fleet
+from proxydiag.cli._groups import command
 from proxydiag.errors import StoreError
 
 
-@app.command()
+@command(app)
 def dashboard(
     store: StoreOpt = DEFAULT_STORE,
     output: Annotated[Path, typer.Option("--output", "-o", help="directory to write")] = Path(
@@ -25,9 +26,7 @@ def dashboard(
             help="diagnose/compare in memory what the store has no result for",
         ),
     ] = True,
-    workers: WorkersOpt = 1,
-    ray: RayOpt = False,
-    ray_address: RayAddressOpt = None,
+    fleet: Fleet = Fleet(),
 ) -> None:
     """Every run's label and key metrics, every proxy's fidelity, fidelity vs pruning and cost."""
     from proxydiag.report.dashboard import write_dashboard
@@ -37,7 +36,7 @@ def dashboard(
             f"{store}: no store here; ingest runs first (proxydiag ingest ... "
             "--store DIR) or pass --store DIR"
         )
-    pool = executor(workers, ray, ray_address)
+    pool = fleet.executor()
     out.print(
         str(write_dashboard(store, output_dir(output), analyse=analyse, executor=pool)),
         markup=False,

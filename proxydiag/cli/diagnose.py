@@ -10,20 +10,18 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import AliasesOpt, ConfigOpt, FormatOpt, TrackingOpt, app
-from proxydiag.cli._fleet import ForceOpt, RayAddressOpt, RayOpt, WorkersOpt, executor
+from proxydiag.cli._app import AliasesOpt, ConfigOpt, FormatOpt, app
+from proxydiag.cli._fleet import Fleet, ForceOpt
 from proxydiag.cli._fleet_results import existing, source_diagnoses, stored_diagnoses
+from proxydiag.cli._groups import command
 from proxydiag.cli._results import (
     Destination,
-    LogToMlflowOpt,
-    MlflowExperimentOpt,
-    ResultStoreOpt,
     check_format,
     fail_classes,
 )
 
 
-@app.command()
+@command(app)
 def diagnose(
     sources: Annotated[
         list[str] | None, typer.Argument(help="run paths, MLflow URIs, or run ids in --store")
@@ -39,17 +37,12 @@ def diagnose(
     ] = None,
     config: ConfigOpt = None,
     aliases: AliasesOpt = None,
-    store: ResultStoreOpt = None,
-    log_to_mlflow: LogToMlflowOpt = False,
-    mlflow_experiment: MlflowExperimentOpt = None,
-    tracking_uri: TrackingOpt = None,
+    to: Destination = Destination(),
     every: Annotated[
         bool,
         typer.Option("--all", help="diagnose every run in --store (and keep the results there)"),
     ] = False,
-    workers: WorkersOpt = 1,
-    ray: RayOpt = False,
-    ray_address: RayAddressOpt = None,
+    fleet: Fleet = Fleet(),
     force: ForceOpt = False,
 ) -> None:
     """Label each run healthy / gradient_overflow / loss_divergence / precision_fault.
@@ -62,28 +55,25 @@ def diagnose(
     check_format(fmt)
     failing = fail_classes(fail_on, labels=True, verdicts=False)
     cfg = load_config(config) if config is not None else DiagnoseConfig()
-    pool = executor(workers, ray, ray_address)
-    if every == bool(sources) or (every and store is None):
+    pool = fleet.executor()
+    if every == bool(sources) or (every and to.store is None):
         raise typer.BadParameter("give SOURCE..., or --store DIR --all (one of them)")
     if every:
-        if log_to_mlflow:
+        if to.mlflow:
             raise typer.BadParameter(
                 "--all keeps results in --store; `proxydiag mlflow sync` logs them to MLflow"
             )
         from proxydiag.fleet.analyse import diagnose_all
 
-        assert store is not None
-        results = diagnose_all(existing(store), executor=pool, config=cfg, force=force)
+        assert to.store is not None
+        results = diagnose_all(existing(to.store), executor=pool, config=cfg, force=force)
         stored_diagnoses(results, fmt=fmt, failing=failing).finish()
         return
-    to = Destination(
-        store=store, mlflow=log_to_mlflow, experiment=mlflow_experiment, tracking_uri=tracking_uri
-    )
     source_diagnoses(
         list(sources or []),
         pool=pool,
         config=cfg,
-        store=store,
+        store=to.store,
         aliases=aliases,
         to=to,
         fmt=fmt,

@@ -15,14 +15,8 @@ import typer
 from rich.table import Table
 
 from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, app, err
-from proxydiag.cli._fleet import (
-    ForceOpt,
-    RayAddressOpt,
-    RayOpt,
-    WorkersOpt,
-    executor,
-    report_failures,
-)
+from proxydiag.cli._fleet import Fleet, ForceOpt, report_failures
+from proxydiag.cli._groups import command
 from proxydiag.cli.show import cell, show
 from proxydiag.errors import ProxydiagError
 from proxydiag.ingest import ReadContext, discover, is_uri
@@ -61,7 +55,7 @@ LockTimeoutOpt = Annotated[
 ]
 
 
-@app.command()
+@command(app)
 def ingest(
     sources: Annotated[
         list[str] | None, typer.Argument(help="files, directories or MLflow run URIs")
@@ -85,9 +79,7 @@ def ingest(
         str | None,
         typer.Option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)"),
     ] = None,
-    workers: WorkersOpt = 1,
-    ray: RayOpt = False,
-    ray_address: RayAddressOpt = None,
+    fleet: Fleet = Fleet(),
     force: ForceOpt = False,
 ) -> None:
     """Read runs (any supported format) into the store; re-ingesting a source replaces it."""
@@ -102,7 +94,7 @@ def ingest(
         {"tracking_uri": tracking_uri} if tracking_uri else {},
     )
     target = RunStore(store, lock_timeout_s=lock_timeout_s)
-    pool = executor(workers, ray, ray_address)
+    pool = fleet.executor()
     stored: list[Run] = []
     failures: list[tuple[int, str, str]] = []  # (place in the work, source, reason)
     work: list[tuple[str, str]] = []  # (reader name, source)
@@ -127,7 +119,7 @@ def ingest(
         config_digest=config_digest(file_digest(aliases), role and role.value, group, tracking_uri),
     )
     # a fleet (several sources, or workers) skips unchanged sources; one source is re-read
-    fleet = len(work) > 1 or pool.name != "serial"
+    skip_unchanged = len(work) > 1 or pool.name != "serial"
     with _progress() as progress:
         task = progress.add_task("ingest", total=len(work))
         result = ingest_sources(
@@ -135,7 +127,7 @@ def ingest(
             store=target,
             executor=pool,
             spec=spec,
-            skip_unchanged=fleet,
+            skip_unchanged=skip_unchanged,
             on_run=lambda run: stored.append(_summary_only(run)),
             on_item=lambda item: progress.update(task, advance=1, description=_short(item)),
         )

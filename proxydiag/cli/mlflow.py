@@ -6,12 +6,9 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import DEFAULT_STORE, StoreOpt, TrackingOpt, app, err, out
+from proxydiag.cli._app import DEFAULT_STORE, StoreOpt, TrackingOpt, err, out, sub_app
 
-mlflow_app = typer.Typer(
-    help="MLflow: push stored diagnoses and comparisons to MLflow runs.", no_args_is_help=True
-)
-app.add_typer(mlflow_app, name="mlflow")
+mlflow_app = sub_app("mlflow", "MLflow: push stored diagnoses and comparisons to MLflow runs.")
 
 ExperimentOpt = Annotated[
     str | None,

@@ -7,12 +7,9 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import app, err, out
+from proxydiag.cli._app import err, out, sub_app
 
-proxy_app = typer.Typer(
-    help="Make proxies: expert-pruned copies of MoE checkpoints.", no_args_is_help=True
-)
-app.add_typer(proxy_app, name="proxy")
+proxy_app = sub_app("proxy", "Make proxies: expert-pruned copies of MoE checkpoints.")
 
 
 @proxy_app.command("build")

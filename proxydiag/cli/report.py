@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, TrackingOpt, app, err, out
-from proxydiag.cli._fleet import RayAddressOpt, RayOpt, WorkersOpt, executor
+from proxydiag.cli._fleet import Fleet
 from proxydiag.cli._fleet_results import group_results
+from proxydiag.cli._groups import command
 from proxydiag.cli._results import fail_classes, load, load_one
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
@@ -104,7 +105,7 @@ def _print_recommendation(
         console.print(line, markup=False)
 
 
-@app.command()
+@command(app)
 def report(
     sources: Annotated[list[str] | None, typer.Argument(help="runs to diagnose and show")] = None,
     output: Annotated[
@@ -145,9 +146,7 @@ def report(
     ] = None,
     tracking_uri: TrackingOpt = None,
     aliases: AliasesOpt = None,
-    workers: WorkersOpt = 1,
-    ray: RayOpt = False,
-    ray_address: RayAddressOpt = None,
+    fleet: Fleet = Fleet(),
 ) -> None:
     """Write a post-run report: verdict, labels, timeline, metric panels, fidelity, evidence."""
     from proxydiag.report.api import FORMATS, render, resolve
@@ -159,7 +158,7 @@ def report(
     known: dict[str, Diagnosis] = {}  # a group's full runs are diagnosed once, not per proxy
     logged: set[str] = set()  # ... and logged to MLflow once
     compared: list[Comparison] = []  # a group's proxies: which is the smallest faithful one
-    pool = executor(workers, ray, ray_address)
+    pool = fleet.executor()
     jobs = _jobs(
         list(sources or []),
         list(full or []),

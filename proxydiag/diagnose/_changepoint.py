@@ -9,6 +9,7 @@ the climb starts — not where it crosses a threshold.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
@@ -71,6 +72,24 @@ def _suffix(a: np.ndarray) -> np.ndarray:
     return np.concatenate([np.cumsum(a[::-1])[::-1], [0.0]])
 
 
+Model = Callable[[_Sums, np.ndarray, int], ChangeFit | None]
+
+
+def _fit(model: Model, s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
+    """``model`` fitted at every candidate index ``k`` of the new regime's first point that
+    leaves ``min_points`` points on either side; None when the series is too short."""
+    if s.n < 2 * min_points:
+        return None
+    return model(s, np.arange(min_points, s.n - min_points + 1), sign)
+
+
+def _least(sse: np.ndarray, valid: np.ndarray | bool) -> int | None:
+    """The candidate of least ``sse`` among the ``valid`` ones; None when none is finite."""
+    masked = np.where(valid, sse, np.inf)
+    best = int(np.argmin(masked))
+    return best if np.isfinite(masked[best]) else None
+
+
 def step_fit(y: np.ndarray, *, min_points: int = 3, sign: int = 1) -> ChangeFit | None:
     """Best single level change of ``y`` (finite values), restricted to ``sign`` of the change.
 
@@ -79,24 +98,19 @@ def step_fit(y: np.ndarray, *, min_points: int = 3, sign: int = 1) -> ChangeFit 
     >>> f.index, f.shift
     (20, 5.0)
     """
-    return _step_fit(_Sums(None, y), min_points=min_points, sign=sign)
+    return _fit(_step_fit, _Sums(None, y), min_points=min_points, sign=sign)
 
 
-def _step_fit(s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
+def _step_fit(s: _Sums, k: np.ndarray, sign: int) -> ChangeFit | None:
     n = s.n
-    if n < 2 * min_points:
-        return None
-    k = np.arange(min_points, n - min_points + 1)
     c1, _, total2 = s.prefix
     total = c1[-1]
     s1, s2 = c1[k], total - c1[k]
     n1, n2 = k.astype(np.float64), (n - k).astype(np.float64)
     sse = total2 - s1**2 / n1 - s2**2 / n2
     shift = s2 / n2 - s1 / n1
-    if sign:
-        sse = np.where(np.sign(shift) == sign, sse, np.inf)
-    best = int(np.argmin(sse))
-    if not np.isfinite(sse[best]):
+    best = _least(sse, (np.sign(shift) == sign) if sign else True)
+    if best is None:
         return None
     sse_null = total2 - total**2 / n
     return ChangeFit(
@@ -115,14 +129,12 @@ def ramp_fit(
     >>> f.index, round(f.shift, 6)
     (25, 7.0)
     """
-    return _ramp_fit(_Sums(t, y), min_points=min_points, sign=sign)
+    return _fit(_ramp_fit, _Sums(t, y), min_points=min_points, sign=sign)
 
 
-def _ramp_fit(s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
+def _ramp_fit(s: _Sums, k: np.ndarray, sign: int) -> ChangeFit | None:
     n = s.n
-    if n < 2 * min_points:
-        return None
-    k = np.arange(min_points - 1, n - min_points)
+    k = k - 1  # the hinge: the old regime's last point, a point of both
     # suffix sums from each candidate hinge (inclusive), without the trailing 0
     tt, *sums, _ = s.suffix
     st, st2, sy, sty = (a[:-1] for a in sums)
@@ -137,10 +149,8 @@ def _ramp_fit(s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
     a = (total - b * su) / n
     sse = total2 - a * total - b * suy
     shift = b * (tt[-1] - tk)
-    valid = ok & ((np.sign(shift) == sign) if sign else True)
-    sse = np.where(valid, sse, np.inf)
-    best = int(np.argmin(sse))
-    if not np.isfinite(sse[best]):
+    best = _least(sse, ok & ((np.sign(shift) == sign) if sign else True))
+    if best is None:
         return None
     sse_null = total2 - np.float64(total) ** 2 / n  # a Python float's ** raises on overflow
     return ChangeFit(
@@ -191,14 +201,11 @@ def jump_ramp_fit(
     >>> f.index, f.kind, round(f.shift, 6)
     (40, 'step', 4.9)
     """
-    return _jump_ramp_fit(_Sums(t, y), min_points=min_points, sign=sign)
+    return _fit(_jump_ramp_fit, _Sums(t, y), min_points=min_points, sign=sign)
 
 
-def _jump_ramp_fit(s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
+def _jump_ramp_fit(s: _Sums, k: np.ndarray, sign: int) -> ChangeFit | None:
     n = s.n
-    if n < 2 * min_points:
-        return None
-    k = np.arange(min_points, n - min_points + 1)
     c1, c2, _ = s.prefix
     tt, st, st2, sy, sty, sy2 = s.suffix
     n1, m = k.astype(np.float64), (n - k).astype(np.float64)
@@ -215,9 +222,8 @@ def _jump_ramp_fit(s: _Sums, *, min_points: int, sign: int) -> ChangeFit | None:
     valid = ok & ((np.sign(shift) == sign) if sign else True)
     if sign:
         valid &= np.sign(start - a1) != -sign  # the new regime starts on the side it ends
-    sse = np.where(valid, sse, np.inf)
-    best = int(np.argmin(sse))
-    if not np.isfinite(sse[best]):
+    best = _least(sse, valid)
+    if best is None:
         return None
     jump = float(start[best] - a1[best])
     kind: Kind = "step" if abs(jump) >= 0.5 * abs(float(shift[best])) else "ramp"
@@ -242,13 +248,13 @@ def best_change(
     'ramp'
     """
     sums = _Sums(t, y)
-    step = _step_fit(sums, min_points=min_points, sign=sign)
-    ramp = _ramp_fit(sums, min_points=min_points, sign=sign)
+    step = _fit(_step_fit, sums, min_points=min_points, sign=sign)
+    ramp = _fit(_ramp_fit, sums, min_points=min_points, sign=sign)
     if step is None or ramp is None:
         best = step or ramp
     else:
         best = ramp if ramp.sse < 0.9 * step.sse else step
-    both = _jump_ramp_fit(sums, min_points=min_points, sign=sign)
+    both = _fit(_jump_ramp_fit, sums, min_points=min_points, sign=sign)
     if best is None or (both is not None and _better(both.sse, best.sse, n=y.size)):
         return both
     return best

@@ -9,12 +9,18 @@ Readers are listed in :data:`proxydiag.ingest.READERS`; the contract test
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+import polars as pl
+
+from proxydiag.events import Event
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run
+from proxydiag.run.build import build_run
+from proxydiag.run.sidecar import sidecar_for
 
 
 @dataclass(frozen=True)
@@ -23,6 +29,34 @@ class ReadContext:
 
     aliases: AliasTable = field(default_factory=AliasTable.default)
     options: dict[str, Any] = field(default_factory=dict)
+
+
+def source_run(
+    raw: pl.DataFrame,
+    source: Path,
+    ctx: ReadContext,
+    *,
+    fmt: str,
+    name: str,
+    attrs: Mapping[str, Any],
+    sidecar_of: Path | None,
+    events: list[Event] | None = None,
+    monotonic: bool = False,
+) -> Run:
+    """The run a reader of ``fmt`` read from ``source``, with the context's aliases and the
+    sidecar of ``sidecar_of`` (:func:`~proxydiag.run.sidecar.sidecar_for`; None: no sidecar),
+    through :func:`~proxydiag.run.build.build_run`."""
+    return build_run(
+        raw,
+        name=name,
+        source=source,
+        fmt=fmt,
+        aliases=ctx.aliases,
+        attrs=attrs,
+        events=events,
+        sidecar=None if sidecar_of is None else sidecar_for(sidecar_of),
+        monotonic=monotonic,
+    )
 
 
 @runtime_checkable

@@ -187,12 +187,12 @@ class RunStore:
         """One row per run: id, name, role, group, seed, experts kept, cost, sizes, steps."""
         cols = ", ".join(f'"{c}"' for c in catalog.RUN_COLUMNS)
         try:
-            return self._query(
+            return self.query(
                 f"SELECT {cols} FROM runs ORDER BY ingested_at, run", catalog.RUNS_SCHEMA
             )
         except duckdb.BinderException:  # a catalog no writer has opened since experts_total
             cols = cols.replace('"experts_total"', 'NULL AS "experts_total"')
-            return self._query(
+            return self.query(
                 f"SELECT {cols} FROM runs ORDER BY ingested_at, run", catalog.RUNS_SCHEMA
             )
 
@@ -208,7 +208,7 @@ class RunStore:
 
     def resolve(self, ref: str) -> str:
         """The run id for an id or a unique name; StoreError if none or several."""
-        found = self._query(
+        found = self.query(
             "SELECT run, name FROM runs WHERE run = ? OR name = ? ORDER BY run = ? DESC, run",
             {"run": pl.Utf8(), "name": pl.Utf8()},
             [ref, ref, ref],
@@ -221,14 +221,14 @@ class RunStore:
         return str(found["run"][0])
 
     def diagnoses(self) -> pl.DataFrame:
-        return self._query(
+        return self.query(
             "SELECT run, label, onset_step, confidence, json, mlflow_synced FROM diagnoses "
             "ORDER BY run",
             catalog.DIAG_SCHEMA,
         )
 
     def comparisons(self) -> pl.DataFrame:
-        return self._query(
+        return self.query(
             "SELECT proxy_run, full_runs, fidelity, verdict, json, mlflow_synced FROM comparisons "
             "ORDER BY key",
             catalog.COMP_SCHEMA,
@@ -242,7 +242,16 @@ class RunStore:
     ) -> pl.DataFrame:
         """The rows of a read-only SQL query on the catalog, typed by ``schema`` (no rows
         where there is no catalog yet)."""
-        return self._query(sql, schema, params)
+        self._check_dir()
+        if not self.db.exists():
+            return pl.DataFrame(schema=schema)
+        with catalog.session(self.db, read_only=True, timeout_s=self.read_timeout_s) as con:
+            rel = con.execute(sql, params or [])
+            names = [d[0] for d in rel.description or []]
+            rows = rel.fetchall()
+        return pl.DataFrame(
+            rows, schema=list(zip(names, schema.values(), strict=True)), orient="row"
+        )
 
     def scan(self) -> pl.LazyFrame:
         """A LazyFrame over every stored run's Parquet (only runs the catalog lists)."""
@@ -272,23 +281,6 @@ class RunStore:
     def session(self) -> contextlib.AbstractContextManager[Any]:
         """A read-write catalog connection (take :meth:`writing` first to change it)."""
         return catalog.session(self.db, read_only=False, timeout_s=self.lock_timeout_s)
-
-    def _query(
-        self,
-        sql: str,
-        schema: dict[str, pl.DataType],
-        params: list[Any] | None = None,
-    ) -> pl.DataFrame:
-        self._check_dir()
-        if not self.db.exists():
-            return pl.DataFrame(schema=schema)
-        with catalog.session(self.db, read_only=True, timeout_s=self.read_timeout_s) as con:
-            rel = con.execute(sql, params or [])
-            names = [d[0] for d in rel.description or []]
-            rows = rel.fetchall()
-        return pl.DataFrame(
-            rows, schema=list(zip(names, schema.values(), strict=True)), orient="row"
-        )
 
     def _journal(self, entry: dict[str, str]) -> None:
         path = self.path / JOURNAL

@@ -105,19 +105,12 @@ class Planner:
         group_seed = int(np.random.SeedSequence([self.seed, g]).generate_state(1)[0])
         fault = self._full_fault(g, precision, n_steps, rng)
         naming = self._naming(fault.variant if fault else "", precision, rng)
-        base = Scenario(
-            f"g{g:02d}",
-            n_steps=n_steps,
-            precision=precision,
-            group_seed=group_seed,
-            experts_total=EXPERTS_TOTAL,
-            experts_kept=EXPERTS_TOTAL,
-            fault=fault,
-            group=f"g{g:02d}",
+        base = group_scenario(
+            f"g{g:02d}", n_steps=n_steps, precision=precision, group_seed=group_seed, fault=fault
         )
         runs = []
         for k in range(N_FULL_SEEDS):
-            sc = _named(base, f"g{g:02d}-full-s{k}")
+            sc = full_seed(base, k)
             runs.append(self._place(sc, seed=k, naming=naming, interval=interval, rng=rng))
         for frac in KEPT_FRACTIONS:
             runs.append(self._proxy(base, frac, naming, interval, rng))
@@ -165,19 +158,7 @@ class Planner:
             ) and shows_relation(naming, relation, precision=base.precision):
                 break
         self.relation_count[kind] += 1
-        dynamics = RELATION_DYNAMICS.get(relation, "normal")
-        sc = Scenario(
-            f"{base.group}-proxy-e{kept}",
-            n_steps=base.n_steps,
-            precision=base.precision,
-            group_seed=base.group_seed,
-            experts_total=EXPERTS_TOTAL,
-            experts_kept=kept,
-            fault=fault,
-            dynamics=dynamics,
-            role="proxy",
-            group=base.group,
-        )
+        sc = proxy_scenario(base, kept=kept, fault=fault, relation=relation)
         return self._place(sc, seed=0, naming=naming, interval=interval, rng=rng, relation=relation)
 
     def _combos(
@@ -214,8 +195,40 @@ class Planner:
         return PlannedRun(sc, seed, fmt, naming, interval, relation)
 
 
-def _named(sc: Scenario, name: str) -> Scenario:
-    return replace(sc, name=name)
+def group_scenario(
+    group: str, *, n_steps: int, precision: str, group_seed: int, fault: FaultSpec | None
+) -> Scenario:
+    """The full run of a group, every expert kept, as its first seed ``<group>-full-s0``."""
+    return Scenario(
+        f"{group}-full-s0",
+        n_steps=n_steps,
+        precision=precision,
+        group_seed=group_seed,
+        experts_total=EXPERTS_TOTAL,
+        experts_kept=EXPERTS_TOTAL,
+        fault=fault,
+        group=group,
+    )
+
+
+def full_seed(base: Scenario, k: int) -> Scenario:
+    """Seed ``k`` of the group's full run (:func:`group_scenario`)."""
+    return replace(base, name=f"{base.group}-full-s{k}")
+
+
+def proxy_scenario(
+    base: Scenario, *, kept: int, fault: FaultSpec | None, relation: str
+) -> Scenario:
+    """The proxy of ``base`` keeping ``kept`` experts, its ``fault`` and dynamics following its
+    ``relation`` to the full run (:mod:`proxydiag.synth.proxy`)."""
+    return replace(
+        base,
+        name=f"{base.group}-proxy-e{kept}",
+        experts_kept=kept,
+        fault=fault,
+        dynamics=RELATION_DYNAMICS.get(relation, "normal"),
+        role="proxy",
+    )
 
 
 def why(relation: str) -> str:

@@ -9,7 +9,7 @@ ground truth, so the text cannot drift from the data).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +18,10 @@ import numpy as np
 from proxydiag.errors import ConfigError
 from proxydiag.synth.corpus import group_pairs, write_planned
 from proxydiag.synth.naming import can_show
-from proxydiag.synth.plan import EXPERTS_TOTAL, PlannedRun
-from proxydiag.synth.proxy import RELATION_DYNAMICS, proxy_fault
+from proxydiag.synth.plan import PlannedRun, full_seed, group_scenario, proxy_scenario
+from proxydiag.synth.proxy import proxy_fault
 from proxydiag.synth.readme import render_readme
-from proxydiag.synth.scenario import FaultSpec, Scenario
+from proxydiag.synth.scenario import FaultSpec
 
 Placement = tuple[str, str]  # (format, naming)
 
@@ -178,34 +178,22 @@ GROUPS: tuple[SampleGroup, ...] = (
 
 def planned_runs(group: SampleGroup) -> list[PlannedRun]:
     """The six runs of a sample group."""
-    base = Scenario(
-        f"{group.name}-full-s0",
+    base = group_scenario(
+        group.name,
         n_steps=group.n_steps,
         precision=group.precision,
         group_seed=group.group_seed,
-        experts_total=EXPERTS_TOTAL,
-        experts_kept=EXPERTS_TOTAL,
         fault=group.fault,
-        group=group.name,
     )
     runs = []
     for k, (fmt, naming) in enumerate(group.fulls):
-        sc = replace(base, name=f"{group.name}-full-s{k}")
-        runs.append(PlannedRun(sc, k, fmt, naming, group.log_interval))
+        runs.append(PlannedRun(full_seed(base, k), k, fmt, naming, group.log_interval))
     for kept, relation, fmt, naming in group.proxies:
         rng = np.random.default_rng(np.random.SeedSequence([group.group_seed, kept]))
         fault = proxy_fault(
             group.fault, relation, n_steps=group.n_steps, precision=group.precision, rng=rng
         )
-        dynamics = RELATION_DYNAMICS.get(relation, "normal")
-        sc = replace(
-            base,
-            name=f"{group.name}-proxy-e{kept}",
-            experts_kept=kept,
-            fault=fault,
-            dynamics=dynamics,
-            role="proxy",
-        )
+        sc = proxy_scenario(base, kept=kept, fault=fault, relation=relation)
         runs.append(PlannedRun(sc, 0, fmt, naming, group.log_interval, relation))
     return runs
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -92,19 +93,30 @@ def checked(frame: pl.DataFrame, *, path: Path, raw: str, what: str) -> pl.DataF
     )
     if frame["value"].null_count():  # wrappers like np.float64(x), True/False: the slow path
         frame = frame.with_columns(number(pl.col(raw)).alias("value"))
-    bad = frame.filter(pl.col("value").is_null())
-    if bad.height:
+
+    def says(bad: pl.DataFrame) -> str:
         first = bad.row(0, named=True)
-        warnings.warn(
-            IngestWarning(
-                f"{where(path, int(first['line']))}: {bad.height} {what} value(s) are not "
-                f"numbers (first: {str(first[raw])[:40]!r} for {str(first.get('key'))[:60]!r}); "
-                "skipped"
-            ),
-            stacklevel=3,
+        return (
+            f"{bad.height} {what} value(s) are not "
+            f"numbers (first: {str(first[raw])[:40]!r} for {str(first.get('key'))[:60]!r}); "
+            "skipped"
         )
-        frame = frame.filter(pl.col("value").is_not_null())
-    return frame.drop(raw)
+
+    return skip_nulls(frame, "value", path=path, says=says).drop(raw)
+
+
+def skip_nulls(
+    frame: pl.DataFrame, column: str, *, path: Path, says: Callable[[pl.DataFrame], str]
+) -> pl.DataFrame:
+    """``frame`` without its rows where ``column`` is null, with one warning when there are
+    any: the first one's ``file:line``, then ``says(those rows)``. The warning points at the
+    caller's caller, as a warning the caller gave with ``stacklevel=3``."""
+    bad = frame.filter(pl.col(column).is_null())
+    if not bad.height:
+        return frame
+    message = f"{where(path, int(bad['line'][0]))}: {says(bad)}"
+    warnings.warn(IngestWarning(message), stacklevel=4)
+    return frame.filter(pl.col(column).is_not_null())
 
 
 def steps(expr: pl.Expr) -> pl.Expr:

@@ -26,6 +26,7 @@ import yaml
 
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import ReadContext, is_uri
+from proxydiag.ingest.contract import source_run
 from proxydiag.ingest.mlflow._meta import (
     OWN_PREFIX,
     RUN_NAME_TAG,
@@ -35,7 +36,6 @@ from proxydiag.ingest.mlflow._meta import (
 )
 from proxydiag.ingest.mlflow._metricfiles import metric_files, read_metrics
 from proxydiag.run import Run
-from proxydiag.run.build import build_run
 
 NAME = "mlflow_files"
 
@@ -104,16 +104,7 @@ def _read_run(
         mlflow_experiment=experiment,
         mlflow_start_time=meta.get("start_time"),
     )
-    sidecar = run_dir / "proxydiag.json"
-    return build_run(
-        raw,
-        name=name,
-        source=run_dir,
-        fmt=NAME,
-        aliases=ctx.aliases,
-        attrs=attrs,
-        sidecar=sidecar if sidecar.exists() else None,
-    )
+    return source_run(raw, run_dir, ctx, fmt=NAME, name=name, attrs=attrs, sidecar_of=run_dir)
 
 
 def _read_meta(folder: Path) -> dict[str, Any]:

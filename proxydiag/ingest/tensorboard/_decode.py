@@ -31,6 +31,7 @@ from proxydiag.ingest.tensorboard._wire import (
     SKIP,
     _len,
     _skip,
+    _tag,
     _tensor,
     _varint,
     f32,
@@ -82,10 +83,9 @@ def _metadata(buf: np.ndarray, pos: int, end: int) -> tuple[int, int, int]:  # p
     """(data_class, plugin_name start, plugin_name length) of a ``SummaryMetadata``."""
     data_class, plug, plug_len = 0, 0, 0
     while pos < end:
-        key, pos = _varint(buf, pos, end)
+        field, wire, pos = _tag(buf, pos, end)
         if pos < 0:
             return -2, 0, 0
-        field, wire = np.int64(key >> np.uint64(3)), np.int64(key & np.uint64(7))
         if field == 1 and wire == 2:  # plugin_data { plugin_name = 1; content = 2 }
             start, stop = _len(buf, pos, end)
             if start < 0:
@@ -123,10 +123,9 @@ def _value(
     fields[i, _OFF], fields[i, _LEN], fields[i, _KIND] = 0, 0, SKIP
     value = np.nan
     while pos < end:
-        key, pos = _varint(buf, pos, end)
+        field, wire, pos = _tag(buf, pos, end)
         if pos < 0:
             break
-        field, wire = np.int64(key >> np.uint64(3)), np.int64(key & np.uint64(7))
         if field == 2 and wire == 5 and pos + 4 <= end:
             fields[i, _KIND], value = SIMPLE, f32(buf, pos)
             pos += 4
@@ -168,10 +167,9 @@ def _walk(
     ``wall_time``/``step`` wins, the values of every ``summary`` add up."""
     wall, step, nv = 0.0, np.int64(0), 0
     while pos < end:
-        key, pos = _varint(buf, pos, end)
+        field, wire, pos = _tag(buf, pos, end)
         if pos < 0:
             break
-        field, wire = np.int64(key >> np.uint64(3)), np.int64(key & np.uint64(7))
         if field == 1 and wire == 1 and pos + 8 <= end:
             wall = f64(buf, pos)
             pos += 8

@@ -31,6 +31,14 @@ def _varint(buf: np.ndarray, pos: int, end: int) -> tuple[np.uint64, int]:  # pr
     return out, -1
 
 
+@inlined
+def _tag(buf: np.ndarray, pos: int, end: int) -> tuple[np.int64, np.int64, int]:  # pragma: no cover
+    """(field number, wire type, position after it) of the field key at ``pos``; the position
+    is -1 when the key is malformed."""
+    key, pos = _varint(buf, pos, end)
+    return np.int64(key >> np.uint64(3)), np.int64(key & np.uint64(7)), pos
+
+
 @jit
 def _skip(buf: np.ndarray, pos: int, end: int, wire: int) -> int:  # pragma: no cover
     """Position after a field of wire type ``wire`` starting at ``pos``; -1 if malformed."""
@@ -74,10 +82,9 @@ def _shape_numel(buf: np.ndarray, pos: int, end: int) -> int:  # pragma: no cove
     """Elements of a ``TensorShapeProto`` (1 for a scalar); -2 if malformed, -1 if unknown."""
     numel = 1
     while pos < end:
-        key, pos = _varint(buf, pos, end)
+        field, wire, pos = _tag(buf, pos, end)
         if pos < 0:
             return -2
-        field, wire = np.int64(key >> np.uint64(3)), np.int64(key & np.uint64(7))
         if field == 2 and wire == 2:
             start, stop = _len(buf, pos, end)
             if start < 0:
@@ -113,10 +120,9 @@ def _tensor(buf: np.ndarray, pos: int, end: int) -> tuple[int, float]:  # pragma
     content, content_len = -1, 0
     n_f32, f32_at, n_f64, f64_at = 0, -1, 0, -1
     while pos < end:
-        key, pos = _varint(buf, pos, end)
+        field, wire, pos = _tag(buf, pos, end)
         if pos < 0:
             return -1, np.nan
-        field, wire = np.int64(key >> np.uint64(3)), np.int64(key & np.uint64(7))
         if field == 1 and wire == 0:
             v, pos = _varint(buf, pos, end)
             dtype = int(np.int64(v & np.uint64(0x7FFFFFFF)))

@@ -18,11 +18,10 @@ import polars as pl
 
 from proxydiag.errors import IngestError
 from proxydiag.ingest import ReadContext
+from proxydiag.ingest.contract import source_run
 from proxydiag.ingest.tabular import _table as tabular
 from proxydiag.ingest.tabular import csv
 from proxydiag.run import Run, keys
-from proxydiag.run.build import build_run
-from proxydiag.run.sidecar import sidecar_for
 
 NAME = "wandb_csv"
 _SEP = " - "
@@ -92,20 +91,18 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
             "band_columns_skipped": bands,
             **_notes_of(name, notes).attrs(),
         }
-        # one sidecar cannot name several runs
-        sidecar = sidecar_for(path) if len(names) == 1 else None
-        runs.append(
-            build_run(
-                rows,
-                name=name,
-                source=path,
-                fmt=NAME,
-                aliases=ctx.aliases,
-                attrs=attrs,
-                sidecar=sidecar,
-                monotonic=notes.monotonic,
-            )
+        own = path if len(names) == 1 else None  # one sidecar cannot name several runs
+        run = source_run(
+            rows,
+            path,
+            ctx,
+            fmt=NAME,
+            name=name,
+            attrs=attrs,
+            sidecar_of=own,
+            monotonic=notes.monotonic,
         )
+        runs.append(run)
     if not runs:
         raise IngestError(f"{path}: W&B CSV export holds no values (every cell is empty)")
     return runs

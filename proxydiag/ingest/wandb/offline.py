@@ -27,9 +27,8 @@ from proxydiag.errors import IngestError, IngestWarning, MissingExtraError
 from proxydiag.events import Event
 from proxydiag.frame import raw
 from proxydiag.ingest import ReadContext, is_uri
+from proxydiag.ingest.contract import source_run
 from proxydiag.run import Run
-from proxydiag.run.build import build_run
-from proxydiag.run.sidecar import sidecar_for
 
 NAME = "wandb"
 MAGIC = b":W&B"
@@ -196,14 +195,6 @@ def _build(
         message = f"{log}: no numeric history in this W&B run"
         warnings.warn(IngestWarning(message), stacklevel=3)
     frame = raw(history.steps, history.keys, history.values, history.walls)
-    run_dir = log.parent
-    return build_run(
-        frame,
-        name=name,
-        source=path,
-        fmt=NAME,
-        aliases=ctx.aliases,
-        attrs=attrs,
-        events=events,
-        sidecar=sidecar_for(run_dir),
+    return source_run(
+        frame, path, ctx, fmt=NAME, name=name, attrs=attrs, sidecar_of=log.parent, events=events
     )

@@ -16,11 +16,9 @@ they are kept as logged and ``attrs["loss_base"] = 2`` says so; ``ppl`` is ``2**
 from __future__ import annotations
 
 import re
-import warnings
 
 import polars as pl
 
-from proxydiag.errors import IngestWarning, where
 from proxydiag.ingest.console import _records as rec
 
 NAME = "fairseq"
@@ -85,17 +83,14 @@ def _with_steps(chunk: rec.Chunk, rows: pl.DataFrame) -> pl.DataFrame:
         )
     )
     rows = rows.join(step_of, on="line", how="left", maintain_order="left")
-    missing = rows.filter(pl.col("step").is_null())
-    if missing.height:
-        warnings.warn(
-            IngestWarning(
-                f"{where(chunk.path, int(missing['line'][0]))}: "
-                f"{missing['line'].n_unique()} fairseq "
-                "log line(s) without num_updates; skipped"
-            ),
-            stacklevel=3,
-        )
-        rows = rows.filter(pl.col("step").is_not_null())
+    rows = rec.skip_nulls(
+        rows,
+        "step",
+        path=chunk.path,
+        says=lambda missing: (
+            f"{missing['line'].n_unique()} fairseq log line(s) without num_updates; skipped"
+        ),
+    )
     rows = rows.filter(~pl.col("key").is_in(["epoch", "update"]) & ~is_step)
     return rec.finish(rec.checked(rows, path=chunk.path, raw="raw", what="fairseq"), anchor=True)
 
