@@ -39,6 +39,8 @@ LOSS_NATS = 1.0
 GRAD_RATIO = 10.0
 #: a window that ends within this factor of its starting level has recovered
 RECOVERED = 1.1
+#: the climb starts after the last point within this fraction of the way up to the peak
+LEFT = 0.1
 MIN_CONFIDENCE = 0.4
 MAX_CONFIDENCE = 0.8
 
@@ -115,8 +117,15 @@ def _blow_up(
     rest = np.log(rest) if log_scale else rest
     if losses[-1] <= RECOVERED * base or (rest <= RECOVERED * base).any():
         return None  # back at its level: a spike (the spike detector's), not a blow-up
-    # onset: the first later point a quarter of the way up to the peak
-    up = head + int(np.flatnonzero(later >= base + 0.25 * (peak - base))[0])
+    # onset: where the climb to the peak leaves the starting level for good: the point after
+    # the last one before the peak still within LEFT of the way up, read on the running
+    # median of 3 (a one-point spike on the way that came back down is not its start: it
+    # was dated there, 50 steps early, in a 23-point grad norm that spiked x4 and fell back
+    # before it climbed x10; nor is a one-point dip inside the climb its start)
+    level = _median3(losses)
+    top = head + int(np.argmax(level[head:]))
+    near = np.flatnonzero(level[:top] <= base + LEFT * (peak - base))
+    up = int(near[-1]) + 1 if near.size else head
     conf = round(
         MIN_CONFIDENCE + (MAX_CONFIDENCE - MIN_CONFIDENCE) * (n - 2) / (SHORT_POINTS - 2), 2
     )
@@ -133,3 +142,15 @@ def _blow_up(
         f"(steps {int(steps[0])}-{int(steps[-1])}); a window this short is judged on what it "
         f"shows: confidence {conf:.2f} for {n} points",
     )
+
+
+def _median3(values: np.ndarray) -> np.ndarray:
+    """Running median of three points (the first and last points as they are).
+
+    >>> _median3(np.array([1.0, 9.0, 1.0, 2.0, 8.0, 9.0])).tolist()
+    [1.0, 1.0, 2.0, 2.0, 8.0, 9.0]
+    """
+    if values.size < 3:
+        return values.copy()
+    trios = np.stack([values[:-2], values[1:-1], values[2:]])
+    return np.concatenate([values[:1], np.median(trios, axis=0), values[-1:]])
