@@ -70,7 +70,7 @@ class PairRows:
 
 
 def pair_rows(pairs: Sequence[tuple[Floats, Floats]]) -> tuple[PairRows, ...]:
-    """The pairs on their common finite positions (:func:`common`), pairs sharing those
+    """The pairs on the positions where both curves of a pair are finite, pairs sharing those
     positions stacked together.
 
     >>> x = np.array([1.0, 2, 3])
@@ -138,9 +138,3 @@ def metric_context(
         pair_rows=pair_rows(base.pairs),
         smooth_pair_rows=pair_rows(smooth_pairs),
     )
-
-
-def common(x: Floats, y: Floats) -> tuple[Floats, Floats]:
-    """``x`` and ``y`` on the positions where both are finite."""
-    keep = np.isfinite(x) & np.isfinite(y)
-    return x[keep], y[keep]
