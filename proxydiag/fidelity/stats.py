@@ -9,6 +9,8 @@ Floats = npt.NDArray[np.float64]
 
 #: MAD -> standard deviation of a normal distribution
 MAD_TO_SIGMA = 1.4826
+#: the smallest normal float: a spread below it is subnormal
+_TINY = float(np.finfo(np.float64).tiny)
 
 
 def ranks(values: Floats) -> Floats:
@@ -67,11 +69,12 @@ def normalise(values: Floats) -> Floats:
     """
     q1, med, q3 = np.percentile(values, [25, 50, 75], axis=-1, keepdims=True)
     scale = q3 - q1
-    if np.any(scale <= 0):
-        scale = np.where(scale <= 0, robust_sigma(values)[..., None], scale)
-    # a subnormal spread may scale an outlier beyond the float range: ±inf, an extreme shape
+    # a subnormal spread has lost its precision (and scales the values beyond the float
+    # range): no spread, like 0
+    if np.any(scale <= _TINY):
+        scale = np.where(scale <= _TINY, robust_sigma(values)[..., None], scale)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        out = np.where(scale > 0, (values - med) / scale, values - med)
+        out = np.where(scale > _TINY, (values - med) / scale, values - med)
     return np.asarray(out, dtype=np.float64)
 
 

@@ -67,6 +67,17 @@ def test_discrepancies_are_symmetric(x: np.ndarray, y: np.ndarray) -> None:
     ) < 1e-9 or not np.isfinite(log_ratio(x, y, log_scale=False))
 
 
+def test_a_subnormal_spread_is_no_spread() -> None:
+    """Hypothesis found it: a spread of 1e-313 scaled a curve beyond the float range (area
+    NaN, a volatility log-ratio overflowing before its log)."""
+    tiny = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -1.0, -2.2250738585e-313])
+    zeros = np.zeros(8)
+    assert area(tiny, tiny) == 0.0
+    assert area(zeros, tiny) == area(tiny, zeros) and np.isfinite(area(zeros, tiny))
+    subnormal = np.array([0.0, 1e-320, 0.0, 1e-320, 0.0])
+    assert log_ratio(subnormal, np.array([0.0, 1, 0, 1, 0]), log_scale=False) > 700
+
+
 @settings(max_examples=5, deadline=None)
 @given(seed=st.integers(0, 1000))
 def test_swapping_two_seeds_keeps_the_verdict(seed: int) -> None:
