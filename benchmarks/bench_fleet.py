@@ -13,20 +13,14 @@
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
 
-from benchmarks.common import Context, Row
+from benchmarks.common import Context, Row, store_job
 
-ROOT = Path(__file__).resolve().parents[1]
 NAMES = [
     "actor/pg_loss",
     "actor/grad_norm",
@@ -122,19 +116,7 @@ print(json.dumps({"seconds": t_ingest, "points": n, "listed": listed, "list_s": 
 
 
 def _job(src: Path, mode: str, *extra: str) -> dict[str, Any]:
-    dst = Path(tempfile.mkdtemp(prefix="proxydiag-bench-store-"))
-    try:
-        res = subprocess.run(
-            [sys.executable, "-c", JOB, str(src), str(dst), mode, *extra],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    finally:
-        shutil.rmtree(dst, ignore_errors=True)
-    result: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
-    return result
+    return store_job(JOB, src, mode, *extra)
 
 
 def _keys_input(ctx: Context, n_keys: int) -> Path:

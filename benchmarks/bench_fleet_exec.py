@@ -14,18 +14,12 @@ docs/fleet.md's projection.
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from benchmarks.bench_fleet import fleet_inputs
-from benchmarks.common import Context, Row
+from benchmarks.common import Context, Row, store_job
 
-ROOT = Path(__file__).resolve().parents[1]
 EXECUTORS = (("proxydiag", "--workers 1"), ("--workers 2", "--workers 2"), ("--ray", "--ray"))
 
 JOB = """
@@ -88,19 +82,7 @@ print(json.dumps({"start_s": t_start, "trivial_s": t_trivial, "ingest_s": t_inge
 
 
 def _job(src: Path, flag: str, n_trivial: int) -> dict[str, Any]:
-    dst = Path(tempfile.mkdtemp(prefix="proxydiag-bench-exec-"))
-    try:
-        res = subprocess.run(
-            [sys.executable, "-c", JOB, str(src), str(dst), flag, str(n_trivial)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    finally:
-        shutil.rmtree(dst, ignore_errors=True)
-    result: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
-    return result
+    return store_job(JOB, src, flag, str(n_trivial))
 
 
 def _ray_available() -> bool:

@@ -149,3 +149,27 @@ def peak_rss_mb(code: str, *, warm: str = "") -> Peak:
         data["points"],
         data["lines"],
     )
+
+
+def store_job(script: str, src: Path, *args: str) -> dict[str, Any]:
+    """The JSON last line that ``script`` prints, run in a fresh process from the repository's
+    root as ``script SRC DST ARGS...``; DST is a store folder made for it and removed after."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    dst = Path(tempfile.mkdtemp(prefix="proxydiag-bench-store-"))
+    try:
+        res = subprocess.run(
+            [sys.executable, "-c", script, str(src), str(dst), *args],
+            cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    finally:
+        shutil.rmtree(dst, ignore_errors=True)
+    result: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    return result
