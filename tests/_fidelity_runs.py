@@ -3,10 +3,15 @@ noise per seed (independent of proxydiag.synth, so the tests run before it exist
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from _noise import ar1
 
 from proxydiag.diagnose.result import Diagnosis
+from proxydiag.fidelity.api import compare
+from proxydiag.fidelity.config import FidelityConfig
+from proxydiag.fidelity.result import Comparison
 from proxydiag.frame import raw
 from proxydiag.run import Run
 from proxydiag.run.build import build_run
@@ -61,4 +66,18 @@ def diag(run: Run, label: str = "healthy", onset: int | None = None) -> Diagnosi
         root_cause=None,
         first_step=run.first_step,
         last_step=run.last_step,
+    )
+
+
+def compare_healthy(
+    full: list[Run], proxy: Run, *, config: FidelityConfig, **kw: Any
+) -> Comparison:
+    """:func:`compare` with every run diagnosed healthy (:func:`diag`): the fidelity tests alone."""
+    return compare(
+        full,
+        proxy,
+        config=config,
+        full_diagnoses=[diag(f) for f in full],
+        proxy_diagnosis=diag(proxy),
+        **kw,
     )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _fidelity_runs import curves, diag, make_run
+from _fidelity_runs import compare_healthy, curves, diag, make_run
 from scipy.stats import ks_2samp, spearmanr
 
 from proxydiag.align.grid import build_grid
@@ -30,14 +30,7 @@ CFG = FidelityConfig(n_boot=100)
 
 
 def _compare(full: list, proxy, **kw):  # type: ignore[no-untyped-def]
-    return compare(
-        full,
-        proxy,
-        config=CFG,
-        full_diagnoses=[diag(f) for f in full],
-        proxy_diagnosis=diag(proxy),
-        **kw,
-    )
+    return compare_healthy(full, proxy, config=CFG, **kw)
 
 
 def test_spearman_matches_scipy() -> None:

@@ -9,7 +9,7 @@ import json
 import jsonschema
 import numpy as np
 import pytest
-from _fidelity_runs import curves, diag, make_run
+from _fidelity_runs import compare_healthy, curves, diag, make_run
 
 from proxydiag.fidelity import aggregate
 from proxydiag.fidelity.api import compare
@@ -63,13 +63,7 @@ def faulty(proxy: Run, onset: int = ONSET, config: FidelityConfig = CFG) -> Comp
 def test_a_healthy_full_run_has_one_phase_the_whole_run() -> None:
     fulls = [make_run(f"h{s}", curves(N, seed=s)) for s in range(3)]
     proxy = make_run("h9", curves(N, seed=9))
-    c = compare(
-        fulls,
-        proxy,
-        config=CFG,
-        full_diagnoses=[diag(f) for f in fulls],
-        proxy_diagnosis=diag(proxy),
-    )
+    c = compare_healthy(fulls, proxy, config=CFG)
     assert [p.name for p in c.phases] == ["whole"] and c.phases[0].verdict == "faithful"
     assert c.phases[0].metrics == c.metrics and c.fidelity == pytest.approx(c.phases[0].fidelity)
 

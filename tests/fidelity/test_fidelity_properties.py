@@ -4,7 +4,7 @@ rescaling, the discrepancies are symmetric where they should be."""
 from __future__ import annotations
 
 import numpy as np
-from _fidelity_runs import curves, diag, make_run
+from _fidelity_runs import compare_healthy, curves, make_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,14 +20,7 @@ arrays = st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=8, max_size=60
 
 
 def _healthy(full, proxy, **kw):  # type: ignore[no-untyped-def]
-    return compare(
-        full,
-        proxy,
-        config=CFG,
-        full_diagnoses=[diag(f) for f in full],
-        proxy_diagnosis=diag(proxy),
-        **kw,
-    )
+    return compare_healthy(full, proxy, config=CFG, **kw)
 
 
 @settings(max_examples=8, deadline=None)

@@ -7,11 +7,10 @@ from typing import Any
 
 import numpy as np
 import polars as pl
-from _fidelity_runs import curves, diag
+from _fidelity_runs import compare_healthy, curves
 
 import proxydiag
 from proxydiag.evaluate.compare import PairResult, score
-from proxydiag.fidelity.api import compare
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.recommend import ProxyCost, recommend
 from proxydiag.frame import raw
@@ -98,15 +97,7 @@ def test_store_recommendations_and_the_dashboard_row(tmp_path: Path) -> None:
     for run in [*fulls, *proxies]:
         store.put(run)
     for proxy in proxies:
-        store.put_comparison(
-            compare(
-                fulls,
-                proxy,
-                config=FidelityConfig(n_boot=50),
-                full_diagnoses=[diag(f) for f in fulls],
-                proxy_diagnosis=diag(proxy),
-            )
-        )
+        store.put_comparison(compare_healthy(fulls, proxy, config=FidelityConfig(n_boot=50)))
     assert store.runs()["experts_total"].to_list() == [8.0] * 4
     rec = store_recommendations(store)["g"]
     assert rec.recommended is not None and rec.recommended.kept_fraction == 0.25
