@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from _points import same
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,18 +25,6 @@ def write(tmp_path: Path, name: str, data: bytes) -> Path:
 
 def points(path: Path) -> list[tuple[int, str, float]]:
     return read_run(path).frame.sort("key", "step").select("step", "key", "value").rows()
-
-
-def same(a: list[tuple[int, str, float]], b: list[tuple[int, str, float]]) -> bool:
-    """Equal, with NaN equal to NaN (and -0.0 kept apart from 0.0 by sign)."""
-    return len(a) == len(b) and all(
-        x[:2] == y[:2]
-        and (
-            (x[2] == y[2] and math.copysign(1, x[2]) == math.copysign(1, y[2]))
-            or (math.isnan(x[2]) and math.isnan(y[2]))
-        )
-        for x, y in zip(a, b, strict=True)
-    )
 
 
 def test_wide_with_every_nan_spelling_bom_and_crlf(tmp_path: Path) -> None:

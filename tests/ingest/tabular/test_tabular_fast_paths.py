@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 import pytest
+from _points import Point, same
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
@@ -28,23 +29,10 @@ from proxydiag.ingest.tabular import csv as csv_reader
 from proxydiag.ingest.tabular._bytes import map_file
 
 NAN, INF = float("nan"), float("inf")
-Point = tuple[int, str, float]
 
 
 def points(raw: pl.DataFrame) -> list[Point]:
     return sorted(raw.select("step", "key", "value").rows(), key=lambda p: (p[1], p[0]))
-
-
-def same(a: list[Point], b: list[Point]) -> bool:
-    """Equal, NaN equal to NaN and the sign of zero kept."""
-    return len(a) == len(b) and all(
-        x[:2] == y[:2]
-        and (
-            (x[2] == y[2] and math.copysign(1, x[2]) == math.copysign(1, y[2]))
-            or (math.isnan(x[2]) and math.isnan(y[2]))
-        )
-        for x, y in zip(a, b, strict=True)
-    )
 
 
 def test_raw_frame_is_one_block_per_key_in_file_order(tmp_path: Path) -> None:
