@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import numpy as np
 import pytest
+from _spies import mlflow_down, recorded
 
 from proxydiag.cli import main
 from tests._paths import SCHEMAS
@@ -141,17 +141,8 @@ def test_log_to_mlflow_stores_the_diagnosis_once_and_first(
     tracking server that is down loses nothing (the row waits, unsynced, for ``mlflow sync``)."""
     from proxydiag.store import RunStore
 
-    stored: list[str] = []
-    put = RunStore.put_diagnosis
-
-    def counting(self: RunStore, d: Any) -> Any:
-        stored.append(d.run)
-        return put(self, d)
-
-    monkeypatch.setattr(RunStore, "put_diagnosis", counting)
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    # --tracking-uri exports MLFLOW_TRACKING_URI; monkeypatch restores it afterwards
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    calls = recorded(monkeypatch, RunStore, "put_diagnosis")
+    uri = mlflow_down(monkeypatch)
     store = tmp_path / "store"
     code, _, err = _run_cli(
         [
@@ -161,13 +152,14 @@ def test_log_to_mlflow_stores_the_diagnosis_once_and_first(
             str(store),
             "--log-to-mlflow",
             "--tracking-uri",
-            "http://127.0.0.1:9",
+            uri,
             "-f",
             "json",
         ],
         capsys,
     )
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    stored = [d.run for _, d in calls]
     assert len(stored) == 1 and stored[0].startswith("diverged-")
     rows = RunStore(store).diagnoses()
     assert rows["label"].to_list() == ["loss_divergence"] and rows["mlflow_synced"].to_list() == [

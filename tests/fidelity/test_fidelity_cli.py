@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import jsonschema
 import numpy as np
 import polars as pl
 import pytest
 from _fidelity_runs import curves
+from _spies import mlflow_down, recorded
 
 from proxydiag.cli import main
 from tests._paths import SCHEMAS
@@ -163,17 +163,8 @@ def test_log_to_mlflow_stores_the_comparison_once_and_first(
 ) -> None:
     from proxydiag.store import RunStore
 
-    stored: list[str] = []
-    put = RunStore.put_comparison
-
-    def counting(self: RunStore, c: Any) -> Any:
-        stored.append(c.proxy_run)
-        return put(self, c)
-
-    monkeypatch.setattr(RunStore, "put_comparison", counting)
-    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
-    # --tracking-uri exports MLFLOW_TRACKING_URI; monkeypatch restores it afterwards
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:9")
+    calls = recorded(monkeypatch, RunStore, "put_comparison")
+    uri = mlflow_down(monkeypatch)
     store = tmp_path / "store"
     code, _, err = run_cli(
         [
@@ -186,13 +177,14 @@ def test_log_to_mlflow_stores_the_comparison_once_and_first(
             str(store),
             "--log-to-mlflow",
             "--tracking-uri",
-            "http://127.0.0.1:9",
+            uri,
             "-f",
             "json",
         ],
         capsys,
     )
     assert code == 2 and err.startswith("error: ") and err.count("\n") == 1
+    stored = [c.proxy_run for _, c in calls]
     assert len(stored) == 1 and stored[0].startswith("seed-")
     rows = RunStore(store).comparisons()
     assert rows["verdict"].to_list() == ["faithful"] and rows["mlflow_synced"].to_list() == [False]
@@ -204,14 +196,7 @@ def test_log_to_mlflow_diagnoses_each_run_once(
     """The comparison and the report logged beside it share one diagnosis per run."""
     from proxydiag.diagnose import api as diagnose_api
 
-    diagnosed: list[str] = []
-    real = diagnose_api.diagnose
-
-    def counting(run: Any, **kwargs: Any) -> Any:
-        diagnosed.append(run.name)
-        return real(run, **kwargs)
-
-    monkeypatch.setattr(diagnose_api, "diagnose", counting)
+    calls = recorded(monkeypatch, diagnose_api, "diagnose")
     monkeypatch.chdir(tmp_path)  # the sqlite store puts artifacts under ./mlruns
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
@@ -231,4 +216,4 @@ def test_log_to_mlflow_diagnoses_each_run_once(
         capsys,
     )
     assert code == 0, err
-    assert sorted(diagnosed) == ["full", "seed"]
+    assert sorted(run.name for (run,) in calls) == ["full", "seed"]

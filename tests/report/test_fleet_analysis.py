@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from _report_data import make_comparison, make_diagnosis, make_run
+from _spies import recorded
 
 from proxydiag.diagnose import api as diagnose_api
 from proxydiag.report.fleet import load_fleet
@@ -58,16 +59,10 @@ def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_each_run_is_diagnosed_at_most_once(store_dir: Path, monkeypatch: Any) -> None:
-    calls: Counter[str] = Counter()
-    real = diagnose_api.diagnose
-
-    def counting(run: Run, **kwargs: Any) -> Any:
-        calls[run.name] += 1
-        return real(run, **kwargs)
-
     # the fleet and compare (for a diagnosis it is not given) both look it up here at call time
-    monkeypatch.setattr(diagnose_api, "diagnose", counting)
+    diagnosed = recorded(monkeypatch, diagnose_api, "diagnose")
     fleet = load_fleet(RunStore(store_dir))
+    calls = Counter(run.name for (run,) in diagnosed)
     assert fleet.proxies.height == len(GROUPS) * N_PROXIES
     assert fleet.proxies["fidelity"].null_count() == 0
     assert fleet.runs["label"].null_count() == 0
@@ -132,13 +127,6 @@ def test_every_view_takes_a_groups_full_runs_in_one_order(tmp_path: Path, monkey
     order = tuple(ids[n] for n in ("f-a", "f-b", "f-late", "f-none"))
     assert proxy_items(store)[0].full == order
     assert tuple(r.id for r in group_runs(store.path, "g1")[0]) == order
-    seen: list[tuple[str, ...]] = []
-    real = fidelity_api.compare
-
-    def spy(full: list[Run], proxy: Run, **kw: Any) -> Any:
-        seen.append(tuple(r.id for r in full))
-        return real(full, proxy, **kw)
-
-    monkeypatch.setattr(fidelity_api, "compare", spy)
+    compared = recorded(monkeypatch, fidelity_api, "compare")
     load_fleet(store, analyse=True)
-    assert seen == [order]
+    assert [tuple(r.id for r in full) for full, _ in compared] == [order]
