@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from proxydiag.diagnose.result import Diagnosis, RootCause
@@ -72,6 +74,8 @@ def make_run(
 
 
 def make_diagnosis(run: Run, *, onset: int | None, evidence_extra: str = "") -> Diagnosis:
+    # the spike every run of make_run has, a third of the way in
+    spike = Event("spike", "grad_norm", run.last_step // 3, run.last_step // 3 + 1, "info", 0.8, "")
     if onset is None:
         return Diagnosis(
             run.attrs["source"],
@@ -80,30 +84,12 @@ def make_diagnosis(run: Run, *, onset: int | None, evidence_extra: str = "") -> 
             None,
             0.93,
             None,
-            events=(
-                Event(
-                    "spike",
-                    "grad_norm",
-                    run.last_step // 3,
-                    run.last_step // 3 + 1,
-                    "info",
-                    0.8,
-                    "grad_norm 0.8 -> 40 reverted",
-                ),
-            ),
+            events=(replace(spike, evidence="grad_norm 0.8 -> 40 reverted"),),
             first_step=run.first_step,
             last_step=run.last_step,
         )
     events = (
-        Event(
-            "spike",
-            "grad_norm",
-            run.last_step // 3,
-            run.last_step // 3 + 1,
-            "info",
-            0.8,
-            "grad_norm 0.8 -> 40 reverted within 1 step",
-        ),
+        replace(spike, evidence="grad_norm 0.8 -> 40 reverted within 1 step"),
         Event(
             "divergence",
             "grad_norm",
