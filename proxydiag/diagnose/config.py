@@ -62,6 +62,12 @@ class ScalerConfig:
     unknown_calibration_steps: int = ranged(16, lo=0, hi=10**7)
     #: clean steps that end the calibration burst
     calibration_gap_steps: int = ranged(10, lo=1, hi=10**6)
+    #: overflow steps in a row a dynamic scaler shows after its calibration in a healthy run
+    #: (a growth probe overflows once, twice with DeepSpeed's and Megatron's hysteresis 2; a
+    #: few halvings absorb a gradient that grew): a run or a live prefix that ends in a streak
+    #: this long is not yet "ending non-finite" (a healthy fp16 GRPO run on TRL skipped steps
+    #: 16 and 17 after its calibration burst)
+    benign_streak_points: int = ranged(3, lo=0, hi=10**6)
     #: scale at or below this is the terminal state (DeepSpeed/Megatron ``min_loss_scale`` = 1)
     min_scale: float = ranged(1.0, lo=0.0, hi=1e9)
     #: the scale has collapsed when it ends this many halvings below its own running level

@@ -14,7 +14,13 @@ import numpy as np
 from proxydiag.diagnose._stats import cluster_start, runs_of, window_sum
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
-from proxydiag.diagnose.scaler import burst_gap, calibration_end, skip_window
+from proxydiag.diagnose.scaler import (
+    burst_gap,
+    calibration_end,
+    may_calibrate,
+    skip_counts,
+    skip_window,
+)
 from proxydiag.events import Event, Severity
 from proxydiag.run import Run
 
@@ -26,7 +32,9 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     window's logged points, ``scaler.unscaled_skip_fraction`` without a dynamic loss scaler;
     the leading calibration burst of a run that is, or may be, fp16 excluded, see
     :func:`proxydiag.diagnose.scaler.calibration_end`) or the run ends
-    non-finite (its last ``min_count`` points); isolated ones are a warning (a skipped step),
+    non-finite (its last ``min_count`` points; a grad norm of a run that is or may be fp16, more
+    than ``scaler.benign_streak_points``: the scaler skips a few steps in a row after its
+    calibration and learning goes on); isolated ones are a warning (a skipped step),
     a calibration burst is info.
 
     >>> from proxydiag.diagnose._view import from_arrays
@@ -35,6 +43,34 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     [('nonfinite', 20, 'critical')]
     """
     rv = view(run)
+    scaled = _dynamic_scaler(rv)
+    scaler, calibration = scaler_rules(rv, cfg)
+    open_end = may_calibrate(rv)
+    events = [
+        e
+        for m in cfg.nonfinite.metrics
+        if (s := rv.get(m)) is not None
+        for e in _values(
+            s,
+            # under a loss scaler a short trailing overflow streak is the scaler at work
+            min_count=max(cfg.nonfinite.min_count, cfg.scaler.benign_streak_points + 1)
+            if calibration is not None and m == "grad_norm"
+            else cfg.nonfinite.min_count,
+            scaler=scaler,
+            calibration=calibration,
+            scaler_owned=scaled and m == "grad_norm",
+            open_end=open_end,
+        )
+    ]
+    counter = rv.get("nonfinite")
+    if counter is not None:
+        events.extend(_counter(counter))
+    return events
+
+
+def scaler_rules(rv: RunView, cfg: DiagnoseConfig) -> tuple[ScalerConfig, ScalerConfig | None]:
+    """The skipping rules of ``rv`` and, when it is or may be fp16, the rules of its loss
+    scaler's start-up calibration (None: a bf16/fp32 run calibrates nothing)."""
     scaled = _dynamic_scaler(rv)
     fp16 = rv.has("loss_scale") or (rv.precision or "").startswith(FP16)
     # a run without a scaler skips nothing by design: a lower skipped fraction persists.
@@ -49,27 +85,52 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
         )
     )
     calibration = scaler if fp16 else None
-    if calibration is None and rv.precision is None:
+    if calibration is None and rv.precision is None and not _scaled_overflow(rv):
         calibration = replace(
             scaler,
             calibration_steps=min(scaler.calibration_steps, scaler.unknown_calibration_steps),
         )
-    events = [
-        e
-        for m in cfg.nonfinite.metrics
-        if (s := rv.get(m)) is not None
-        for e in _values(
-            s,
-            min_count=cfg.nonfinite.min_count,
-            scaler=scaler,
-            calibration=calibration,
-            scaler_owned=scaled and m == "grad_norm",
-        )
-    ]
-    counter = rv.get("nonfinite")
-    if counter is not None:
-        events.extend(_counter(counter))
-    return events
+    elif calibration is None and rv.precision is None:
+        calibration = scaler
+    return scaler, calibration
+
+
+def _scaled_overflow(rv: RunView) -> bool:
+    """True when the grad norm is non-finite at a step whose loss is finite: the backward pass
+    overflowed and the forward did not, the mark of a loss scaler at work (fp16), whatever the
+    run says of its precision (HF's fp16 AMP logs neither its precision nor its scale)."""
+    grad, loss = rv.get("grad_norm"), rv.get("loss")
+    if grad is None or loss is None or grad.finite.all():
+        return False
+    at = np.isin(loss.steps, grad.steps[~grad.finite])
+    return bool(loss.finite[at].any())
+
+
+def calibration_end_of(run: Run | RunView, cfg: DiagnoseConfig) -> int | None:
+    """Last step of the loss scaler's start-up calibration, from its skip counter or scale
+    halvings, or from the non-finite grad norms and losses of a run that is or may be fp16;
+    None when the run shows none. Nothing measured inside it is a baseline: the scaled
+    gradients of a step the scaler is still calibrating are not the run's level.
+
+    >>> from proxydiag.diagnose._view import from_arrays
+    >>> g = np.r_[[np.nan] * 5, 0.001, [np.nan] * 8, np.ones(40)]
+    >>> calibration_end_of(from_arrays({"grad_norm": (range(1, 55), g)}), DiagnoseConfig())
+    14
+    """
+    rv = view(run)
+    counts = skip_counts(rv)
+    open_end = may_calibrate(rv)
+    ends = [calibration_end(counts, cfg.scaler, open_end=open_end)] if counts is not None else []
+    _, calibration = scaler_rules(rv, cfg)
+    if calibration is not None:
+        for m in cfg.nonfinite.metrics:
+            s = rv.get(m)
+            if s is not None and not s.finite.all():
+                ends.append(
+                    calibration_end(_overflow_steps(s, ~s.finite), calibration, open_end=open_end)
+                )
+    found = [e for e in ends if e is not None]
+    return max(found) if found else None
 
 
 #: ``precision`` attributes (prefixes) of runs whose loss scaler calibrates, i.e. overflows in
@@ -93,6 +154,7 @@ def _values(
     scaler: ScalerConfig,
     calibration: ScalerConfig | None = None,
     scaler_owned: bool = False,
+    open_end: bool = False,
 ) -> list[Event]:
     """The event of one metric's non-finite values; ``calibration``: the rules of the loss
     scaler's start-up calibration when the run is, or may be, fp16."""
@@ -102,10 +164,18 @@ def _values(
         return []
     idx = np.flatnonzero(bad)
     first = int(idx[0])
-    tail = bad[-min_count:]
-    terminal = bool(tail.size >= min_count and tail.all())
     calib_end = (
-        calibration_end(_overflow_steps(s, bad), calibration) if calibration is not None else None
+        calibration_end(_overflow_steps(s, bad), calibration, open_end=open_end)
+        if calibration is not None
+        else None
+    )
+    # the run ends non-finite: its last min_count points (none of them the calibration's,
+    # unless something says the overflows are no calibration: see may_calibrate)
+    tail = bad[-min_count:]
+    terminal = bool(
+        tail.size >= min_count
+        and tail.all()
+        and (calib_end is None or not open_end or s.steps[-min_count] > calib_end)
     )
     burst = _burst(s, bad, scaler, calib_end=calib_end)
     critical = (burst is not None or terminal) and not scaler_owned

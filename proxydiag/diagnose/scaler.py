@@ -38,11 +38,11 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """
     rv = view(run)
     c = cfg.scaler
-    counts = _skip_counts(rv)
+    counts = skip_counts(rv)
     events: list[Event] = []
     calib_end = None
     if counts is not None:
-        calib_end = calibration_end(counts, c)
+        calib_end = calibration_end(counts, c, open_end=may_calibrate(rv))
         if calib_end is not None:
             n = int(counts.values[counts.steps <= calib_end].sum())
             events.append(
@@ -64,7 +64,28 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     return events
 
 
-def _skip_counts(rv: RunView) -> Series | None:
+def may_calibrate(rv: RunView) -> bool:
+    """False when the run says its overflows are no calibration: a logged loss scale that
+    never fell (a static scale) or a non-finite loss, perplexity or policy loss (the forward
+    pass overflowed, which no scale fixes).
+
+    >>> from proxydiag.diagnose._view import from_arrays
+    >>> may_calibrate(from_arrays({"loss_scale": ([1, 2, 3], [2.0**24] * 3)}))
+    False
+    """
+    scale = rv.get("loss_scale")
+    if scale is not None:
+        finite = scale.values[scale.finite]
+        if finite.size >= 2 and not (np.diff(finite) < 0).any():
+            return False
+    # a loss (or exp(loss)) that is not finite: the forward pass overflowed
+    return all(
+        (loss := rv.get(m)) is None or bool(loss.finite.all())
+        for m in ("loss", "perplexity", "pg_loss")
+    )
+
+
+def skip_counts(rv: RunView) -> Series | None:
     """Skipped steps per logged step: the counter if logged, else inferred from scale halvings."""
     for name in SKIP_COUNTERS:
         s = rv.get(name)
@@ -99,7 +120,7 @@ def _from_run_start(counts: Series, first_step: int | None) -> Series:
     )
 
 
-def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
+def calibration_end(counts: Series, c: ScalerConfig, *, open_end: bool = False) -> int | None:
     """Last step of the loss scaler's calibration, or None when the run has none.
 
     A dynamic scaler starts high (2^16 in DeepSpeed, 2^32 in Megatron) and halves on overflow
@@ -111,7 +132,10 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
     first step. A burst that lasts longer, or that the data ends in, is calibration up to there only
     if the overflows never persisted (more than ``max_skip_fraction`` of a ``window_steps`` window,
     the detectors' own rule; a stretch shorter than a window cannot show it): a run that
-    overflows continuously from its start has a fault there.
+    overflows continuously from its start has a fault there. With ``open_end`` (nothing says
+    otherwise: see :func:`may_calibrate`), a burst the data ends in is the calibration so far
+    while it is no longer than ``calibration_steps`` and :data:`MAX_DESCENT_STEPS` (the prefix
+    of a live run, or a log that holds only the start-up burst).
 
     >>> steps = np.arange(300)
     >>> def end(hits): return calibration_end(Series("skipped", steps, hits), ScalerConfig())
@@ -128,17 +152,39 @@ def calibration_end(counts: Series, c: ScalerConfig) -> int | None:
         # a burst first seen at step 377 of an excerpt is not a start-up
         return None
     # the unbroken descent is calibration however the gap rule chains later skips to it
-    ends = [e for e in (descent_end(counts, c), _chained_end(counts, c)) if e is not None]
+    ends = [
+        e
+        for e in (descent_end(counts, c), _chained_end(counts, c, open_end=open_end))
+        if e is not None
+    ]
     return max(ends) if ends else None
 
 
-def _chained_end(counts: Series, c: ScalerConfig) -> int | None:
+def _chained_end(counts: Series, c: ScalerConfig, *, open_end: bool = False) -> int | None:
     """The leading burst (overflows chained by gaps under ``calibration_gap_steps``) when it
-    ends soon enough, or never persisted."""
+    ends soon enough, or never persisted; with ``open_end``, a burst the data ends in is
+    calibration so far while it is no longer than a calibration can be."""
     end = _leading_burst_end(counts, c)
     if end is None:
         return None
     first, last = int(counts.steps[0]), int(counts.steps[-1])
+    if open_end and end == last and end - first <= min(c.calibration_steps, MAX_DESCENT_STEPS):
+        return end
+    clean = np.flatnonzero(counts.values <= 0)
+    if (
+        end == last
+        and clean.size
+        and clean[-1] > 0
+        and len(counts) - 1 - clean[-1] <= c.benign_streak_points
+    ):
+        # the data ends inside the burst (a live run's prefix) in a streak a scaler shows
+        # after calibrating: the burst up to its last clean step is judged as if the data
+        # ended there, and the streak on its own (the detectors' terminal rule): calibration
+        # 1-13 then skips at 16-17 is no fault at 17
+        head = int(clean[-1]) + 1
+        found = _chained_end(Series(counts.name, counts.steps[:head], counts.values[:head]), c)
+        if found is not None:
+            return found
     if end < last and end - first <= c.calibration_steps:
         return end
     # sparse overflows may chain into a long burst while the scale settles (the DeepSpeed-Chat

@@ -27,6 +27,7 @@ import numpy as np
 
 from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.nonfinite import calibration_end_of
 from proxydiag.events import Event
 from proxydiag.run import Run
 
@@ -55,6 +56,10 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     [('divergence', 8741, 0.47)]
     """
     rv = view(run)
+    # the loss scaler's start-up calibration is no starting level: a step it did not skip
+    # there has scaled-down gradients (a real fp16 GRPO run's grad norm read 0.0008 at step 6
+    # of a 14-step calibration, then ~1: a "x1,500 blow-up" of a healthy run)
+    calibrated = calibration_end_of(rv, cfg)
     events = []
     for name, log_scale, ratio, nats in (
         ("loss", False, LOSS_RATIO, LOSS_NATS),
@@ -63,6 +68,21 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     ):
         s = rv.get(name)
         if s is None:
+            continue
+        if calibrated is not None:
+            after = s.steps > calibrated
+            s = Series(s.name, s.steps[after], s.values[after])
+        if (
+            name == "grad_norm"
+            and len(s)
+            and (calibrated is not None or s.steps[0] <= max(1.0, rv.interval))
+            and not _settled(s)
+        ):
+            # a window that starts with training (or with the end of the scaler's
+            # calibration) before the grad norm settled: growing from its first steps is the
+            # optimiser or the policy starting (GRPO's first batches have no advantage when
+            # every completion scores the same: 0.012 -> 1.2 in 15 steps of a healthy TRL
+            # run), not a blow-up; the loss still is judged
             continue
         found = [
             e
@@ -142,6 +162,24 @@ def _blow_up(
         f"(steps {int(steps[0])}-{int(steps[-1])}); a window this short is judged on what it "
         f"shows: confidence {conf:.2f} for {n} points",
     )
+
+
+#: a starting level is settled when the first third of the window stays within this ratio
+SETTLED_RATIO = 2.0
+
+
+def _settled(s: Series) -> bool:
+    """True when the first third of the series' positive finite points stays within
+    :data:`SETTLED_RATIO` (a level to measure a blow-up from), False while it is still moving.
+
+    >>> _settled(Series("g", np.arange(6), np.array([0.4, 0.3, 0.35, 0.3, 3.0, 9.0])))
+    True
+    >>> _settled(Series("g", np.arange(6), np.array([0.01, 0.05, 0.2, 0.6, 1.0, 1.2])))
+    False
+    """
+    values = s.values[np.isfinite(s.values) & (s.values > 0)]
+    head = values[: max(1, values.size // 3)]
+    return bool(head.size) and float(head.max()) <= SETTLED_RATIO * float(head.min())
 
 
 def _median3(values: np.ndarray) -> np.ndarray:
