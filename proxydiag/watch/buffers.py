@@ -98,8 +98,9 @@ class MetricBuffer:
 
     def last(self, k: int) -> np.ndarray:
         """The values of the last ``k`` points held (fewer when fewer are held)."""
-        _, values = self.arrays() if self._n_ring < k else self.recent()
-        return values[-k:]
+        if self._n_ring < k:
+            return self.arrays()[1][-k:]
+        return self._ring_values[(self._pos - k + np.arange(k)) % self._ring_cap]
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """Every held point in step order: head, history, recent."""

@@ -15,7 +15,7 @@ where it would have been raised, then the final offline diagnosis of the whole r
 ...               attrs={"precision": "bf16"})
 >>> result = replay(r, every=10)
 >>> [(a.label, a.onset_step, a.raised_at_step) for a in result.alerts], result.final.label
-([('gradient_overflow', 200, 209)], 'gradient_overflow')
+([('gradient_overflow', 200, 201)], 'gradient_overflow')
 """
 
 from __future__ import annotations

@@ -88,7 +88,8 @@ class Watcher:
         self._last: int | None = None
         self._touched: set[str] = set()
         self._pending: str | None = None
-        self._new_steps = 0
+        self._queue: list[tuple[int, Mapping[str, float]]] = []
+        self._judged: int | None = None  # the last step judged
         self._since_fit = 0
         self._streak = 0
         self._sizes: dict[str, float] = {}  # trigger move sizes at the last re-fit
@@ -114,15 +115,17 @@ class Watcher:
         """Feed the values logged at ``step`` (any subset of metrics; non-numbers are ignored).
 
         A step at or before the last one fed is a restart from a checkpoint: the points at and
-        after it are forgotten and replaced by the new ones.
+        after it are forgotten and replaced by the new ones. Points are queued and taken in, a
+        logged step at a time, by the next :meth:`check`.
         """
-        step = int(step)
+        self._queue.append((int(step), metrics))
+
+    def _take(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Take in the values logged at ``step`` (see :meth:`add`)."""
         if self._last is not None and step < self._last:
             for buf in self._buffers.values():
                 buf.rewind(step)
-            self._last = step
-        if self._last is None or step > self._last:
-            self._new_steps += 1
+            self._last, self._judged = step, step - 1
         self._first = step if self._first is None else min(self._first, step)
         self._last = step if self._last is None else max(self._last, step)
         for key, raw in metrics.items():
@@ -167,26 +170,50 @@ class Watcher:
         return found
 
     def check(self) -> list[Alert]:
-        """The alerts new since the last check (see the module docstring for when it re-fits)."""
-        if not self._new_steps:
-            return []
-        self._since_fit += self._new_steps
-        self._new_steps = 0
+        """The alerts new since the last check.
+
+        The points fed since the last check are taken in a logged step at a time, and each
+        step is judged on the points up to it, as if the watcher had been checked after every
+        logged step: what is raised, and at which step, does not depend on how the points
+        were split between checks (a tail's ticks, a trainer's logging calls). See the module
+        docstring for when a step re-fits.
+        """
+        queue, self._queue = self._queue, []
+        alerts: list[Alert] = []
+        for i, (step, metrics) in enumerate(queue):
+            self._take(step, metrics)
+            if i + 1 == len(queue) or queue[i + 1][0] != step:
+                alerts += self._judge()
+        return alerts
+
+    def _judge(self) -> list[Alert]:
+        """Judge the step just taken in: re-fit when a trigger says so (see the module
+        docstring)."""
+        assert self._last is not None
+        if self._judged is not None and self._last <= self._judged and not self._pending:
+            return []  # more points of a step already judged, none of them suspicious
+        if self._judged is None or self._last > self._judged:
+            self._since_fit += 1
+        self._judged = self._last
         moves = {
             m: found
             for m in sorted(self._touched)
             if (found := triggers.level(m, self._buffers[m])) is not None
         }
-        reason = self._pending or next((r for r, _ in moves.values()), None)
-        self._pending, self._touched = None, set()
+        point, self._pending, self._touched = self._pending, None, set()
+        reason = point or next((r for r, _ in moves.values()), None)
         self._streak = self._streak + 1 if reason else 0
-        # a move still growing (a climb) re-fits; one that holds still re-fits on streaks
-        # 1..eager_checks and 2^k (the detectors need points after a jump, not a bigger jump)
+        # a non-finite value, a skip or a falling scale re-fits at once; a level move still
+        # growing (a climb) re-fits, one that holds still re-fits on streaks 1..eager_checks
+        # and 2^k (the detectors need points after a jump, not a bigger jump)
         growing = any(size > GROWTH * self._sizes.get(m, 0.0) for m, (_, size) in moves.items())
-        eager = reason is not None and (
-            growing
-            or self._streak <= self.limits.eager_checks
-            or self._streak & (self._streak - 1) == 0
+        eager = point is not None or (
+            reason is not None
+            and (
+                growing
+                or self._streak <= self.limits.eager_checks
+                or self._streak & (self._streak - 1) == 0
+            )
         )
         if eager:
             self._sizes = {m: size for m, (_, size) in moves.items()}
@@ -198,10 +225,10 @@ class Watcher:
         """The run has ended: a last re-fit on what is held, with nothing left pending (an
         overflow burst in the first steps is judged even when the run ended inside the loss
         scaler's calibration window)."""
+        alerts = self.check()
         if self._last is None:
-            return []
-        self._new_steps = 0
-        return self._fit("end of run", ended=True)
+            return alerts
+        return alerts + self._fit("end of run", ended=True)
 
     def _fit(self, reason: str, *, ended: bool) -> list[Alert]:
         self._since_fit = 0
@@ -245,7 +272,11 @@ class Watcher:
             and abs(previous.onset_step - v.onset_step) <= tol
         ):
             return None
-        rollback = self.checkpoints.rollback(v.onset_step) if self.checkpoints else None
+        rollback = (
+            self.checkpoints.rollback(v.onset_step, span_steps=self._last - (self._first or 0))
+            if self.checkpoints
+            else None
+        )
         return Alert(
             self.run,
             self.name,
@@ -293,6 +324,7 @@ class Watcher:
             "first": self._first,
             "last": self._last,
             "since_fit": self._since_fit,
+            "judged": self._judged,
             "buffers": {k: b.to_state() for k, b in self._buffers.items()},
             "alerts": [a.to_dict() for a in self.alerts],
         }
@@ -321,6 +353,7 @@ class Watcher:
         w._totals = {str(k): float(v) for k, v in state["totals"].items()}
         w._first, w._last = state["first"], state["last"]
         w._since_fit = int(state.get("since_fit", 0))
+        w._judged = state.get("judged", state["last"])
         w._buffers = {k: MetricBuffer.from_state(b) for k, b in state["buffers"].items()}
         w.alerts = [alert_from_dict(a) for a in state["alerts"]]
         return w

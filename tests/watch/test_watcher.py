@@ -123,6 +123,7 @@ def test_restart_rewinds_and_replaces() -> None:
         w.add(step, {"loss": 2.0})
     for step in range(40, 60):  # resumed from a checkpoint at step 40
         w.add(step, {"loss": 1.0})
+    w.check()
     steps, values = w._buffers["loss"].arrays()
     assert steps.tolist() == list(range(60))
     assert values[40:].tolist() == [1.0] * 20
