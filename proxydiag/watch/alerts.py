@@ -9,6 +9,10 @@ from typing import Any
 
 from proxydiag.events import Event
 
+#: an alert at least this confident is ``critical`` (the taxonomy's confirmed failures);
+#: ``warning`` below (``proxydiag watch --notify-min`` filters on it)
+CRITICAL_CONFIDENCE = 0.7
+
 
 @dataclass(frozen=True)
 class Rollback:
@@ -62,6 +66,18 @@ class Alert:
     router_lead_steps: int | None = None
 
     @property
+    def tier(self) -> str:
+        """``critical`` for a confirmed failure (confidence at least
+        :data:`CRITICAL_CONFIDENCE`), ``warning`` for an early or uncertain one."""
+        return "critical" if self.confidence >= CRITICAL_CONFIDENCE else "warning"
+
+    @property
+    def recommendation(self) -> str:
+        """What to check first: the first hint, on one line."""
+        first = next((h for h in self.hints if h.strip()), "")
+        return " ".join(first.split())
+
+    @property
     def delay_steps(self) -> int | None:
         """Steps between the onset and the moment the alert was raised."""
         return None if self.onset_step is None else self.raised_at_step - self.onset_step
@@ -82,6 +98,8 @@ class Alert:
             "hints": list(self.hints),
             "rollback": self.rollback.to_dict() if self.rollback else None,
             "router_lead_steps": self.router_lead_steps,
+            "tier": self.tier,
+            "recommendation": self.recommendation,
         }
 
 
