@@ -8,7 +8,8 @@ exits 2; it never shows a traceback for these.
 
     ProxydiagError
      ├── IngestError          a source could not be read (names file:line or file@offset)
-     │    └── UnknownFormatError   nothing recognises the source
+     │    ├── UnknownFormatError   nothing recognises the source
+     │    └── NoPointsError        a known format holding no metric points (yet)
      ├── FrameError           a frame broke the canonical schema (a bug in a reader)
      ├── StoreError           the store is missing, corrupt or in use
      │    └── StoreLockedError     another process holds the writer lock
@@ -35,6 +36,10 @@ class IngestError(ProxydiagError):
 
 class UnknownFormatError(IngestError):
     """No reader recognises the source."""
+
+
+class NoPointsError(IngestError):
+    """The source is of a known format but holds no metric points (yet)."""
 
 
 class FrameError(ProxydiagError):

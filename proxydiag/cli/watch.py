@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -44,7 +43,17 @@ UntilDone = Annotated[
         "for --idle-timeout, then print the final diagnoses",
     ),
 ]
-IdleTimeout = Annotated[float, _opt("--idle-timeout", "seconds without new data: done")]
+IdleTimeout = Annotated[
+    float, _opt("--idle-timeout", "seconds without new data, counted from a source's first data")
+]
+StartTimeout = Annotated[
+    float,
+    _opt(
+        "--start-timeout",
+        "with --until-done: seconds to wait for a source's first data (or an experiment's "
+        "first running run); then exit 2 naming it",
+    ),
+]
 Fmt = Annotated[str, typer.Option("--format", "-f", help="text | json (JSON Lines)")]
 OnAlert = Annotated[
     str | None,
@@ -69,6 +78,20 @@ Margin = Annotated[int, _opt("--margin-steps", "go back at least this many steps
 Precision = Annotated[
     str | None, _opt("--precision", "fp16 | bf16 | fp32 when the source does not say")
 ]
+Notify = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--notify",
+        metavar="URL",
+        help="POST each alert's JSON, with a one-line `text` chat webhooks show, to URL "
+        "(repeatable)",
+    ),
+]
+NotifyMin = Annotated[str, _opt("--notify-min", "warning | critical: the lowest tier sent")]
+NotifyCooldown = Annotated[
+    float, _opt("--notify-cooldown", "seconds between two notifications of one run and class")
+]
+NotifyMax = Annotated[int, _opt("--notify-max", "notifications per run at most")]
 LogMlflow = Annotated[
     bool,
     _opt(
@@ -87,8 +110,13 @@ def watch(
     interval: Interval = 10.0,
     until_done: UntilDone = False,
     idle_timeout: IdleTimeout = 600.0,
+    start_timeout: StartTimeout = 3600.0,
     fmt: Fmt = "text",
     on_alert: OnAlert = None,
+    notify: Notify = None,
+    notify_min: NotifyMin = "warning",
+    notify_cooldown: NotifyCooldown = 600.0,
+    notify_max: NotifyMax = 20,
     fail_on: FailOn = None,
     replay: Replay = False,
     every: Every = 1,
@@ -110,6 +138,7 @@ def watch(
     if fmt not in TEXT_JSON:
         raise ConfigError(f"--format {fmt!r}: use text or json")
     failing = _classes(fail_on)
+    precision = _precision(precision)
     cfg = load_config(config) if config is not None else DiagnoseConfig()
     table = AliasTable.load(aliases) if aliases is not None else AliasTable.default()
     ckpt = _checkpoints(checkpoints, margin_steps)
@@ -131,12 +160,20 @@ def watch(
             experiment=mlflow_experiment,
             tracking_uri=tracking_uri,
         )
+        from proxydiag.watch.notify import notifier
+
         act = _Actions(
             fmt=fmt,
             on_alert=on_alert,
             failing=failing,
             mlflow_uri=tracking_uri if log_to_mlflow else None,
             mlflow=log_to_mlflow,
+            notifier=notifier(
+                notify or [],
+                min_tier=notify_min,
+                cooldown_s=notify_cooldown,
+                max_per_run=notify_max,
+            ),
         )
         matched = _live(
             session,
@@ -144,6 +181,7 @@ def watch(
             interval_s=interval,
             until_done=until_done,
             idle_timeout_s=idle_timeout,
+            start_timeout_s=start_timeout,
             ckpt=ckpt,
         )
     if matched:
@@ -178,6 +216,7 @@ class _Actions:
     failing: set[str]
     mlflow_uri: str | None
     mlflow: bool
+    notifier: Any = None
     matched: bool = False
 
     def __call__(self, alert: Any, source: str) -> None:
@@ -189,6 +228,13 @@ class _Actions:
             run_hook(self.on_alert, alert)
         if self.mlflow:
             tag_mlflow(source, alert, tracking_uri=self.mlflow_uri)
+        if self.notifier is not None:
+            self.notifier.submit(alert)
+
+    def close(self) -> None:
+        """Deliver what is still queued for the webhooks (bounded wait)."""
+        if self.notifier is not None:
+            self.notifier.close()
 
 
 def _live(
@@ -198,16 +244,40 @@ def _live(
     interval_s: float,
     until_done: bool,
     idle_timeout_s: float,
+    start_timeout_s: float,
     ckpt: Any,
 ) -> bool:
-    if interval_s <= 0 or idle_timeout_s <= 0:
-        raise ConfigError("--interval and --idle-timeout must be positive seconds")
+    if interval_s <= 0 or idle_timeout_s <= 0 or start_timeout_s <= 0:
+        raise ConfigError("--interval, --idle-timeout and --start-timeout must be positive seconds")
+    try:
+        matched = _loop(
+            session, act, interval_s, until_done, (idle_timeout_s, start_timeout_s), ckpt
+        )
+    finally:
+        act.close()
+    silent = session.never_started() if until_done else []
+    if silent:
+        raise ConfigError(
+            f"{silent[0]}: no data within --start-timeout {start_timeout_s:g} s"
+            + (f" (and {len(silent) - 1} more)" if len(silent) > 1 else "")
+        )
+    return matched
+
+
+def _loop(
+    session: Any,
+    act: _Actions,
+    interval_s: float,
+    until_done: bool,
+    timeouts: tuple[float, float],
+    ckpt: Any,
+) -> bool:
     try:
         while True:
             for alert in session.tick():
                 act(alert, alert.run)
             session.save()
-            if until_done and session.done(idle_timeout_s):
+            if until_done and session.done(*timeouts):
                 break
             time.sleep(interval_s)
     except KeyboardInterrupt:
@@ -226,7 +296,12 @@ def _live(
 
 def _final(run: str, name: str, d: Any, source: str, ckpt: Any = None) -> dict[str, Any]:
     """The final object; with checkpoints, where to go back to after the offline onset."""
-    back = ckpt.rollback(d.onset_step) if ckpt is not None and d.onset_step is not None else None
+    span = (d.last_step or 0) - (d.first_step or 0)
+    back = (
+        ckpt.rollback(d.onset_step, span_steps=span)
+        if ckpt is not None and d.onset_step is not None
+        else None
+    )
     return {
         "final": True,
         "run": run,
@@ -265,6 +340,19 @@ def _emit(obj: dict[str, Any], fmt: str) -> None:
     )
 
 
+#: precisions ``--precision`` takes (as runs and sidecars spell them)
+PRECISIONS = ("fp16", "bf16", "fp32", "fp8", "tf32")
+
+
+def _precision(text: str | None) -> str | None:
+    if text is None:
+        return None
+    value = text.strip().lower()
+    if value not in PRECISIONS:
+        raise ConfigError(f"--precision {text!r}: use {', '.join(PRECISIONS)}")
+    return value
+
+
 def _classes(text: str | None) -> set[str]:
     from proxydiag.diagnose.result import LABELS
 
@@ -280,6 +368,5 @@ def _checkpoints(text: str | None, margin_steps: int) -> Any:
 
     if text is None:
         return None
-    if Path(text).is_dir():
-        return Checkpoints.scan(text, margin_steps=margin_steps)
+    # a folder (read again at every alert; it may not exist yet) or steps "100,200"
     return Checkpoints.parse(text, margin_steps=margin_steps)

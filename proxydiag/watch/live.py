@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -31,6 +32,7 @@ from proxydiag.metrics import AliasTable
 from proxydiag.run import slug
 from proxydiag.watch.alerts import Alert
 from proxydiag.watch.checkpoints import Checkpoints
+from proxydiag.watch.names import distinct
 from proxydiag.watch.watcher import Watcher
 
 #: seconds an ``--on-alert`` command may run
@@ -44,8 +46,10 @@ class Watched:
     source: str
     tail: Tail
     watcher: Watcher
-    #: monotonic time of the last poll that found data
+    #: monotonic time of the last poll that found data (of the watch's start before any)
     last_data: float
+    #: whether any data came yet (the idle timer starts with it)
+    started: bool = False
 
 
 class Session:
@@ -67,15 +71,16 @@ class Session:
         self.checkpoints, self.precision = checkpoints, precision
         self.experiment, self.tracking_uri = experiment, tracking_uri
         self.watched: list[Watched] = []
+        self.began = time.monotonic()
         for source in sources:
             self._add(source)
 
     def _add(self, source: str) -> None:
         tail = open_tail(source, ReadContext(aliases=self.aliases))
-        name = source[len("runs:/") :] if source.startswith("runs:/") else Path(source).name
+        taken = [w.watcher.name for w in self.watched]
         watcher = Watcher(
             run=source,
-            name=name or source,
+            name=distinct([source], taken)[source],
             config=self.config,
             aliases=self.aliases,
             precision=self.precision,
@@ -100,6 +105,12 @@ class Session:
 
         uri = resolve_tracking_uri(self.tracking_uri)
         known = {w.source for w in self.watched}
+        folder = file_store(uri)
+        if folder is not None:  # read the store's folders: no client, no server
+            for run_dir in running_run_dirs(folder, self.experiment):
+                if str(run_dir) not in known:
+                    self._add(str(run_dir))
+            return
         for run_id in search_ids(self.experiment, "attributes.status = 'RUNNING'", uri):
             if f"runs:/{run_id}" not in known:
                 self._add(f"runs:/{run_id}")
@@ -115,26 +126,41 @@ class Session:
                 warnings.warn(IngestWarning(str(exc)), stacklevel=2)
                 continue
             if rows:
-                w.last_data = time.monotonic()
+                w.last_data, w.started = time.monotonic(), True
             for step, metrics in rows:
                 w.watcher.add(step, metrics)
             alerts.extend(w.watcher.check())
         return alerts
 
-    def done(self, timeout_s: float) -> bool:
+    def done(self, timeout_s: float, start_timeout_s: float | None = None) -> bool:
         """True when every source's run has ended (MLflow status FINISHED, FAILED or KILLED)
-        or got no data for ``timeout_s`` seconds."""
+        or got no data for ``timeout_s`` seconds since its last data; a source with no data
+        yet waits ``start_timeout_s`` (default: ``timeout_s``) from the watch's start, and an
+        experiment with no running run yet waits that long for one."""
         now = time.monotonic()
+        start = timeout_s if start_timeout_s is None else start_timeout_s
+        if not self.watched:
+            return now - self.began >= start
         return all(
-            bool(getattr(w.tail, "ended", False)) or now - w.last_data >= timeout_s
+            bool(getattr(w.tail, "ended", False))
+            or (now - w.last_data >= timeout_s if w.started else now - self.began >= start)
             for w in self.watched
         )
+
+    def never_started(self) -> list[str]:
+        """What gave no data at all: the sources, or the experiment when no run started."""
+        if not self.watched and self.experiment is not None:
+            return [f"MLflow experiment {self.experiment!r} (no running run)"]
+        return [w.source for w in self.watched if not w.started]
 
     def finish(self) -> list[tuple[Watched, Diagnosis | None]]:
         """Each source read whole once and diagnosed offline (None when it cannot be read)."""
         out: list[tuple[Watched, Diagnosis | None]] = []
         for w in self.watched:
             w.watcher.close()
+            if w.watcher.last_step is None:
+                out.append((w, None))  # never gave data: said once, by the caller
+                continue
             try:
                 run = read_run(w.source, aliases=self.aliases)
             except ProxydiagError as exc:
@@ -175,6 +201,46 @@ class Session:
                 f"{self._path(source)}: unreadable watch state ({exc}); delete it to start over"
             ) from None
         return data if isinstance(data, dict) else None
+
+
+def file_store(uri: str) -> Path | None:
+    """The folder of an MLflow file store (``file:`` URI or a plain path), else None."""
+    if uri.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+
+        return Path(unquote(urlparse(uri).path))
+    if "://" in uri or uri.startswith(("databricks", "sqlite:", "postgresql", "mysql")):
+        return None
+    return Path(uri)
+
+
+#: MLflow's RunStatus.RUNNING as a file store writes it in a run's meta.yaml
+_RUNNING = re.compile(r"^status:\s*(1|RUNNING)\s*$", re.MULTILINE)
+_NAME = re.compile(r"^name:\s*['\"]?(.+?)['\"]?\s*$", re.MULTILINE)
+
+
+def running_run_dirs(root: Path, experiment: str) -> list[Path]:
+    """The run folders of ``experiment`` in the file store at ``root`` whose run is running
+    (``meta.yaml`` ``status: 1``), read straight from the folders: MLflow 3's client refuses
+    file stores unless told otherwise, and a store's ``.trash`` need not exist."""
+    found: list[Path] = []
+    if not root.is_dir():
+        return found
+    for exp in sorted(p for p in root.iterdir() if p.is_dir() and (p / "meta.yaml").is_file()):
+        try:
+            meta = (exp / "meta.yaml").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        name = _NAME.search(meta)
+        if exp.name != experiment and (name is None or name.group(1) != experiment):
+            continue
+        for run in sorted(p for p in exp.iterdir() if (p / "meta.yaml").is_file()):
+            try:
+                if _RUNNING.search((run / "meta.yaml").read_text(encoding="utf-8")):
+                    found.append(run)
+            except OSError:
+                continue
+    return found
 
 
 def alert_env(alert: Alert) -> dict[str, str]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from proxydiag.errors import IngestError
+from proxydiag.errors import NoPointsError
 from proxydiag.events import Event
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.console._crash import crash_events
@@ -72,7 +72,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     workers = int(ctx.options.get("workers", WORKERS))
     parsed = parse(path, chunk_bytes=chunk_bytes, workers=workers)
     if parsed.raw.is_empty():
-        raise IngestError(
+        raise NoPointsError(
             f"{path}: no metric lines found in this console log (dialects tried: "
             f"{', '.join(d.NAME for d in dialects())}); check the file or convert it to CSV"
         )

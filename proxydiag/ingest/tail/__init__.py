@@ -43,7 +43,12 @@ def open_tail(source: str | Path, ctx: ReadContext | None = None) -> Tail:
     path = Path(source)
     if not path.exists() or (path.is_file() and path.stat().st_size == 0):
         return Pending(path, ctx)  # not written yet: its format is found once it has data
-    return _known(path, ctx)
+    try:
+        return _known(path, ctx)
+    except UnknownFormatError:
+        if path.is_dir():
+            return Pending(path, ctx)  # a logdir made before its first event file
+        raise
 
 
 def _known(path: Path, ctx: ReadContext) -> Tail:
@@ -66,8 +71,9 @@ def _known(path: Path, ctx: ReadContext) -> Tail:
 
 
 class Pending:
-    """A source that does not exist yet, or is empty: its format is detected on the first
-    poll that finds data (a file whose first lines do not tell its format yet waits too)."""
+    """A source that does not exist yet, or is empty (a file of no bytes, a folder with no
+    event file or run yet): its format is detected on the first poll that finds data (a file
+    whose first lines do not tell its format yet waits too)."""
 
     def __init__(self, path: Path, ctx: ReadContext) -> None:
         self.path, self.ctx = path, ctx

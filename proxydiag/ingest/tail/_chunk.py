@@ -14,7 +14,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from proxydiag.errors import IngestWarning
+from proxydiag.errors import IngestError, IngestWarning, NoPointsError
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.contract import Reader
 from proxydiag.run.rows import steps_of
@@ -22,18 +22,25 @@ from proxydiag.run.rows import steps_of
 Rows = list[tuple[int, dict[str, float]]]
 
 
-def decode(data: bytes, *, reader: Reader, filename: str, ctx: ReadContext) -> Rows:
-    """The ``(step, {key: value})`` rows of ``data`` read as a file named ``filename``."""
+def decode(data: bytes, *, reader: Reader, source: Path, ctx: ReadContext) -> Rows:
+    """The ``(step, {key: value})`` rows of ``data``, appended to ``source``, read as a file
+    of its name; a chunk with no metric points (a console's start-up text) is no rows, and an
+    error names ``source``, not the scratch file."""
     if not data:
         return []
     with tempfile.TemporaryDirectory(prefix="proxydiag-tail-") as tmp:
-        path = Path(tmp) / filename
+        path = Path(tmp) / source.name
         path.write_bytes(data)
         with warnings.catch_warnings():
             # a chunk without its file's first lines warns about what it lacks (no header
             # metadata, a step-less line): the whole source is read offline at the end
             warnings.simplefilter("ignore", IngestWarning)
-            runs = reader.read(path, ctx)
+            try:
+                runs = reader.read(path, ctx)
+            except NoPointsError:
+                return []
+            except IngestError as exc:
+                raise type(exc)(str(exc).replace(str(path), str(source))) from None
     rows: Rows = []
     for run in runs:
         rows.extend(steps_of(run))

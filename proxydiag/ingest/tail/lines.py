@@ -65,7 +65,7 @@ class LineTail:
             self.header, data = data[:cut], data[cut:]
         if not data.strip():
             return []
-        return decode(self.header + data, reader=self.reader, filename=self.path.name, ctx=self.ctx)
+        return decode(self.header + data, reader=self.reader, source=self.path, ctx=self.ctx)
 
     def to_state(self) -> dict[str, Any]:
         return {

@@ -60,7 +60,7 @@ class TensorBoardTail:
                 continue
             end = int(framing.starts[-1] + framing.lengths[-1] + 4)  # after the data CRC
             self.offsets[file.name] = offset + end
-            rows.extend(decode(data[:end], reader=tb, filename=file.name, ctx=self.ctx))
+            rows.extend(decode(data[:end], reader=tb, source=file, ctx=self.ctx))
         rows.sort(key=lambda r: r[0])
         return rows
 
