@@ -4,10 +4,13 @@ Every ``on_log`` feeds the logged numbers to a :class:`~proxydiag.watch.watcher.
 ``state.global_step``. An alert is logged through the trainer's own loggers (``trainer.log``
 reaches TensorBoard, W&B, MLflow ... as ``proxydiag/<class>/onset_step`` and ``/confidence``;
 attach the trainer with :meth:`ProxydiagCallback.attach`), through ``transformers``' logger,
-and kept in ``state.log_history``. With ``stop_on=("loss_divergence", ...)`` an alert of those
-classes stops training and saves a checkpoint, tagged with the alert (``proxydiag_alert.json``
-in the checkpoint folder). At the end of training, :attr:`ProxydiagCallback.final` is the
-offline diagnosis of the whole log history.
+and kept in ``state.log_history``. Every alert names the last of the trainer's checkpoints
+(``output_dir/checkpoint-N``) at or before its onset, less a margin that fits the run's length,
+and the batches to skip from there, and is written beside the checkpoints
+(``output_dir/proxydiag_alert.json``). With ``stop_on=("loss_divergence", ...)`` an alert of
+those classes stops training and saves a checkpoint, tagged with the alert (the same file in
+that checkpoint's folder: the state at the alert, not one to go back to). At the end of
+training, :attr:`ProxydiagCallback.final` is the offline diagnosis of the whole log history.
 
 Usage::
 
@@ -38,6 +41,7 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.result import LABELS, Diagnosis
 from proxydiag.watch.alerts import Alert
+from proxydiag.watch.checkpoints import MARGIN_STEPS, Checkpoints
 from proxydiag.watch.watcher import Watcher
 
 logger = hf_logging.get_logger("proxydiag")
@@ -55,6 +59,7 @@ class ProxydiagCallback(TrainerCallback):  # type: ignore[misc]
         config: DiagnoseConfig | None = None,
         precision: str | None = None,
         run_name: str | None = None,
+        margin_steps: int = MARGIN_STEPS,
     ) -> None:
         self.stop_on = tuple(stop_on)
         bad = [c for c in self.stop_on if c not in LABELS[1:]]
@@ -62,6 +67,7 @@ class ProxydiagCallback(TrainerCallback):  # type: ignore[misc]
             raise ConfigError(f"stop_on {bad[0]!r}: use {', '.join(LABELS[1:])}")
         self.config = config or DiagnoseConfig()
         self.precision, self.run_name = precision, run_name
+        self.margin_steps = margin_steps
         self.watcher: Watcher | None = None
         self.alerts: list[Alert] = []
         self.final: Diagnosis | None = None
@@ -85,7 +91,14 @@ class ProxydiagCallback(TrainerCallback):  # type: ignore[misc]
             if getattr(args, "bf16", False)
             else None
         )
-        self.watcher = Watcher(run=name, name=name, config=self.config, precision=precision)
+        self.watcher = Watcher(
+            run=name,
+            name=name,
+            config=self.config,
+            precision=precision,
+            # the trainer's own checkpoints, read again at every alert
+            checkpoints=Checkpoints.scan(args.output_dir, margin_steps=self.margin_steps),
+        )
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
@@ -93,7 +106,8 @@ class ProxydiagCallback(TrainerCallback):  # type: ignore[misc]
         if self._logging or not logs or self.watcher is None:
             return
         for alert in self.watcher.update(int(state.global_step), logs):
-            self._report(alert, state)
+            self._report(alert, state, control)
+            _write_alert(Path(args.output_dir), alert)
             if alert.label in self.stop_on and self._stop_alert is None:
                 self._stop_alert = alert
                 control.should_training_stop = True
@@ -104,34 +118,48 @@ class ProxydiagCallback(TrainerCallback):  # type: ignore[misc]
             return
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         if folder.is_dir():
-            (folder / ALERT_FILE).write_text(json.dumps(self._stop_alert.to_dict(), indent=1))
+            _write_alert(folder, self._stop_alert)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.watcher is None:
             return
         for alert in self.watcher.close():
-            self._report(alert, state)
+            self._report(alert, state, control)
         self.final = self.watcher.final(
             history_run(state.log_history, name=self.watcher.name, precision=self.watcher.precision)
         )
 
-    def _report(self, alert: Alert, state: Any) -> None:
+    def _report(self, alert: Alert, state: Any, control: Any) -> None:
         self.alerts.append(alert)
         logger.warning("proxydiag: %s", alert.summary or alert.label)
         state.log_history.append(
             {"step": int(state.global_step), "proxydiag/alert": alert.to_dict()}
         )
         if self._trainer is not None:
+            # straight to the trainer's loggers (TensorBoard, MLflow, W&B ...): not through
+            # trainer.log, which TRL's trainers extend with the step's pending metrics, so
+            # called from inside their log it logged the step's metrics a second time
             self._logging = True
             try:
-                self._trainer.log(
+                self._trainer.callback_handler.on_log(
+                    self._trainer.args,
+                    state,
+                    control,
                     {
                         f"proxydiag/{alert.label}/onset_step": float(alert.onset_step or 0),
                         f"proxydiag/{alert.label}/confidence": float(alert.confidence),
-                    }
+                    },
                 )
             finally:
                 self._logging = False
+
+
+def _write_alert(folder: Path, alert: Alert) -> None:
+    """``folder/proxydiag_alert.json``: the alert with where to go back to (atomically)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{ALERT_FILE}.tmp"
+    tmp.write_text(json.dumps(alert.to_dict(), indent=1), encoding="utf-8")
+    tmp.replace(folder / ALERT_FILE)
 
 
 def history_run(history: list[dict[str, Any]], *, name: str, precision: str | None = None) -> Any:

@@ -37,11 +37,14 @@ MARGIN_STEPS = 100
 
 @dataclass(frozen=True)
 class Checkpoints:
-    """Checkpoint steps (ascending) and, where known, their folders."""
+    """Checkpoint steps (ascending) and, where known, their folders; with ``folder``, the
+    checkpoints are whatever that folder holds when a rollback is asked for (a training run
+    writes new ones as it goes, and the folder may not exist yet when the watch starts)."""
 
     steps: tuple[int, ...]
     paths: tuple[str | None, ...]
     margin_steps: int = MARGIN_STEPS
+    folder: str | None = None
 
     @classmethod
     def from_steps(cls, steps: Iterable[int], *, margin_steps: int = MARGIN_STEPS) -> Checkpoints:
@@ -50,22 +53,32 @@ class Checkpoints:
 
     @classmethod
     def parse(cls, text: str, *, margin_steps: int = MARGIN_STEPS) -> Checkpoints:
-        """Steps from ``"100,200,300"`` (the ``--checkpoints`` option).
+        """Steps from ``"100,200,300"``, or else a folder of checkpoints (the
+        ``--checkpoints`` option).
 
         >>> Checkpoints.parse("300, 100").steps
         (100, 300)
+        >>> Checkpoints.parse("runs/ckpt").folder
+        'runs/ckpt'
         """
-        try:
-            return cls.from_steps(
-                (int(p) for p in text.split(",") if p.strip()), margin_steps=margin_steps
-            )
-        except ValueError:
-            raise ConfigError(f"--checkpoints {text!r}: give steps separated by commas") from None
+        parts = [p.strip() for p in text.split(",") if p.strip()]
+        if parts and all(p.isdigit() for p in parts):
+            return cls.from_steps((int(p) for p in parts), margin_steps=margin_steps)
+        if not parts:
+            raise ConfigError(f"--checkpoints {text!r}: give steps separated by commas or a folder")
+        return cls.scan(text, margin_steps=margin_steps)
 
     @classmethod
     def scan(cls, folder: str | Path, *, margin_steps: int = MARGIN_STEPS) -> Checkpoints:
-        """Checkpoint folders directly inside ``folder`` (none when it does not exist)."""
-        root = Path(folder)
+        """The checkpoint folders directly inside ``folder``, read again at every
+        :meth:`rollback` (none while it does not exist)."""
+        return cls((), (), _margin(margin_steps), str(folder)).current()
+
+    def current(self) -> Checkpoints:
+        """The checkpoints there are now (the folder read again)."""
+        if self.folder is None:
+            return self
+        root = Path(self.folder)
         found: dict[int, str] = {}
         if root.is_dir():
             for child in root.iterdir():
@@ -73,19 +86,32 @@ class Checkpoints:
                 if step is not None and child.is_dir():
                     found[step] = str(child)
         steps = sorted(found)
-        return cls(tuple(steps), tuple(found[s] for s in steps), _margin(margin_steps))
+        return Checkpoints(
+            tuple(steps), tuple(found[s] for s in steps), self.margin_steps, self.folder
+        )
 
-    def rollback(self, onset_step: int) -> Rollback | None:
-        """The last checkpoint at or before ``onset_step - margin_steps``, or None."""
-        target = onset_step - self.margin_steps
-        best = None
-        for i, step in enumerate(self.steps):
-            if step <= target:
-                best = i
-        if best is None:
-            return None
-        step = self.steps[best]
-        return Rollback(step, self.paths[best], step + 1, onset_step)
+    def rollback(self, onset_step: int, *, span_steps: int | None = None) -> Rollback | None:
+        """The last checkpoint at or before ``onset_step`` minus the margin, or None.
+
+        The margin is ``margin_steps``; when that leaves no checkpoint and ``span_steps`` (the
+        steps the run has so far) is given, at most a tenth of it: 100 steps before an onset at
+        step 80 leaves nothing to go back to, and a short run's fault is not that far from its
+        cause.
+
+        >>> c = Checkpoints.from_steps([20, 40, 60, 80])
+        >>> c.rollback(85) is None, c.rollback(85, span_steps=90).checkpoint_step
+        (True, 60)
+        """
+        now = self.current()
+        margins = [self.margin_steps]
+        if span_steps is not None and span_steps // 10 < self.margin_steps:
+            margins.append(max(span_steps // 10, 0))
+        for margin in margins:
+            before = [i for i, step in enumerate(now.steps) if step <= onset_step - margin]
+            if before:
+                step = now.steps[before[-1]]
+                return Rollback(step, now.paths[before[-1]], step + 1, onset_step)
+        return None
 
 
 def step_of(name: str) -> int | None:
