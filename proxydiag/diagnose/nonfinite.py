@@ -58,7 +58,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
             else cfg.nonfinite.min_count,
             scaler=scaler,
             calibration=calibration,
-            scaler_owned=scaled and m == "grad_norm",
+            scaler_owned=scaled and m == "grad_norm" and not _stuck(rv, s, cfg.scaler),
             open_end=open_end,
         )
     ]
@@ -145,6 +145,28 @@ def _dynamic_scaler(rv: RunView) -> bool:
         return False
     finite = scale.values[scale.finite]
     return finite.size >= 2 and float(finite.max()) > float(finite.min())
+
+
+def _stuck(rv: RunView, grad: Series, c: ScalerConfig) -> bool:
+    """True when more than ``benign_streak_points`` non-finite grad norms in a row came with a
+    loss scale that did not fall: a dynamic scaler halves at every overflow, so these are not
+    its business (a scale set static, or stuck, while every step overflows: a real TRL fp16
+    run whose scale was pinned at 2^40 from step 30 read healthy)."""
+    scale = rv.get("loss_scale")
+    if scale is None:
+        return False
+    ok = scale.finite
+    steps, values = scale.steps[ok], scale.values[ok]
+    if steps.size < 2:
+        return False
+    # the scale logged at or before each grad-norm step, and at the grad norm's step before
+    at = np.searchsorted(steps, grad.steps, side="right") - 1
+    before = np.r_[-1, at[:-1]]
+    now = np.where(at >= 0, values[np.clip(at, 0, None)], np.nan)
+    then = np.where(before >= 0, values[np.clip(before, 0, None)], np.nan)
+    held = ~grad.finite & ~(now < then)
+    starts, ends = runs_of(held)
+    return bool(starts.size) and int((ends - starts).max()) > c.benign_streak_points
 
 
 def _values(
