@@ -17,6 +17,8 @@ from proxydiag.errors import UnknownFormatError
 from proxydiag.ingest import ReadContext, detect
 from proxydiag.ingest.tail._chunk import Rows
 
+#: a growing file whose first this many bytes tell no format is not waited for any longer
+SNIFF_BYTES = 2**20
 #: formats a growing file may have (the offline reader's NAME)
 LINE_FORMATS = ("jsonl", "csv", "wandb_csv", "console")
 
@@ -46,8 +48,10 @@ def open_tail(source: str | Path, ctx: ReadContext | None = None) -> Tail:
     try:
         return _known(path, ctx)
     except UnknownFormatError:
-        if path.is_dir():
-            return Pending(path, ctx)  # a logdir made before its first event file
+        if path.is_dir() or path.stat().st_size <= SNIFF_BYTES:
+            # a logdir made before its first event file; a log whose first lines (a model
+            # loading) tell no format yet
+            return Pending(path, ctx)
         raise
 
 
@@ -87,7 +91,7 @@ class Pending:
             try:
                 self.tail = _known(self.path, self.ctx)
             except UnknownFormatError:
-                if self.path.is_file() and self.path.stat().st_size > 2**20:
+                if self.path.is_file() and self.path.stat().st_size > SNIFF_BYTES:
                     raise  # a megabyte of text no reader recognises will not become one
                 return []
             if self.state:
