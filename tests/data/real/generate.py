@@ -65,9 +65,16 @@ class Spec:
     #: step at which the learning rate is multiplied by ``lr_jump`` (None: no jump)
     lr_jump_step: int | None = None
     lr_jump: float = 1.0
-    #: "" (fp32), "dynamic" (GradScaler from 2**32) or "static" (a scale that never moves)
+    #: "" (fp32), "dynamic" (GradScaler from 2**32), "static" (a scale that never moves) or
+    #: "static-from" (dynamic until ``static_from_step``, then a scale too high that never
+    #: moves: every later step overflows, as when a static ``loss_scale`` meets grown gradients)
     fp16: str = ""
     static_scale: float = 2.0**24
+    static_from_step: int = 0
+    #: the dynamic scaler grows every this many clean steps (each growth may overflow once)
+    growth_interval: int = 25
+    #: save a checkpoint every this many steps (0: none; the committed corpus keeps none)
+    save_steps: int = 0
     onset_step: int | None = None
     #: MLflow backend: "file" (an ``mlruns`` file store) or "sqlite" (``mlflow.db``)
     mlflow_store: str = "file"
@@ -185,6 +192,24 @@ class _StaticScaler:
 
         return Static("cpu", init_scale=scale)
 
+    @staticmethod
+    def make_from(step: int, growth_interval: int) -> Any:
+        """Dynamic until ``step`` optimizer steps, then a static scale of 2^40: every later
+        step's gradients overflow and are skipped."""
+        import torch
+
+        class StaticFrom(torch.amp.GradScaler):
+            calls = 0
+
+            def update(self, new_scale: Any = None) -> None:
+                StaticFrom.calls += 1
+                if StaticFrom.calls >= step:
+                    super().update(new_scale=2.0**40)
+                else:
+                    super().update(new_scale)
+
+        return StaticFrom("cpu", init_scale=2.0**32, growth_interval=growth_interval)
+
 
 def _make_fp16(trainer: Any, spec: Spec) -> None:
     """Install a real CPU GradScaler and fp16 autocast into the Trainer's Accelerator.
@@ -203,7 +228,11 @@ def _make_fp16(trainer: Any, spec: Spec) -> None:
         # Megatron's and torch's start (2**32); a growth window of 25 steps (DeepSpeed and
         # Megatron default to 1000) lets the scale climb back and overflow again within a
         # short run: the isolated skips a healthy fp16 run shows after its calibration burst
-        acc.scaler = torch.amp.GradScaler("cpu", init_scale=2.0**32, growth_interval=25)
+        acc.scaler = torch.amp.GradScaler(
+            "cpu", init_scale=2.0**32, growth_interval=spec.growth_interval
+        )
+    elif spec.fp16 == "static-from":
+        acc.scaler = _StaticScaler.make_from(spec.static_from_step, spec.growth_interval)
     else:
         acc.scaler = _StaticScaler.make(spec.static_scale)
 
@@ -243,7 +272,8 @@ def _common_args(spec: Spec, out: Path) -> dict[str, Any]:
         "max_steps": spec.steps,
         "learning_rate": spec.lr,
         "logging_steps": 1,
-        "save_strategy": "no",
+        "save_strategy": "steps" if spec.save_steps else "no",
+        "save_steps": spec.save_steps or 500,
         "report_to": ["tensorboard", "mlflow"],
         "use_cpu": True,
         "seed": spec.seed,
@@ -323,7 +353,18 @@ def run_one(spec: Spec) -> None:
     """Train one run into ``HERE/<name>/`` and keep only its small outputs."""
     out = HERE / spec.name
     shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
+    train(spec, out)
+    shutil.copy(out / "trainer" / "trainer_state.json", out / "trainer_state.json")
+    shutil.rmtree(out / "trainer")
+    shutil.rmtree(out / "mlartifacts", ignore_errors=True)
+    _sidecar(spec, out)
+
+
+def train(spec: Spec, out: Path, callbacks: tuple[Any, ...] = ()) -> Any:
+    """Train ``spec`` into ``out`` (TensorBoard ``runs/``, MLflow, ``console.log``, the
+    trainer's ``trainer/`` folder with its checkpoints and state) with ``callbacks`` added;
+    the trainer."""
+    out.mkdir(parents=True, exist_ok=True)
     os.environ["MLFLOW_TRACKING_URI"] = (
         f"sqlite:///{out / 'mlflow.db'}"
         if spec.mlflow_store == "sqlite"
@@ -333,18 +374,17 @@ def run_one(spec: Spec) -> None:
     os.environ["TENSORBOARD_LOGGING_DIR"] = str(out / "runs")
     tok = build_tokenizer()
     log = out / "console.log"
-    with log.open("w", encoding="utf-8") as fh, _tee(fh):
+    with log.open("w", encoding="utf-8", buffering=1) as fh, _tee(fh):
         trainer = (_grpo_trainer if spec.trainer == "grpo" else _sft_trainer)(spec, out, tok)
         if spec.fp16:
             _make_fp16(trainer, spec)
         if spec.lr_jump_step is not None:
             trainer.add_callback(_lr_jump(spec))
+        for callback in callbacks:
+            trainer.add_callback(callback)
         trainer.train()
         trainer.save_state()
-    shutil.copy(out / "trainer" / "trainer_state.json", out / "trainer_state.json")
-    shutil.rmtree(out / "trainer")
-    shutil.rmtree(out / "mlartifacts", ignore_errors=True)
-    _sidecar(spec, out)
+    return trainer
 
 
 @contextlib.contextmanager
