@@ -28,9 +28,9 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("torch")
 
-from proxydiag.ingest import read_run  # noqa: E402
-from proxydiag.integrations.transformers import ALERT_FILE, ProxydiagCallback  # noqa: E402
-from proxydiag.watch.replay import replay  # noqa: E402
+from proxydiag.ingest import read_run
+from proxydiag.integrations.transformers import ALERT_FILE, ProxydiagCallback
+from proxydiag.watch.replay import replay
 
 pytestmark = pytest.mark.slow
 
@@ -132,7 +132,7 @@ def test_the_callback_never_stops_a_healthy_run_and_catches_a_fault(trained: Any
 def test_watch_on_every_source_is_quiet_on_healthy_and_alerts_a_fault(
     trained: Any, precision: str | None
 ) -> None:
-    spec, out, _, _, seen = trained
+    spec, _, _, _, seen = trained
     objects = seen[precision]
     finals = [o for o in objects if o["final"]]
     assert len(finals) == 3, objects  # TensorBoard, console, the MLflow run
@@ -151,7 +151,7 @@ def test_watch_on_every_source_is_quiet_on_healthy_and_alerts_a_fault(
 def test_live_first_alerts_equal_replay_on_the_same_data(trained: Any) -> None:
     """Each source's first live alert is the first alert of ``--replay --every 1`` on the
     data it ended with, within one log interval (these runs log every step)."""
-    spec, out, _, _, seen = trained
+    _, out, _, _, seen = trained
     first = _first_alerts(seen[None])
     for source, alert in first.items():
         path = source if source.startswith("/") else str(out / source)

@@ -35,7 +35,7 @@ class _Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 receiver.attempts += 1
                 size = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(size))
