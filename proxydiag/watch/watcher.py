@@ -1,12 +1,14 @@
 """`Watcher`: streaming diagnosis of one run, with bounded state and causal alerts.
 
 Points arrive with :meth:`Watcher.add` (a step and any subset of metrics, raw or canonical
-names); :meth:`Watcher.check` returns the alerts new since the last check (:meth:`update`
-does both). Between checks the watcher keeps, per metric, a bounded memory
-(:mod:`proxydiag.watch.buffers`) and cheap triggers (:mod:`proxydiag.watch.triggers`); when one
-fires, or every ``periodic_points`` new steps, it re-runs the offline detectors on that memory
-(:mod:`proxydiag.watch._window`). So the cost of a check is proportional to the metrics that
-got new points, plus a bounded re-fit when something looks wrong; never to the run's length.
+names); :meth:`Watcher.check` takes them in a logged step at a time and returns the alerts
+new since the last check (:meth:`update` does both), so what is raised, and at which step,
+does not depend on how the points were split between checks. The watcher keeps, per metric, a
+bounded memory (:mod:`proxydiag.watch.buffers`) and cheap triggers
+(:mod:`proxydiag.watch.triggers`); when one fires, or every ``periodic_steps`` new steps, it
+re-runs the offline detectors on that memory (:mod:`proxydiag.watch._window`). So the cost of
+a logged step is proportional to the metrics that got new points, plus a bounded re-fit when
+something looks wrong; never to the run's length.
 
 At the end of a run, :meth:`Watcher.final` is the offline :func:`~proxydiag.diagnose.api.diagnose`
 of the whole run, once.
@@ -98,7 +100,7 @@ class Watcher:
 
     @property
     def last_step(self) -> int | None:
-        """The largest step fed so far."""
+        """The largest step taken in so far (points fed since the last check wait for it)."""
         return self._last
 
     @property
@@ -313,7 +315,8 @@ class Watcher:
         return diagnose(run, config=self.config)
 
     def to_state(self) -> dict[str, Any]:
-        """JSON-able state: what a restarted ``watch`` resumes from (see :meth:`from_state`)."""
+        """JSON-able state: what a restarted ``watch`` resumes from (see :meth:`from_state`);
+        taken after a :meth:`check` (points fed since then are not in it)."""
         return {
             "version": 1,
             "run": self.run,
