@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from proxydiag.diagnose._view import RunView, Series, view
+from proxydiag.diagnose._warmup import GROWTH_FALLBACK_FRACTION, warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.nonfinite import calibration_end_of
 from proxydiag.events import Event
@@ -60,6 +61,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     # there has scaled-down gradients (a real fp16 GRPO run's grad norm read 0.0008 at step 6
     # of a 14-step calibration, then ~1: a "x1,500 blow-up" of a healthy run)
     calibrated = calibration_end_of(rv, cfg)
+    warm = warmup_end(rv, fallback_fraction=GROWTH_FALLBACK_FRACTION)
     events = []
     for name, log_scale, ratio, nats in (
         ("loss", False, LOSS_RATIO, LOSS_NATS),
@@ -72,18 +74,19 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
         if calibrated is not None:
             after = s.steps > calibrated
             s = Series(s.name, s.steps[after], s.values[after])
-        if (
-            name == "grad_norm"
-            and len(s)
-            and (calibrated is not None or s.steps[0] <= max(1.0, rv.interval))
-            and not _settled(s)
+        if name == "grad_norm" and (
+            calibrated is not None or (len(s) and s.steps[0] <= max(1.0, rv.interval))
         ):
             # a window that starts with training (or with the end of the scaler's
-            # calibration) before the grad norm settled: growing from its first steps is the
-            # optimiser or the policy starting (GRPO's first batches have no advantage when
-            # every completion scores the same: 0.012 -> 1.2 in 15 steps of a healthy TRL
-            # run), not a blow-up; the loss still is judged
-            continue
+            # calibration): the learning-rate warm-up is no baseline either, and a grad norm
+            # that has not settled is the optimiser or the policy starting (GRPO's first
+            # batches have no advantage when every completion scores the same: 0.012 -> 1.2
+            # in 15 steps of a healthy TRL run; a generated healthy run's 0.25 -> 4 while its
+            # lr warmed up), not a blow-up; the loss still is judged
+            after = s.steps > warm
+            s = Series(s.name, s.steps[after], s.values[after])
+            if not _settled(s):
+                continue
         found = [
             e
             for part in _excerpts(s)
@@ -164,13 +167,17 @@ def _blow_up(
     )
 
 
-#: a starting level is settled when the first third of the window stays within this ratio
+#: a starting level is settled when the first third of the window stays within this ratio ...
 SETTLED_RATIO = 2.0
+#: ... over at least this many points (one point is no level: a generated healthy run's grad
+#: norm went 7 -> 335 -> 3 in the four steps after its warm-up)
+LEVEL_POINTS = 2
 
 
 def _settled(s: Series) -> bool:
-    """True when the first third of the series' positive finite points stays within
-    :data:`SETTLED_RATIO` (a level to measure a blow-up from), False while it is still moving.
+    """True when the first third of the series' positive finite points holds at least
+    :data:`LEVEL_POINTS` points within :data:`SETTLED_RATIO` of each other (a level to measure
+    a blow-up from), False while it is still moving or too short to say.
 
     >>> _settled(Series("g", np.arange(6), np.array([0.4, 0.3, 0.35, 0.3, 3.0, 9.0])))
     True
@@ -179,7 +186,7 @@ def _settled(s: Series) -> bool:
     """
     values = s.values[np.isfinite(s.values) & (s.values > 0)]
     head = values[: max(1, values.size // 3)]
-    return bool(head.size) and float(head.max()) <= SETTLED_RATIO * float(head.min())
+    return head.size >= LEVEL_POINTS and float(head.max()) <= SETTLED_RATIO * float(head.min())
 
 
 def _median3(values: np.ndarray) -> np.ndarray:
