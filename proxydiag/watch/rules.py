@@ -29,6 +29,8 @@ class WatchLimits:
     eager_checks: int = 8
     #: re-fit at least every this many new logged steps, whatever the triggers say
     periodic_steps: int = 128
+    #: a level move alone re-fits no sooner than this many steps after the last re-fit
+    level_gap_steps: int = 5
 
     def __post_init__(self) -> None:
         for name in (
@@ -37,6 +39,7 @@ class WatchLimits:
             "recent_points",
             "eager_checks",
             "periodic_steps",
+            "level_gap_steps",
         ):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"watch limits: {name} must be at least 1")
