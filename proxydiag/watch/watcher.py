@@ -215,17 +215,21 @@ class Watcher:
         reason = point or next((r for r, _ in moves.values()), None)
         self._streak = self._streak + 1 if reason else 0
         self._point_streak = self._point_streak + 1 if point else 0
-        # a non-finite value, a skip or a falling scale re-fits at once, and on the next
-        # steps of its streak as scheduled; a level move still growing (a climb) re-fits, one
-        # that holds still re-fits as scheduled (the detectors need points after a jump, not
-        # a bigger jump), either no sooner than level_gap_steps after the last re-fit (the
-        # level of a noisy metric comes and goes: KL climbing in a healthy RL run re-fitted
-        # 37 times in 561 steps)
+        # a non-finite value, a skip or a falling scale re-fits at once; a level move still
+        # growing (a climb) re-fits, one that holds still re-fits as scheduled (the detectors
+        # need points after a jump, not a bigger jump), either no sooner than
+        # level_gap_steps after the last re-fit (the level of a noisy metric comes and goes:
+        # KL climbing in a healthy RL run re-fitted 37 times in 561 steps)
         growing = any(size > GROWTH * self._sizes.get(m, 0.0) for m, (_, size) in moves.items())
         wanted = reason is not None and (growing or _scheduled(self._streak, self.limits))
         # a re-fit the gap held back is owed: it comes as soon as the gap has passed
         self._owed = self._owed or wanted
-        eager = (point is not None and _scheduled(self._point_streak, self.limits)) or (
+        # until an overflow is alerted, every suspicious point re-fits (a scale that halves
+        # from 4096 to 1 in 12 steps is confirmed on the 10th); after, as scheduled
+        overflowing = any(a.label == "gradient_overflow" for a in self.alerts)
+        eager = (
+            point is not None and (not overflowing or _scheduled(self._point_streak, self.limits))
+        ) or (
             self._owed
             and (
                 self._fit_step is None or self._last - self._fit_step >= self.limits.level_gap_steps
