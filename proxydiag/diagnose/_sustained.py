@@ -125,14 +125,18 @@ def _tail_level(
     level_points: int,
     min_after_steps: float | None,
 ) -> float:
-    """The level at the end of the series: the median of its last ``level_points``, or, for a
+    """The level at the end of the series: the median of its last ``level_points`` (at least
+    :data:`MIN_AFTER_POINTS`), or, for a
     change at ``k`` inside them that has lasted ``min_after_steps`` and
     :data:`MIN_AFTER_POINTS` to the end, of the points from the change on, unless their last
     half or quarter has come back (the nearest of the medians to the level before). A run stopped
     60 steps after its loss jumped 5x measured the mixture of a tenth of the run (mostly
     before the jump): nothing. A spike that is reverting when the run ends still measures
     little."""
-    level = float(np.median(y[-level_points:]))
+    # never fewer than MIN_AFTER_POINTS: a series' last three points hold a two-point spike
+    # at its median (a live prefix of a healthy run, its grad norm x7 for two points, read
+    # as a divergence)
+    level = float(np.median(y[-max(level_points, MIN_AFTER_POINTS) :]))
     after = y.size - k
     if (
         min_after_steps is None
