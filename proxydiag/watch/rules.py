@@ -25,12 +25,13 @@ class WatchLimits:
     history_points: int = 192
     #: last points kept at full resolution (where onsets are located)
     recent_points: int = 384
-    #: suspicious checks in a row that each re-fit; later ones re-fit on streaks 2^k only
+    #: suspicious looks (levels) or steps (points) in a row that each re-fit; later ones
+    #: re-fit on streaks 2^k only
     eager_checks: int = 8
     #: re-fit at least every this many new logged steps, whatever the triggers say
     periodic_steps: int = 128
-    #: a level move alone re-fits no sooner than this many steps after the last re-fit
-    level_gap_steps: int = 5
+    #: the levels of the metrics are looked at every this many steps of the run
+    level_every_steps: int = 10
 
     def __post_init__(self) -> None:
         for name in (
@@ -39,7 +40,7 @@ class WatchLimits:
             "recent_points",
             "eager_checks",
             "periodic_steps",
-            "level_gap_steps",
+            "level_every_steps",
         ):
             if int(getattr(self, name)) < 1:
                 raise ConfigError(f"watch limits: {name} must be at least 1")

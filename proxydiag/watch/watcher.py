@@ -101,8 +101,7 @@ class Watcher:
         self._since_fit = 0
         self._streak = 0
         self._point_streak = 0
-        self._owed = False  # a level re-fit held back by level_gap_steps
-        self._fit_step: int | None = None  # the step of the last re-fit
+        self._next_level: int | None = None  # the step the levels are looked at next
         self._sizes: dict[str, float] = {}  # trigger move sizes at the last re-fit
         #: re-fits done (for benchmarks and tests)
         self.fits = 0
@@ -206,35 +205,34 @@ class Watcher:
         if self._judged is None or self._last > self._judged:
             self._since_fit += 1
         self._judged = self._last
-        moves = {
-            m: found
-            for m in sorted(self._touched)
-            if (found := triggers.level(m, self._buffers[m])) is not None
-        }
-        point, self._pending, self._touched = self._pending, None, set()
-        reason = point or next((r for r, _ in moves.values()), None)
-        self._streak = self._streak + 1 if reason else 0
+        point, self._pending = self._pending, None
         self._point_streak = self._point_streak + 1 if point else 0
-        # a non-finite value, a skip or a falling scale re-fits at once; a level move still
-        # growing (a climb) re-fits, one that holds still re-fits as scheduled (the detectors
-        # need points after a jump, not a bigger jump), either no sooner than
-        # level_gap_steps after the last re-fit (the level of a noisy metric comes and goes:
-        # KL climbing in a healthy RL run re-fitted 37 times in 561 steps)
-        growing = any(size > GROWTH * self._sizes.get(m, 0.0) for m, (_, size) in moves.items())
-        wanted = reason is not None and (growing or _scheduled(self._streak, self.limits))
-        # a re-fit the gap held back is owed: it comes as soon as the gap has passed
-        self._owed = self._owed or wanted
-        # until an overflow is alerted, every suspicious point re-fits (a scale that halves
-        # from 4096 to 1 in 12 steps is confirmed on the 10th); after, as scheduled
+        # until an overflow is alerted, every suspicious point (a non-finite value, a skip, a
+        # falling scale) re-fits at once (a scale that halves from 4096 to 1 in 12 steps is
+        # confirmed on the 10th); after, on its streak's first steps and 2^k
         overflowing = any(a.label == "gradient_overflow" for a in self.alerts)
-        eager = (
-            point is not None and (not overflowing or _scheduled(self._point_streak, self.limits))
-        ) or (
-            self._owed
-            and (
-                self._fit_step is None or self._last - self._fit_step >= self.limits.level_gap_steps
-            )
+        eager = point is not None and (
+            not overflowing or _scheduled(self._point_streak, self.limits)
         )
+        moves: dict[str, tuple[str, float]] = {}
+        if self._next_level is None or self._last >= self._next_level:
+            # levels are looked at every level_every_steps steps (of the run, so the same
+            # whatever the checks): the level of a noisy metric comes and goes, and a re-fit
+            # for each blip cost a logged step 2.6 ms where a check every 10 steps cost 0.34
+            self._next_level = self._last + self.limits.level_every_steps
+            moves = {
+                m: found
+                for m in sorted(self._touched)
+                if (found := triggers.level(m, self._buffers[m])) is not None
+            }
+            self._touched = set()
+            self._streak = self._streak + 1 if moves else 0
+            # a move still growing (a climb) re-fits; one that holds still re-fits on its
+            # first eager_checks looks and then 2^k (the detectors need points after a jump,
+            # not a bigger jump)
+            growing = any(size > GROWTH * self._sizes.get(m, 0.0) for m, (_, size) in moves.items())
+            eager = eager or (bool(moves) and (growing or _scheduled(self._streak, self.limits)))
+        reason = point or next((r for r, _ in moves.values()), None)
         if eager:
             self._sizes = {m: size for m, (_, size) in moves.items()}
         if not eager and self._since_fit < self.limits.periodic_steps:
@@ -251,7 +249,7 @@ class Watcher:
         return alerts + self._fit("end of run", ended=True)
 
     def _fit(self, reason: str, *, ended: bool) -> list[Alert]:
-        self._since_fit, self._owed, self._fit_step = 0, False, self._last
+        self._since_fit = 0
         self.fits += 1
         rv = self.view()
         found = verdict(rv, self.config)
