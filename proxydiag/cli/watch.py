@@ -284,6 +284,8 @@ def _loop(
         session.save()
         err.print("stopped; `proxydiag watch` with the same sources resumes here", markup=False)
         return act.matched
+    for alert in session.close():
+        act(alert, alert.run)
     for watched, d in session.finish():
         if d is not None:
             _emit(

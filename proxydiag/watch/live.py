@@ -153,11 +153,15 @@ class Session:
             return [f"MLflow experiment {self.experiment!r} (no running run)"]
         return [w.source for w in self.watched if not w.started]
 
+    def close(self) -> list[Alert]:
+        """The runs have ended: each watcher's last re-fit on what it holds (an overflow burst
+        at the very end is judged, the calibration hold lifted); the alerts it raises."""
+        return [a for w in self.watched for a in w.watcher.close()]
+
     def finish(self) -> list[tuple[Watched, Diagnosis | None]]:
         """Each source read whole once and diagnosed offline (None when it cannot be read)."""
         out: list[tuple[Watched, Diagnosis | None]] = []
         for w in self.watched:
-            w.watcher.close()
             if w.watcher.last_step is None:
                 out.append((w, None))  # never gave data: said once, by the caller
                 continue
