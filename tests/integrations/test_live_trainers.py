@@ -121,6 +121,12 @@ def test_the_callback_never_stops_a_healthy_run_and_catches_a_fault(trained: Any
     assert first.label == spec.label, first.to_dict()
     assert 0 <= first.raised_at_step - spec.onset_step <= BOUND, first.to_dict()
     assert trainer.state.global_step < spec.steps  # stopped
+    # attached, the alert reached the trainer's loggers, and the step's metrics once only
+    history = trainer.state.log_history
+    tag = f"proxydiag/{spec.label}/onset_step"  # TensorBoardCallback adds "train/"
+    assert any(m.endswith(tag) for m in read_run(out / "runs").metrics)
+    logged = [e["step"] for e in history if "learning_rate" in e]
+    assert len(logged) == len(set(logged)), "a step's metrics were logged twice"
     # where to go back to: named in the alert and written beside the checkpoints
     assert first.rollback is not None and first.rollback.checkpoint_step <= first.onset_step
     assert Path(first.rollback.checkpoint or "").is_dir()

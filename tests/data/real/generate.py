@@ -382,6 +382,8 @@ def train(spec: Spec, out: Path, callbacks: tuple[Any, ...] = ()) -> Any:
             trainer.add_callback(_lr_jump(spec))
         for callback in callbacks:
             trainer.add_callback(callback)
+            if hasattr(callback, "attach"):  # a callback that logs through the trainer
+                callback.attach(trainer)
         trainer.train()
         trainer.save_state()
     return trainer
