@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import subprocess
 import time
@@ -101,7 +100,8 @@ class Session:
         """With an MLflow experiment: start watching its runs that are running now."""
         if self.experiment is None:
             return
-        from proxydiag.ingest.mlflow.uri import resolve_tracking_uri, search_ids
+        from proxydiag.ingest.mlflow.files import running_run_dirs
+        from proxydiag.ingest.mlflow.uri import file_store, resolve_tracking_uri, search_ids
 
         uri = resolve_tracking_uri(self.tracking_uri)
         known = {w.source for w in self.watched}
@@ -205,46 +205,6 @@ class Session:
                 f"{self._path(source)}: unreadable watch state ({exc}); delete it to start over"
             ) from None
         return data if isinstance(data, dict) else None
-
-
-def file_store(uri: str) -> Path | None:
-    """The folder of an MLflow file store (``file:`` URI or a plain path), else None."""
-    if uri.startswith("file:"):
-        from urllib.parse import unquote, urlparse
-
-        return Path(unquote(urlparse(uri).path))
-    if "://" in uri or uri.startswith(("databricks", "sqlite:", "postgresql", "mysql")):
-        return None
-    return Path(uri)
-
-
-#: MLflow's RunStatus.RUNNING as a file store writes it in a run's meta.yaml
-_RUNNING = re.compile(r"^status:\s*(1|RUNNING)\s*$", re.MULTILINE)
-_NAME = re.compile(r"^name:\s*['\"]?(.+?)['\"]?\s*$", re.MULTILINE)
-
-
-def running_run_dirs(root: Path, experiment: str) -> list[Path]:
-    """The run folders of ``experiment`` in the file store at ``root`` whose run is running
-    (``meta.yaml`` ``status: 1``), read straight from the folders: MLflow 3's client refuses
-    file stores unless told otherwise, and a store's ``.trash`` need not exist."""
-    found: list[Path] = []
-    if not root.is_dir():
-        return found
-    for exp in sorted(p for p in root.iterdir() if p.is_dir() and (p / "meta.yaml").is_file()):
-        try:
-            meta = (exp / "meta.yaml").read_text(encoding="utf-8")
-        except OSError:
-            continue
-        name = _NAME.search(meta)
-        if exp.name != experiment and (name is None or name.group(1) != experiment):
-            continue
-        for run in sorted(p for p in exp.iterdir() if (p / "meta.yaml").is_file()):
-            try:
-                if _RUNNING.search((run / "meta.yaml").read_text(encoding="utf-8")):
-                    found.append(run)
-            except OSError:
-                continue
-    return found
 
 
 def alert_env(alert: Alert) -> dict[str, str]:

@@ -17,17 +17,14 @@ Two sources that would get the same name are told apart by their paths (:func:`d
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from proxydiag.errors import ProxydiagError
+from proxydiag.ingest.mlflow.files import run_name as mlflow_run_name
+from proxydiag.ingest.tail.tensorboard import MARK
 from proxydiag.ingest.tensorboard import GENERIC_DIRS, run_name
 from proxydiag.run.sidecar import SIDECAR, read_sidecar, sidecar_for
-
-#: TensorBoard event files carry this in their names
-_TB_MARK = "tfevents"
-_META_NAME = re.compile(r"^run_name:\s*['\"]?(.+?)['\"]?\s*$", re.MULTILINE)
 
 
 def display_name(source: str) -> str:
@@ -39,8 +36,8 @@ def display_name(source: str) -> str:
     if named:
         return named
     if path.is_dir() and (path / "meta.yaml").is_file():
-        return _mlflow_name(path)
-    if _TB_MARK in path.name:
+        return mlflow_run_name(path)
+    if MARK in path.name:
         return run_name(path.resolve().parent)
     if path.is_dir() or (not path.exists() and not path.suffix):
         return run_name(path.resolve())  # a logdir (or one not created yet)
@@ -80,14 +77,3 @@ def _sidecar_name(path: Path) -> str:
         if name:
             return str(name)
     return ""
-
-
-def _mlflow_name(run_dir: Path) -> str:
-    tag = run_dir / "tags" / "mlflow.runName"
-    try:
-        if tag.is_file():
-            return tag.read_text(encoding="utf-8").strip() or run_dir.name
-        found = _META_NAME.search((run_dir / "meta.yaml").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return run_dir.name
-    return found.group(1) if found else run_dir.name

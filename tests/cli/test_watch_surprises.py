@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from proxydiag.ingest.mlflow.files import running_run_dirs
 from proxydiag.watch.checkpoints import Checkpoints
-from proxydiag.watch.live import running_run_dirs
 from tests._paths import SAMPLES
 
 REAL = Path(__file__).resolve().parents[1] / "data" / "real"

@@ -90,7 +90,7 @@ def _read_run(
     params = _read_values(run_dir / "params")
     tags = _read_values(run_dir / "tags")
     mlflow_id = str(meta.get("run_id") or meta.get("run_uuid") or run_dir.name)
-    name = tags.get(RUN_NAME_TAG) or str(meta.get("run_name") or "") or run_dir.name
+    name = _run_name(run_dir, meta, tags)
     attrs = run_attrs(
         mlflow_run_id=mlflow_id,
         experiment_id=str(meta.get("experiment_id") or run_dir.parent.name),
@@ -105,6 +105,34 @@ def _read_run(
         mlflow_start_time=meta.get("start_time"),
     )
     return source_run(raw, run_dir, ctx, fmt=NAME, name=name, attrs=attrs, sidecar_of=run_dir)
+
+
+def _run_name(run_dir: Path, meta: dict[str, Any], tags: dict[str, str]) -> str:
+    return tags.get(RUN_NAME_TAG) or str(meta.get("run_name") or "") or run_dir.name
+
+
+def run_name(run_dir: Path) -> str:
+    """The name a run folder of a file store is read under (its ``mlflow.runName`` tag, its
+    ``meta.yaml`` name, or the folder)."""
+    return _run_name(run_dir, _read_meta(run_dir), _read_values(run_dir / "tags"))
+
+
+#: MLflow's ``RunStatus.RUNNING`` as a file store writes it in a run's ``meta.yaml``
+_RUNNING = (1, "RUNNING")
+
+
+def running_run_dirs(root: Path, experiment: str) -> list[Path]:
+    """The run folders of ``experiment`` (its name or id) in the file store at ``root`` whose
+    run is running, read from the folders (MLflow 3's client refuses file stores unless told
+    otherwise, and wanted a ``.trash`` folder)."""
+    found: list[Path] = []
+    for exp in _subdirs(root):
+        if exp.name != experiment and _experiment_name(exp) != experiment:
+            continue
+        for run_dir in _subdirs(exp):
+            if (run_dir / "meta.yaml").is_file() and _read_meta(run_dir).get("status") in _RUNNING:
+                found.append(run_dir)
+    return found
 
 
 def _read_meta(folder: Path) -> dict[str, Any]:

@@ -74,8 +74,8 @@ def read_mlflow_runs(uri: str, run_ids: list[str], *, ctx: ReadContext | None = 
         return mlflow_sql.read(uri, ReadContext(ctx.aliases, {**ctx.options, "run_ids": run_ids}))
     if uri.startswith(("http://", "https://")):
         return _read_http(uri, run_ids, ctx)
-    if uri.startswith("file:") or "://" not in uri:
-        root = _file_path(uri) if uri.startswith("file:") else Path(uri)
+    root = file_store(uri)
+    if root is not None:
         return [run for rid in run_ids for run in mlflow_files.read(_find_run_dir(root, rid), ctx)]
     raise MlflowError(
         f"{mlflow_rest.redact(uri)}: unsupported tracking URI scheme for reading "
@@ -164,6 +164,17 @@ def _build(uri: str, body: dict[str, Any], raw: Any, ctx: ReadContext) -> Run:
     return build_run(
         raw, name=name, source=f"runs:/{mlflow_id}", fmt=NAME, aliases=ctx.aliases, attrs=attrs
     )
+
+
+def file_store(uri: str) -> Path | None:
+    """The folder of a file store (a ``file:`` URI or a plain path), else None.
+
+    >>> file_store("file:///tmp/mlruns"), file_store("sqlite:///m.db")
+    (PosixPath('/tmp/mlruns'), None)
+    """
+    if uri.startswith("file:"):
+        return _file_path(uri)
+    return Path(uri) if "://" not in uri and ":" not in uri.split("/")[0] else None
 
 
 def _file_path(uri: str) -> Path:
