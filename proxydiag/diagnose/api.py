@@ -28,6 +28,7 @@ DETECTORS: Registry[Detector] = Registry(
             "scaler",
             "spikes",
             "divergence",
+            "collapse",
             "short",
             "mismatch",
             "router",

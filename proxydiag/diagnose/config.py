@@ -126,6 +126,25 @@ class DivergenceConfig:
 
 
 @dataclass(frozen=True)
+class CollapseConfig:
+    """Policy collapse: RL symptoms out of range together (docs/failures.md#policy-collapse)."""
+
+    #: look for it at all
+    enabled: bool = True
+    #: distinct metrics out together (reward, or entropy climbing without a reward, included)
+    least_symptoms: int = ranged(3, lo=2, hi=6)
+    #: the reward has lost at least this fraction of the level it left
+    reward_fall: float = ranged(0.3, lo=0.01, hi=1.0)
+    #: entropy has climbed or fallen this many fold (a collapse: 2x or more)
+    entropy_fold: float = ranged(2.0, lo=1.01, hi=1e6)
+    #: the grad norm has risen this many fold (a few-fold: less than a divergence's min_fold)
+    grad_fold: float = ranged(2.0, lo=1.01, hi=1e6)
+
+    def __post_init__(self) -> None:
+        check_ranges(self, section="collapse")
+
+
+@dataclass(frozen=True)
 class MismatchConfig:
     """Rollout-vs-learner mismatch (docs/failures.md#signatures-and-published-bounds)."""
 
@@ -194,6 +213,7 @@ class DiagnoseConfig:
     scaler: ScalerConfig = field(default_factory=ScalerConfig)
     spikes: SpikeConfig = field(default_factory=SpikeConfig)
     divergence: DivergenceConfig = field(default_factory=DivergenceConfig)
+    collapse: CollapseConfig = field(default_factory=CollapseConfig)
     mismatch: MismatchConfig = field(default_factory=MismatchConfig)
     drift: DriftConfig = field(default_factory=DriftConfig)
     taxonomy: TaxonomyConfig = field(default_factory=TaxonomyConfig)

@@ -7,6 +7,8 @@ Causal reading (docs/failures.md#how-a-label-is-decided):
   cluster of RL symptoms closely is their consequence);
 - finite grad-norm / loss growth that starts before any non-finite value or scaler collapse is
   a ``loss_divergence`` (the NaN is its end, not its cause), onset where the growth starts;
+  so is an RL policy collapse (:mod:`.collapse`: reward, entropy, KL, clip fraction and grad
+  norm leaving their range together, the loss small), onset where its first symptom left;
 - non-finite gradients, persistent skipping or a collapsed loss scale without growth before
   them is a ``gradient_overflow``, onset at the first of them;
 - otherwise ``healthy`` (benign events stay in the evidence as context).
@@ -36,7 +38,7 @@ OVERFLOW = frozenset(
         "overflow_crash",
     }
 )
-DIVERGENCE = frozenset({"divergence"})
+DIVERGENCE = frozenset({"divergence", "policy_collapse"})
 SYMPTOMS = frozenset(
     {
         "reward_collapse",
@@ -75,6 +77,17 @@ HINTS: dict[str, tuple[str, ...]] = {
     "healthy": (),
 }
 
+#: hints of a root cause that needs its own (before the label's)
+ROOT_HINTS: dict[str, tuple[str, ...]] = {
+    "policy_collapse": (
+        "Policy collapse: roll back to a checkpoint before the onset; look at the samples "
+        "around it for reward hacking (length running away, repeated tokens, a reward model "
+        "exploited).",
+        "Raise the KL coefficient or the entropy bonus, lower the learning rate, tighten the "
+        "clip range; check the advantage normalisation and the reward scale.",
+    ),
+}
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -93,8 +106,12 @@ def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
     tol = max(cfg.taxonomy.order_tolerance_steps, int(rv.interval))
     crit = [e for e in events if e.severity == "critical" and e.onset_step is not None]
     mismatch = _consensus([e for e in crit if e.kind in MISMATCH])
-    diverge = _first(e for e in crit if e.kind in DIVERGENCE) or _symptoms_for_divergence(
-        events, rv, mismatch=mismatch, tol=tol
+    direct = [e for e in crit if e.kind == "divergence"]
+    diverge = _first(direct) or _first(
+        [
+            *(e for e in crit if e.kind in DIVERGENCE),
+            *filter(None, [_symptoms_for_divergence(events, rv, mismatch=mismatch, tol=tol)]),
+        ]
     )
     overflow = _first(e for e in crit if e.kind in OVERFLOW)
     label, root = _decide(mismatch, diverge, overflow, tol=tol)
@@ -119,7 +136,7 @@ def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
         confidence,
         root,
         chain,
-        HINTS[label],
+        (*ROOT_HINTS.get(root.kind, ()), *HINTS[label]) if root else HINTS[label],
         missing,
         _summary(label, root, chain, confidence),
     )

@@ -7,8 +7,12 @@ healthy run, whether the last alert agrees with the final offline label, and the
 **prefix oracle**: offline ``diagnose`` run on the prefix at every check, whose first finding
 of the true class (with an onset no earlier than the true onset minus the bench tolerance,
 so that a spurious early finding does not count) is the best a watcher re-running the
-offline detectors could do. Cost: CPU per logged step of the watcher, and of re-running the
-offline detectors on the whole prefix at every check.
+offline detectors could do; and, for a diverging run, the **statistic**: the first step at which
+the streaming change statistic of :mod:`proxydiag.diagnose.collapse` (a CUSUM of each RL
+symptom on the run's own noise) says the policy collapsed, read on the whole run (it reads
+points up to each step only, so that is the earliest step any check could have seen it). Cost:
+CPU per logged step of the watcher, and of re-running the offline detectors on the whole prefix
+at every check.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from proxydiag.diagnose._view import RunView, Series, view
+from proxydiag.diagnose.collapse import alarm_step
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.errors import AnalysisError
 from proxydiag.evaluate.diagnose import load_labels, tolerance
@@ -44,6 +49,7 @@ class WatchScore:
     log_interval: int
     first_alert: int | None  # raised_at of the first alert of the true class
     oracle: int | None
+    statistic: int | None  # the change statistic's first alarm (diverging runs)
     false_alert: bool
     agrees: bool
     watch_ms_per_step: float
@@ -64,6 +70,7 @@ class WatchScore:
             "first_alert_step": self.first_alert,
             "delay_steps": self.delay,
             "oracle_step": self.oracle,
+            "statistic_step": self.statistic,
             "false_alert": self.false_alert,
             "last_alert_agrees": self.agrees,
             "span_steps": self.span_steps,
@@ -95,6 +102,7 @@ def score_run(
             config=config,
             earliest=int(onset) - tolerance(span_steps=span, log_interval=interval),
         )
+    statistic = alarm_step(run, config) if truth == "loss_divergence" else None
     return WatchScore(
         str(entry.get("run", run.name)),
         truth,
@@ -103,6 +111,7 @@ def score_run(
         interval,
         first,
         found,
+        statistic,
         truth == "healthy" and bool(result.alerts),
         last == result.final.label,
         1000 * result.cpu_seconds / max(result.steps_fed, 1),
@@ -153,6 +162,9 @@ def summarise(scores: list[WatchScore]) -> dict[str, Any]:
         oracle_delays = [
             s.oracle - s.onset for s in mine if s.oracle is not None and s.onset is not None
         ]
+        statistic_delays = [
+            s.statistic - s.onset for s in mine if s.statistic is not None and s.onset is not None
+        ]
         per_class[c] = {
             "runs": len(mine),
             "alerted": len(delays),
@@ -162,6 +174,12 @@ def summarise(scores: list[WatchScore]) -> dict[str, Any]:
             "median_oracle_delay_steps": _median(oracle_delays),
             "median_later_than_oracle_steps": _median(vs),
             "max_later_than_oracle_steps": max(vs) if vs else None,
+            "median_statistic_delay_steps": _median(statistic_delays),
+            "statistic_found": len(statistic_delays),
+            "within_bound": sum(
+                s.delay is not None and s.delay <= bound_steps(s.span_steps, s.log_interval)
+                for s in mine
+            ),
         }
     healthy = [s for s in scores if s.truth == "healthy"]
     faults = [s for s in scores if s.truth != "healthy"]
@@ -180,6 +198,11 @@ def summarise(scores: list[WatchScore]) -> dict[str, Any]:
         "peak_points_max": max((s.peak_points for s in scores), default=0),
         "runs": [s.to_dict() for s in scores],
     }
+
+
+def bound_steps(span_steps: int, log_interval: int) -> float:
+    """How late a live alert may come: max(40 steps, 3 log intervals, 5% of the run)."""
+    return max(40.0, 3.0 * log_interval, 0.05 * span_steps)
 
 
 def _median(values: list[float] | list[int]) -> float | None:
@@ -228,15 +251,22 @@ def _replay_item(
 def text(summary: dict[str, Any]) -> str:
     """The summary as a table for people."""
     lines = [
-        f"{'class':<20}{'runs':>5}{'missed':>7}{'delay':>8}{'delay%':>8}{'oracle':>8}"
-        f"{'vs oracle':>10}"
+        f"{'class':<20}{'runs':>5}{'missed':>7}{'in bound':>9}{'delay':>8}{'delay%':>8}"
+        f"{'oracle':>8}{'vs oracle':>10}{'statistic':>10}"
     ]
     for c, v in summary["per_class"].items():
         lines.append(
-            f"{c:<20}{v['runs']:>5}{v['missed']:>7}{_fmt(v['median_delay_steps']):>8}"
+            f"{c:<20}{v['runs']:>5}{v['missed']:>7}{v['within_bound']:>9}"
+            f"{_fmt(v['median_delay_steps']):>8}"
             f"{_fmt(v['median_delay_pct']):>8}{_fmt(v['median_oracle_delay_steps']):>8}"
             f"{_fmt(v['median_later_than_oracle_steps']):>10}"
+            f"{_fmt(v['median_statistic_delay_steps']):>10}"
         )
+    lines.append(
+        "delays are medians in steps after the true onset; in bound: alerted within max(40 "
+        "steps, 3 log intervals, 5% of the run); statistic: the policy-collapse CUSUM's "
+        "first alarm (diverging runs where it fires)"
+    )
     lines.append(
         f"faults alerted: {summary['alerted_fraction']:.0%}; false alerts on "
         f"{summary['healthy_runs']} healthy runs: {summary['false_alerts']}; last alert "
@@ -254,4 +284,4 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
 
 
-__all__ = ["WatchScore", "score", "score_run", "summarise", "text"]
+__all__ = ["WatchScore", "bound_steps", "score", "score_run", "summarise", "text"]

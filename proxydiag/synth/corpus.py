@@ -23,8 +23,10 @@ from proxydiag.synth.sim import simulate
 from proxydiag.synth.writers import write_run
 
 #: variants in a corpus unless asked otherwise (slow_drift only on request: a drift is
-#: reported as an event but is a harder, rarer case than the classes the taxonomy names)
-DEFAULT_VARIANTS = tuple(v for v in VARIANT_CLASS if v != "slow_drift")
+#: reported as an event but is a harder, rarer case than the classes the taxonomy names;
+#: policy_collapse only on request: a corpus of a given seed stays the corpus it was, and its
+#: own corpora are written with ``variants=["policy_collapse"]``)
+DEFAULT_VARIANTS = tuple(v for v in VARIANT_CLASS if v not in ("slow_drift", "policy_collapse"))
 
 
 def write_corpus(
@@ -59,7 +61,7 @@ def write_corpus(
     steps
         Steps per run (default: 300–600, drawn per group).
     variants
-        Fault variants to use (default: all but ``slow_drift``).
+        Fault variants to use (default: all but ``slow_drift`` and ``policy_collapse``).
 
     Examples
     --------

@@ -36,6 +36,8 @@ class Effects:
     loss_spike: np.ndarray
     #: in a divergence, entropy explodes (True) or collapses (False)
     entropy_explodes: bool = False
+    #: the collapse leaves the losses alone (an RL policy collapse without a loss spike)
+    quiet_loss: bool = False
 
     @classmethod
     def neutral(cls, n_steps: int) -> Effects:

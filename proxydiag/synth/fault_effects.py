@@ -54,6 +54,19 @@ def _divergence(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> Non
         eff.nan |= dt >= fault.nan_after_steps
 
 
+def _policy_collapse(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    # the policy breaks over tens of steps from the onset: reward falls, entropy explodes (or
+    # collapses), KL and clip fraction climb, the grad norm rises a few-fold, the losses stay
+    # small (no spike for a loss rule to see)
+    dt = since(len(eff.grad_log), fault.onset_step)
+    sev = rng.uniform(0.7, 0.95) * (1.0 - np.exp(-np.maximum(dt, 0.0) / rng.uniform(6.0, 25.0)))
+    sev = np.where(dt >= 0, sev, 0.0)
+    eff.collapse = np.maximum(eff.collapse, sev)
+    eff.grad_log += np.log(rng.uniform(2.0, 3.5)) * sev
+    eff.entropy_explodes = bool(rng.random() < 0.7)
+    eff.quiet_loss = True
+
+
 def _slow_drift(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
     n = len(eff.grad_log)
     frac = np.clip(since(n, fault.onset_step) / max(n - fault.onset_step, 1), 0.0, 1.0)
@@ -95,6 +108,7 @@ INJECTORS: dict[str, Injector] = {
     "bf16_nonfinite": _nonfinite,
     "divergence": _divergence,
     "slow_drift": _slow_drift,
+    "policy_collapse": _policy_collapse,
     "sync_step": _sync_step,
     "gradual_climb": _gradual_climb,
     "climb_then_divergence": _climb_then_divergence,

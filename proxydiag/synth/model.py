@@ -101,7 +101,8 @@ def _policy(
     floor = dyn.entropy0 * dyn.entropy_floor
     entropy = floor + (dyn.entropy0 - floor) * np.exp(-progress / dyn.tau_entropy)
     entropy = entropy * (1.0 + 0.1 * np.exp(-t / (0.02 * n))) * (1.0 + 0.6 * d)
-    loss = 0.3 + 0.9 * entropy + 3.0 * c  # token NLL of the sampled responses
+    # token NLL of the sampled responses (a policy collapse may leave it alone)
+    loss = 0.3 + 0.9 * entropy + (0.0 if eff.quiet_loss else 3.0) * c
     blow = 1.0 + 3.0 * c if eff.entropy_explodes else 1.0 - 0.9 * c
     entropy = entropy * blow * np.exp(noise(0.7, 0.03))
     length = dyn.length0 * (
@@ -114,7 +115,9 @@ def _policy(
     lr_rel = np.diff(progress, prepend=0.0)  # relative update size of each step
     clip = dyn.clip0 * (0.6 + 0.4 * lr_rel) * (1.0 + 0.5 * grown) + 0.01 * d + 0.25 * c
     clip = clip * np.exp(noise(0.5, 0.2))
-    pg_loss = -0.003 + noise(0.3, 0.015) * (1.0 + 10.0 * c + eff.loss_spike)
+    pg_loss = -0.003 + noise(0.3, 0.015) * (
+        1.0 + (1.0 if eff.quiet_loss else 10.0) * c + eff.loss_spike
+    )
     loss = loss + noise(0.7, 0.02) * (1.0 + eff.loss_spike)
     return {
         "reward": reward,

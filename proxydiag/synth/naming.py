@@ -145,6 +145,8 @@ _SHOWS: dict[str, frozenset[str]] = {
     "bf16_nonfinite": frozenset({"grad_norm"}),
     "divergence": frozenset({"grad_norm"}),
     "slow_drift": frozenset({"grad_norm"}),
+    # reward, and either entropy or KL and clip fraction: the detector needs three symptoms
+    "policy_collapse": frozenset({"reward"}),
     "sync_step": frozenset(
         {m for m in VERL.keys | TRL.keys | SLIME.keys | OPENRLHF.keys if m.startswith("mismatch")}
     ),

@@ -12,6 +12,9 @@ variant                     class              what is injected at ``onset_step`
 ``divergence``              loss_divergence    grad-norm growth that does not revert, then
                                                reward/entropy collapse, KL and clip blow-up
 ``slow_drift``              loss_divergence    slow upward drift of grad norm, falling reward
+``policy_collapse``         loss_divergence    an RL policy collapsing without a loss spike:
+                                               reward falls, entropy explodes or collapses,
+                                               KL and clip fraction climb, grad norm a few-fold
 ``sync_step``               precision_fault    rollout-vs-learner mismatch jumps (broken sync)
 ``gradual_climb``           precision_fault    mismatch climbs (rounding lag, fp8 sampler)
 ``climb_then_divergence``   precision_fault    a climb that later tips the run into
@@ -30,9 +33,31 @@ VARIANT_CLASS: dict[str, str] = {
     "bf16_nonfinite": "gradient_overflow",
     "divergence": "loss_divergence",
     "slow_drift": "loss_divergence",
+    "policy_collapse": "loss_divergence",
     "sync_step": "precision_fault",
     "gradual_climb": "precision_fault",
     "climb_then_divergence": "precision_fault",
+}
+#: variant -> the number its fault parameters are seeded with (the first seven sorted, later
+#: variants after them: a variant added never changes the runs of another)
+VARIANT_SEED: dict[str, int] = {
+    v: i
+    for i, v in enumerate(
+        (
+            *sorted(
+                (
+                    "fp16_scaler_collapse",
+                    "bf16_nonfinite",
+                    "divergence",
+                    "slow_drift",
+                    "sync_step",
+                    "gradual_climb",
+                    "climb_then_divergence",
+                )
+            ),
+            "policy_collapse",
+        )
+    )
 }
 PRECISIONS = ("fp16", "bf16")
 #: how a run's curves may differ from its group's shared dynamics

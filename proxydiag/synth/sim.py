@@ -17,7 +17,7 @@ from proxydiag.synth.dynamics import Dynamics, draw_dynamics
 from proxydiag.synth.effects import Effects
 from proxydiag.synth.model import simulate_metrics
 from proxydiag.synth.proxy import cost_per_step, prune, with_dynamics
-from proxydiag.synth.scenario import VARIANT_CLASS, Scenario, Truth, named
+from proxydiag.synth.scenario import VARIANT_SEED, Scenario, Truth, named
 
 #: wall clocks start in Nov 2023 plus an offset derived from the seeds (never the real clock)
 _EPOCH_S = 1_700_000_000.0
@@ -113,9 +113,7 @@ def simulate(scenario: Scenario | str, *, seed: int) -> SynthRun:
         # dynamics. Not seeded by the onset: a proxy reproducing at 226 what the full run
         # has at 229 drew another fault, half the time with entropy going the other way
         fault_rng = np.random.default_rng(
-            np.random.SeedSequence(
-                [sc.group_seed, sorted(VARIANT_CLASS).index(sc.fault.variant), 29]
-            )
+            np.random.SeedSequence([sc.group_seed, VARIANT_SEED[sc.fault.variant], 29])
         )
         faults.inject(eff, sc.fault, fault_rng)
     values = simulate_metrics(dyn, eff, precision=sc.precision, rng=noise_rng)
