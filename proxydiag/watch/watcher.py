@@ -25,16 +25,20 @@ of the whole run, once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from proxydiag.diagnose._view import RunView
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
+from proxydiag.diagnose.nonfinite import FP16
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.diagnose.taxonomy import Verdict
-from proxydiag.metrics import AliasTable
+from proxydiag.metrics import SKIP_COUNTERS, AliasTable
 from proxydiag.run import Run
 from proxydiag.watch import triggers
 from proxydiag.watch._window import used, verdict, window_view
@@ -42,6 +46,10 @@ from proxydiag.watch.alerts import Alert, alert_from_dict
 from proxydiag.watch.buffers import MetricBuffer
 from proxydiag.watch.checkpoints import Checkpoints
 from proxydiag.watch.rules import GROWTH, WatchLimits, calibration_hold, number, router_lead
+
+#: grad-norm points looked back on: more than [scaler] benign_streak_points overflows among them
+#: is no lone overflow
+CROWD_POINTS = 8
 
 
 def _scheduled(streak: int, limits: WatchLimits) -> bool:
@@ -96,6 +104,7 @@ class Watcher:
         self._last: int | None = None
         self._touched: set[str] = set()
         self._pending: str | None = None
+        self._lone = False  # the pending suspicion is a loss scaler's ordinary work
         self._queue: list[tuple[int, Mapping[str, float]]] = []
         self._judged: int | None = None  # the last step judged
         self._since_fit = 0
@@ -164,10 +173,33 @@ class Watcher:
         previous = buf.last_value
         buf.append(step, value)
         self._touched.add(name)
-        if self._pending is None:
-            self._pending = triggers.point(
-                name, value, previous, nonfinite=self.config.nonfinite.metrics
-            )
+        reason = triggers.point(name, value, previous, nonfinite=self.config.nonfinite.metrics)
+        if reason is not None and (self._pending is None or self._lone):
+            # a suspicion a loss scaler's ordinary work may explain gives way to any other
+            self._pending, self._lone = reason, self._scaler_work(name, value, previous)
+
+    def _scaler_work(self, name: str, value: float, previous: float | None) -> bool:
+        """True when a suspicious point is what an fp16 loss scaler does on a lone overflow:
+        a non-finite grad norm, one skipped step, or a scale halved (not to its floor), in a
+        run that is fp16."""
+        if not ("loss_scale" in self._buffers or (self.precision or "").startswith(FP16)):
+            return False
+        if name == "grad_norm":
+            return not math.isfinite(value)
+        if name in SKIP_COUNTERS:
+            return value == 1.0  # one step skipped (a cumulative counter: its increment)
+        return name == "loss_scale" and previous is not None and value >= max(previous / 2.0, 2.0)
+
+    def _benign_streak(self) -> bool:
+        """The overflow streak is short and the last points are not crowded with overflows."""
+        limit = self.config.scaler.benign_streak_points
+        if self._point_streak > limit:
+            return False
+        grad = self._buffers.get("grad_norm")
+        if grad is None:
+            return True
+        recent = grad.last(CROWD_POINTS)
+        return int(np.count_nonzero(~np.isfinite(recent))) <= limit
 
     def _name(self, key: str) -> str:
         found = self._names.get(key)
@@ -206,13 +238,20 @@ class Watcher:
             self._since_fit += 1
         self._judged = self._last
         point, self._pending = self._pending, None
+        lone, self._lone = self._lone, False
         self._point_streak = self._point_streak + 1 if point else 0
         # until an overflow is alerted, every suspicious point (a non-finite value, a skip, a
         # falling scale) re-fits at once (a scale that halves from 4096 to 1 in 12 steps is
-        # confirmed on the 10th); after, on its streak's first steps and 2^k
+        # confirmed on the 10th); after, on its streak's first steps and 2^k. A lone fp16
+        # overflow (the scaler skipping a step and halving its scale, no more than
+        # [scaler] benign_streak_points in a row, not crowded) cannot change the verdict: it
+        # waits for the next look (a healthy fp16 run overflows every few dozen steps, and
+        # re-fitting for each cost it 37 of its 73 re-fits)
         overflowing = any(a.label == "gradient_overflow" for a in self.alerts)
-        eager = point is not None and (
-            not overflowing or _scheduled(self._point_streak, self.limits)
+        eager = (
+            point is not None
+            and not (lone and self._benign_streak())
+            and (not overflowing or _scheduled(self._point_streak, self.limits))
         )
         moves: dict[str, tuple[str, float]] = {}
         if self._next_level is None or self._last >= self._next_level:
