@@ -16,7 +16,8 @@ at least ``least_symptoms - 1`` other symptoms confirmed out with it (within
 :data:`TOGETHER_POINTS` logged points or a twentieth of the run) that left their range
 recently (:data:`RECENT_POINTS` points or a tenth of the run). Its onset is the first point,
 among those symptoms, that left its range for good (≥ 3 σ and half its gate out from there
-on). The CUSUM reads
+on); a falling entropy sets it only when no other symptom can (a sharpening policy's entropy
+falls too). The CUSUM reads
 points up to each step only, so the live guard finds it as early as the data allow: a few
 logged points after the symptoms break, where a change fit needs a stretch of them.
 """
@@ -140,7 +141,10 @@ def _collapse(rv: RunView, cfg: DiagnoseConfig) -> tuple[Event, int] | None:
         )
         if not core or len(metrics) < c.least_symptoms:
             continue
-        first = min(live, key=lambda o: o.onset)
+        # a falling entropy is what a sharpening policy does too: where it started falling
+        # is the collapse's onset only when nothing else says
+        timed = [o for o in live if not (o.symptom.metric == "entropy" and o.symptom.sign < 0)]
+        first = min(timed or live, key=lambda o: o.onset)
         parts = "; ".join(o.describe() for o in sorted(live, key=lambda o: o.onset))
         confidence = min(0.9, 0.6 + 0.1 * (len(metrics) - c.least_symptoms))
         return (
