@@ -5,6 +5,9 @@ Inputs (generated, cached under ``benchmarks/.cache``):
 - a Megatron-LM log: 1,000,000 timestamped iteration lines (13 fields each);
 - a DeepSpeed(-Chat) log: 1,000,000 lines of ``step=N, skipped=K, lr=[...]`` + timer lines,
   with ``OVERFLOW!`` lines now and then;
+- a log of a trainer no dialect knows (torchtitan's coloured ``step: N  loss: …`` lines, 1,000,000
+  of them), read by the metric-line grammar; its baseline a ``re`` loop written for that one
+  format;
 - a streaming log (mostly launcher noise, as cluster logs are: a DeepSpeed ``step=`` and timer
   line pair every 50 lines) of
   ``PROXYDIAG_BENCH_CONSOLE_MB`` MB (default 512; set 5120 for the 5 GB check), read in a
@@ -68,6 +71,7 @@ def run(ctx: Context) -> list[Row]:
     for label, writer, naive in (
         ("megatron", _write_megatron, _naive_megatron),
         ("deepspeed", _write_deepspeed, _naive_deepspeed),
+        ("grammar (torchtitan-style)", _write_generic, _naive_generic),
     ):
         path = writer(ctx.cache, n)
         group = f"console {label} {n:,} lines"
@@ -100,6 +104,51 @@ def run(ctx: Context) -> list[Row]:
         ]
     rows.append(_streaming(ctx))
     return rows
+
+
+#: a trainer no dialect knows: read by the metric-line grammar (torchtitan's shape)
+GENERIC = (
+    "[rank0]:[titan] 2026-12-07 10:{m:02d}:{s:02d},123 - root - INFO - \x1b[31mstep: {i:6d}  "
+    "\x1b[32mloss: {loss:7.4f}  \x1b[33mgrad_norm: {gn:7.4f}  \x1b[38;2;180;60;0mmemory: "
+    "31.21GiB(40.11%)  \x1b[34mtps: {tps:,}  \x1b[36mtflops: 123.45  \x1b[35mmfu: 12.51%\x1b[39m\n"
+)
+_GEN_STEP = re.compile(r"step:\s*(\d+)")
+_GEN_KV = re.compile(r"(\w+):\s*([-+\d.eE,]+)")
+
+
+def _write_generic(cache: Path, n: int) -> Path:
+    path, done = _cached(cache, f"generic_{n}.log")
+    if done:
+        return path
+    rng = random.Random(0)
+    with path.open("w") as fh:
+        for i in range(n):
+            fh.write(
+                GENERIC.format(
+                    m=i // 60 % 60,
+                    s=i % 60,
+                    i=i,
+                    loss=2 + rng.random(),
+                    gn=rng.random(),
+                    tps=rng.randrange(5000, 9000),
+                )
+            )
+    return path
+
+
+def _naive_generic(path: Path) -> dict[str, list[float]]:
+    """What a user writes for one trainer's lines: strip colours, find the step and the pairs."""
+    ansi = re.compile(r"\x1b\[[0-9;]*m")
+    out: dict[str, list[float]] = {}
+    with path.open() as fh:
+        for line in fh:
+            text = ansi.sub("", line)
+            m = _GEN_STEP.search(text)
+            if m is None:
+                continue
+            for key, value in _GEN_KV.findall(text[m.end() :]):
+                out.setdefault(key, []).append(float(value.replace(",", "")))
+    return out
 
 
 def _streaming(ctx: Context) -> Row:

@@ -11,6 +11,7 @@ gives step-less lines their steps (:mod:`console_steps`), turns overflow lines i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from proxydiag.run.build import build_run
 from proxydiag.run.sidecar import sidecar_for
 
 NAME = "console"
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @dataclass
@@ -62,7 +64,8 @@ def can_read(source: str | Path) -> bool:
     path = Path(source)
     if not path.is_file():
         return False
-    head = head_text(path)
+    # colour codes split words from numbers (``\x1b[32mloss: 2.5``): sniffed without them
+    head = _ANSI.sub("", head_text(path))
     return bool(head) and any(d.SNIFF.search(head) for d in dialects())
 
 
@@ -122,13 +125,42 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS)
     >>> os.remove(fh.name)
     """
     got = stream(path, dialects(), chunk_bytes=chunk_bytes, workers=workers)
-    recs = pl.concat([empty_records(), *got.records])
+    recs = _no_counters(pl.concat([empty_records(), *got.records]))
     ovf = pl.concat([empty_overflows(), *got.overflows])
     anchor_lines = _dominant(got.anchors)
     stepless = [pl.concat(parts) for parts in got.stepless.values()]
-    loose = attach(pl.concat([empty_records(), *stepless]), _every(got.anchors))
+    loose = pl.concat([empty_records(), *stepless])
+    every = _every(got.anchors)
+    # lines read in the record order only (``attach = 2``: the grammar's step-less lines of
+    # pairs) count only in a file where nothing has a step
+    ordered = loose["attach"] == 2
+    if ordered.any():
+        loose = (
+            loose.filter(~ordered)
+            if every.height
+            else loose.with_columns(pl.lit(-1, dtype=pl.Int8).alias("attach"))
+        )
+        if not every.height:
+            got.state.setdefault("attrs", {})["step_source"] = ["the order of the metric lines"]
+    loose = attach(loose, every)
     loose = loose.sort("line", maintain_order=True)
     return _assemble(recs, loose, ovf, anchor_lines, list(got.found), got.state, got.n_lines)
+
+
+def _no_counters(recs: pl.DataFrame) -> pl.DataFrame:
+    """``recs`` without the step counters a dict or ``key:value`` line carries under a
+    namespace (``training/global_step``, ``train/step``, ``trainer/epoch``, ``Train
+    time/batch``): keys whose last part is a counter's name and whose values are all whole
+    numbers count steps; they are not metrics (``timing/step: 155.39`` is one)."""
+    from proxydiag.ingest.console.dialects.grammar import COUNTERS
+
+    if recs.is_empty():
+        return recs
+    key = pl.col("key").cast(pl.Utf8)
+    last = key.str.to_lowercase().str.extract(r"/([^/]+)$", 1)
+    counting = last.is_in([*COUNTERS, "epoch", "epochs"])
+    whole = (pl.col("value") == pl.col("value").round(0)).all().over("key")
+    return recs.filter(~(counting & whole).fill_null(False))
 
 
 def _dominant(parts: dict[str, list[pl.DataFrame]]) -> pl.DataFrame:

@@ -70,16 +70,38 @@ def empty_overflows() -> pl.DataFrame:
     return pl.DataFrame(schema=OVERFLOW_SCHEMA)
 
 
-def number(expr: pl.Expr) -> pl.Expr:
-    """A value string as Float64: trims blanks, unwraps ``np.float64(x)``, reads nan/inf.
+#: a number as printed, before its unit (thousands separators allowed)
+NUM = (
+    r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+    r"|[-+]?(?:nan|NaN|NAN|inf|Inf|INF|Infinity|infinity)\b"
+)
+#: one-letter multipliers after a number (``1.2k``, ``18.9M``); longer units are dropped
+MULTIPLIERS = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
-    >>> s = pl.Series(["1.5E+00", " nan ", "np.float64(-inf)", "True", "x"])
+
+def scaled(num: pl.Expr, unit: pl.Expr) -> pl.Expr:
+    """A number string (:data:`NUM`) without its thousands separators, times the multiplier
+    its unit names (1 for any other unit: ``GiB``, ``%``, ``s``, ``tokens/s``)."""
+    plain = num.str.replace_all(",", "").cast(pl.Float64, strict=False)
+    scale = unit.replace_strict(MULTIPLIERS, default=1.0, return_dtype=pl.Float64)
+    return plain * scale
+
+
+def number(expr: pl.Expr) -> pl.Expr:
+    """A value string as Float64: trims blanks, unwraps ``np.float64(x)``, reads nan/inf,
+    thousands separators, multipliers and units (``12,345``, ``18.9M``, ``31.2GiB``, ``45%``).
+
+    >>> s = pl.Series(["1.5E+00", " nan ", "np.float64(-inf)", "True", "x", "18.9M", "31.2GiB"])
     >>> pl.select(number(pl.lit(s))).to_series().to_list()
-    [1.5, nan, -inf, 1.0, None]
+    [1.5, nan, -inf, 1.0, None, 18900000.0, 31.2]
     """
     text = expr.str.strip_chars().str.replace(_WRAPPER, "$1").str.strip_chars()
     text = text.replace({"True": "1", "False": "0"})
-    return text.cast(pl.Float64, strict=False)
+    parts = text.str.extract_groups(rf"^['\"]?({NUM})([A-Za-z%/]*)['\"]?(?:\s*\(.*\))?$")
+    return pl.coalesce(
+        text.cast(pl.Float64, strict=False),
+        scaled(parts.struct.field("1"), parts.struct.field("2").fill_null("")),
+    )
 
 
 def checked(frame: pl.DataFrame, *, path: Path, raw: str, what: str) -> pl.DataFrame:

@@ -4,7 +4,9 @@ polars releases the GIL, so while one thread extracts block *k* another extracts
 *k+1* and the main thread reads and splits block *k+2*: both cores work, and at most
 ``workers + 1`` blocks are in memory. Results are collected in file order. Dialects whose
 state runs from block to block (``SEQUENTIAL = True``: the HF Trainer's running index of
-log lines) run in the main thread, in order.
+log lines) run in the main thread, in order; a fallback dialect (``FALLBACK = True``: the
+generic metric-line grammar) runs last on each block and reads only the lines no other
+dialect read.
 """
 
 from __future__ import annotations
@@ -85,7 +87,11 @@ def _collect(
     future: Future[list[tuple[str, Extract]]],
     serial: list[Dialect],
 ) -> None:
-    results = future.result() + _extract(serial, chunk)
+    results = future.result() + _extract([m for m in serial if not _fallback(m)], chunk)
+    for mod in serial:
+        if _fallback(mod):  # it reads only the lines no other dialect read
+            rest = Chunk(chunk.path, _unclaimed(chunk.lines, results), chunk.state)
+            results.append((mod.NAME, mod.extract(rest)))
     out.n_lines += chunk.lines.height
     parts = []
     for name, got in results:
@@ -101,7 +107,28 @@ def _collect(
             parts.append(records)
             own = got.anchors if got.anchors is not None else anchors(records)
             out.anchors.setdefault(name, []).append(own)
+        elif got.anchors is not None and got.anchors.height:
+            # progress lines without points of their own (a step header): they still give
+            # their steps to the lines that report on them
+            out.anchors.setdefault(name, []).append(got.anchors)
     out.records.append(_merge(parts))
+
+
+def _fallback(mod: Dialect) -> bool:
+    return bool(getattr(mod, "FALLBACK", False))
+
+
+def _unclaimed(lines: pl.DataFrame, results: list[tuple[str, Extract]]) -> pl.DataFrame:
+    """``lines`` without those another dialect's records or overflow rows come from."""
+    taken = [
+        frame.select("line")
+        for _, got in results
+        for frame in (got.records, got.overflows)
+        if frame is not None and frame.height
+    ]
+    if not taken:
+        return lines
+    return lines.join(pl.concat(taken).unique(), on="line", how="anti")
 
 
 def _merge(parts: list[pl.DataFrame]) -> pl.DataFrame:

@@ -41,5 +41,7 @@ DIALECTS: Registry[Dialect] = Registry(
         "pipes": "proxydiag.ingest.console.dialects.pipes",
         "table": "proxydiag.ingest.console.dialects.table",
         "traceback": "proxydiag.ingest.console.dialects.traceback",
+        # last: the generic metric-line grammar reads the lines no dialect above claims
+        "grammar": "proxydiag.ingest.console.dialects.grammar",
     },
 )

@@ -41,7 +41,7 @@ from typing import Any
 import polars as pl
 
 from proxydiag.errors import IngestWarning, where
-from proxydiag.ingest.console._records import Chunk, Extract, empty_records, finish
+from proxydiag.ingest.console._records import MULTIPLIERS, Chunk, Extract, empty_records, finish
 
 NAME = "dict"
 #: the HF index of log lines runs from block to block: blocks are read in order
@@ -224,11 +224,23 @@ def _number(value: Any) -> float | None:
     return None
 
 
+#: a string value that is a number with a unit or multiplier (``'0.32%'``, ``'31.2GiB'``,
+#: ``'1.2k'``): the number, and the one-letter multiplier if any
+_UNIT = re.compile(r"^([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*([A-Za-z%/()]{1,12})$")
+
+
 def _text_number(text: str) -> float | None:
+    """>>> [_text_number(t) for t in ("0.32%", "18.9M", "31.2GiB", "1m 2s", "12/4389")]
+    [0.32, 18900000.0, 31.2, None, None]
+    """
     text = text.strip()
     if not text or len(text) > 40 or text[0] not in "+-.0123456789nNiI":
         return None
     try:
         return float(text)
     except ValueError:
+        pass
+    m = _UNIT.match(text)
+    if m is None:
         return None
+    return float(m.group(1)) * MULTIPLIERS.get(m.group(2), 1.0)
