@@ -13,8 +13,8 @@ beyond the symptom's size gate against the level the excursion left (``[collapse
 a few dozen points of leaving it (a slow learning trend starts again from a fresh reference).
 A collapse is a logged step where the reward is out, or the entropy climbing, together with
 at least ``least_symptoms - 1`` other symptoms confirmed out with it (within
-:data:`TOGETHER_POINTS` logged points or a twentieth of the run) that left their range
-recently (:data:`RECENT_POINTS` points or a tenth of the run). Its onset is the first point,
+:data:`TOGETHER_POINTS` logged points or :data:`TOGETHER_STEPS` steps) that left their range
+recently (:data:`RECENT_POINTS` points or :data:`RECENT_STEPS` steps). Its onset is the first point,
 among those symptoms, that left its range for good (≥ 3 σ and half its gate out from there
 on); a falling entropy sets it only when no other symptom can (a sharpening policy's entropy
 falls too). The CUSUM reads
@@ -38,11 +38,13 @@ from proxydiag.run import Run
 
 #: a point has left its range at this many σ of the reference (the onset)
 LEFT_RANGE_Z = 3.0
-#: symptoms confirmed out of range within this many logged points (or 5% of the run) of each
-#: other left it together
+#: symptoms confirmed out of range within this many logged points (or TOGETHER_STEPS steps) of
+#: each other left it together
 TOGETHER_POINTS = 3
-#: ... having left it within this many logged points (or 10% of the run) of the collapse
+TOGETHER_STEPS = 20
+#: ... having left it within this many logged points (or RECENT_STEPS steps) of the collapse
 RECENT_POINTS = 8
+RECENT_STEPS = 40
 #: finite points a symptom needs to be judged
 MIN_POINTS = 16
 
@@ -125,9 +127,10 @@ def _collapse(rv: RunView, cfg: DiagnoseConfig) -> tuple[Event, int] | None:
     if not outs:
         return None
     # symptoms leave their range together: confirmed out within TOGETHER_POINTS logged
-    # points, or a twentieth of the run, of each other
-    together = max(TOGETHER_POINTS * rv.interval, 0.05 * rv.span)
-    recent = max(RECENT_POINTS * rv.interval, 0.1 * rv.span)
+    # points, or TOGETHER_STEPS steps, of each other
+    # (in steps, never a share of the run: a live prefix judges as the whole run will)
+    together = max(TOGETHER_POINTS * rv.interval, TOGETHER_STEPS)
+    recent = max(RECENT_POINTS * rv.interval, RECENT_STEPS)
     for step in sorted({o.confirmed for o in outs}):
         live = [o for o in outs if o.confirmed <= step <= o.end]
         # ... having left it recently (a symptom that left long ago is a trend, not part of

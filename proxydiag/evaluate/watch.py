@@ -9,8 +9,8 @@ of the true class (with an onset no earlier than the true onset minus the bench 
 so that a spurious early finding does not count) is the best a watcher re-running the
 offline detectors could do; and, for a diverging run, the **statistic**: the first step at which
 the streaming change statistic of :mod:`proxydiag.diagnose.collapse` (a CUSUM of each RL
-symptom on the run's own noise) says the policy collapsed, read on the whole run (it reads
-points up to each step only, so that is the earliest step any check could have seen it). Cost:
+symptom on the run's own noise) says the policy collapsed on the run so far (the first prefix
+that alarms: what a check at that step could have seen). Cost:
 CPU per logged step of the watcher, and of re-running the offline detectors on the whole prefix
 at every check.
 """
@@ -102,7 +102,7 @@ def score_run(
             config=config,
             earliest=int(onset) - tolerance(span_steps=span, log_interval=interval),
         )
-    statistic = alarm_step(run, config) if truth == "loss_divergence" else None
+    statistic = _statistic(run, config) if truth == "loss_divergence" else None
     return WatchScore(
         str(entry.get("run", run.name)),
         truth,
@@ -137,6 +137,25 @@ def _oracle(
     spent = time.process_time() - start
     checked = ticks.index(found) + 1 if found is not None else len(ticks)
     return found, 1000 * spent / max(checked * every, 1)
+
+
+def _statistic(run: Run, config: DiagnoseConfig) -> int | None:
+    """The first logged step at which the collapse statistic alarms on the run so far: its
+    alarm on the whole run, then the logged steps after it until a prefix alarms too (the
+    warm-up the statistic skips is a share of what it has seen)."""
+    rv = view(run)
+    first = alarm_step(rv, config)
+    if first is None:
+        return None
+    steps = np.unique(np.concatenate([s.steps for s in rv.series.values()]))
+    for t in steps[steps >= first][:STATISTIC_LOOKAHEAD].tolist():
+        if alarm_step(_prefix(rv, int(t)), config) is not None:
+            return int(t)
+    return None
+
+
+#: logged steps after the whole run's alarm searched for the first prefix that alarms
+STATISTIC_LOOKAHEAD = 64
 
 
 def _prefix(rv: RunView, last: int) -> RunView:
