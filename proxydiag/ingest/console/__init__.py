@@ -73,7 +73,12 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     path = Path(source)
     chunk_bytes = int(ctx.options.get("chunk_bytes", CHUNK_BYTES))
     workers = int(ctx.options.get("workers", WORKERS))
-    parsed = parse(path, chunk_bytes=chunk_bytes, workers=workers)
+    parsed = parse(
+        path,
+        chunk_bytes=chunk_bytes,
+        workers=workers,
+        ordered=not ctx.options.get("continuation", False),
+    )
     if parsed.raw.is_empty():
         raise NoPointsError(
             f"{path}: no metric lines found in this console log (dialects tried: "
@@ -92,7 +97,9 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     return [run]
 
 
-def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS) -> ConsoleParse:
+def parse(
+    path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS, ordered: bool = True
+) -> ConsoleParse:
     r"""Stream ``path`` through every dialect and resolve steps, engines and overflows.
 
     Parameters
@@ -103,6 +110,9 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS)
         Bytes read per block; memory stays bounded by a few blocks plus the records.
     workers
         Threads extracting blocks at once (1: one block at a time).
+    ordered
+        In a file with no step anywhere, lines of metric pairs take their order as steps;
+        False for a chunk that continues a file (a live tail's): they are dropped.
 
     Returns
     -------
@@ -133,14 +143,15 @@ def parse(path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS)
     every = _every(got.anchors)
     # lines read in the record order only (``attach = 2``: the grammar's step-less lines of
     # pairs) count only in a file where nothing has a step
-    ordered = loose["attach"] == 2
-    if ordered.any():
+    by_order = loose["attach"] == 2
+    if by_order.any():
+        keep = ordered and not every.height
         loose = (
-            loose.filter(~ordered)
-            if every.height
-            else loose.with_columns(pl.lit(-1, dtype=pl.Int8).alias("attach"))
+            loose.with_columns(pl.lit(-1, dtype=pl.Int8).alias("attach"))
+            if keep
+            else loose.filter(~by_order)
         )
-        if not every.height:
+        if keep:
             got.state.setdefault("attrs", {})["step_source"] = ["the order of the metric lines"]
     loose = attach(loose, every)
     loose = loose.sort("line", maintain_order=True)

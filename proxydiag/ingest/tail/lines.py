@@ -65,7 +65,12 @@ class LineTail:
             self.header, data = data[:cut], data[cut:]
         if not data.strip():
             return []
-        return decode(self.header + data, reader=self.reader, source=self.path, ctx=self.ctx)
+        # past the file's start a chunk continues the run: its step-less lines never take
+        # their order as steps (a chunk of only a run-end summary is not a restart at step 1)
+        ctx = self.ctx
+        if self.offset > end:
+            ctx = ReadContext(self.ctx.aliases, {**self.ctx.options, "continuation": True})
+        return decode(self.header + data, reader=self.reader, source=self.path, ctx=ctx)
 
     def to_state(self) -> dict[str, Any]:
         return {

@@ -173,3 +173,19 @@ def test_epochs_and_batches() -> None:
     assert zero == {"loss": [(10, 2.5), (120, 2.25)]}
     mm = _read("Epoch(train) [2][ 50/500]  lr: 2.0000e-05  loss: 1.5\n")
     assert mm == {"lr": [(550, 2e-05)], "loss": [(550, 1.5)]}
+
+
+def test_a_tailed_chunk_without_steps_is_no_restart(tmp_path: Path) -> None:
+    """A live tail reads each appended chunk as a file: a chunk of step-less metric lines (a
+    run-end summary) must not take its order as steps (1, 2, ...: a restart at step 1)."""
+    from proxydiag.ingest import ReadContext
+    from proxydiag.ingest.tail.lines import LineTail
+
+    path = tmp_path / "train.log"
+    path.write_text("step 10 | loss: 2.5\nstep 20 | loss: 2.25\n", encoding="utf-8")
+    tail = LineTail(path, reader=console, ctx=ReadContext())  # type: ignore[arg-type]
+    assert [s for s, _ in tail.poll()] == [10, 20]
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write("train_runtime: 61.3, train_loss: 2.4\n")
+        fh.write("{'train_runtime': '61.3', 'train_loss': '2.4', 'epoch': '1.0'}\n")
+    assert tail.poll() == []

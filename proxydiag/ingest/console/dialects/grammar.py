@@ -144,7 +144,12 @@ SNIFF = re.compile(
 
 def extract(chunk: Chunk) -> Extract:
     """The pairs of the block's metric lines, at their steps (see the module docstring)."""
-    lines = chunk.lines.filter(pl.col("text").str.contains(r"\d|(?i:nan|inf)"))
+    lines = chunk.lines.filter(
+        pl.col("text").str.contains(r"\d|(?i:nan|inf)")
+        # a whole dict on a line is the dict dialect's even when it takes no points from it
+        # (the HF Trainer's run-end summary)
+        & ~pl.col("text").str.contains(r"^[^{]*\{['\"][^{}]*\}\s*$")
+    )
     if lines.is_empty():
         return Extract(empty_records())
     text = (
