@@ -85,17 +85,22 @@ _COUNTER = (
 #: step 21 start``): not the last word of a longer key (``Total optimization steps = 120``,
 #: ``Gradient Accumulation steps = 4`` are settings, not counters)
 _STEP = (
-    rf"(?:(?:^\s*|[^\w\s/]\s*|\d\s+|\s{{2,}})['\"]?{_COUNTER}['\"]?\s*[:=]?"
-    rf"|[A-Za-z]\s+{_COUNTER}\s)\s*['\"]?\[?\s*(\d+)"
+    rf"(?:^\s*|[^\w\s/]\s*|\d\s+|\s{{2,}})['\"]?{_COUNTER}['\"]?\s*[:=]?\s*['\"]?\[?\s*(\d+)"
     # an integer: not the start of ``155.39`` (``'timing/step': '155.39'`` is a duration)
     r"(?:\s*/\s*\d+)?(?:[^.\deE]|$)"
 )
+#: a counter after a word (``pipeline step 21 start...``, ``Starting training step 1``): a step
+#: header when the line has no pairs; prose otherwise (``from step 31 (confidence 0.95)``)
+_STEP_AFTER_WORD = rf"[A-Za-z]\s+{_COUNTER}\s+(\d+)(?:[^.\deE/]|$)"
 _MM_EPOCH = r"Epoch\(\w+\)\s*\[(\d+)\]\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]"
 _MM_ITER = r"Iter\(\w+\)\s*\[\s*(\d+)\s*/\s*\d+\s*\]"
 _EPOCH_BATCH = (
     r"(?i:\bepoch)\s*\[?\s*(\d+)\b(?:\s*/\s*\d+\b)?\]?[^\d\[/]{1,8}?\[?\s*(\d+)\s*/\s*(\d+)\b"
 )
 _TQDM = r"(?:^|\s)(\d+)/(\d+)\s*\["
+#: a step header's block ends after this many lines (NeMo-RL's is ~25; a config dump printed
+#: later is not that step's)
+HEADER_SCOPE_LINES = 40
 #: words that make no metric in a bare ``word number`` pair
 _FILLER = r"(?i)^(?:of|to|at|in|on|for|and|by|rank|gpu|node|pid|size|shape|dim|top|max|min)$"
 _FRACTION = r"['\"]?\b\d+\s*/\s*\d+\b['\"]?"
@@ -176,6 +181,7 @@ def extract(chunk: Chunk) -> Extract:
             | pl.col("t").str.contains(_MM_EPOCH)
             | pl.col("t").str.contains(_MM_ITER)
         ).alias("explicit"),
+        pl.col("t").str.extract(_STEP_AFTER_WORD, 1).cast(pl.Int64, strict=False).alias("worded"),
     )
     pairs = _pairs(frame, state)
     warn = _warnings(frame)
@@ -184,9 +190,17 @@ def extract(chunk: Chunk) -> Extract:
     records = (
         pl.concat([p for p in (pairs, warn) if p.height]) if pairs.height or warn.height else None
     )
-    # every line with a step is a progress line (a step header with no pairs too): a line
-    # that reports on the step in force takes it from there
-    anchors = frame.filter(pl.col("step").is_not_null()).select("line", "step")
+    # every line with a counter is a progress line (a step header with no pairs too), and
+    # every line with points at its own step: a line that reports on the step in force
+    # takes it from there
+    # (a bare tqdm bar is no progress line: its counter may be another bar's, or lag)
+    anchors = frame.filter(pl.col("step").is_not_null() & pl.col("explicit")).select("line", "step")
+    headers = state.pop("worded_headers", None)
+    if isinstance(headers, pl.DataFrame) and headers.height:
+        anchors = pl.concat([anchors, headers]).unique("line").sort("line")
+    if records is not None and records.height:
+        own = records.filter(pl.col("anchor")).select("line", "step").unique("line")
+        anchors = pl.concat([anchors, own]).unique("line").sort("line")
     if records is None or records.is_empty():
         return Extract(empty_records(), anchors=anchors if anchors.height else None)
     return Extract(records.sort("line", maintain_order=True), anchors=anchors)
@@ -271,7 +285,7 @@ def _pairs(frame: pl.DataFrame, state: dict[str, object]) -> pl.DataFrame:
     attach = pl.when(pl.col("step").is_null()).then(2).otherwise(0)
     out = out.with_columns(
         attach.cast(pl.Int8).alias("attach"),
-        pl.col("step").is_not_null().alias("anchor"),
+        pl.col("own").alias("anchor"),
         pl.lit(None, dtype=pl.Float64).alias("wall_time"),
     )
     return out.select(
@@ -289,13 +303,17 @@ def _in_blocks(frame: pl.DataFrame, pairs: pl.DataFrame, state: dict[str, object
     """
     with_pairs = pairs.select("line").unique().with_columns(pl.lit(True).alias("_p"))
     marks = (
-        frame.select("line", "step", "explicit")
+        frame.select("line", "step", "explicit", "worded")
         .join(with_pairs, on="line", how="left")
         .sort("line")
         .select(
             "line",
             pl.when(pl.col("step").is_not_null() & pl.col("_p").is_null() & pl.col("explicit"))
             .then(pl.col("step"))
+            .when(
+                pl.col("step").is_null() & pl.col("_p").is_null() & pl.col("worded").is_not_null()
+            )
+            .then(pl.col("worded"))
             .when(pl.col("step").is_not_null())
             .then(pl.lit(-1, dtype=pl.Int64))
             .otherwise(None)
@@ -306,10 +324,15 @@ def _in_blocks(frame: pl.DataFrame, pairs: pl.DataFrame, state: dict[str, object
     if isinstance(first, int):
         start = pl.DataFrame({"line": [-1], "_h": [first]}, schema=marks.schema)
         marks = pl.concat([start, marks])
-    marks = marks.with_columns(pl.col("_h").forward_fill())
+    marks = marks.with_columns(pl.col("_h").forward_fill(limit=HEADER_SCOPE_LINES))
     if marks.height and marks["_h"][-1] is not None:
         state["header"] = int(marks["_h"][-1])
     block = marks.select("line", pl.when(pl.col("_h") >= 0).then(pl.col("_h")).alias("_b"))
+    # worded step headers are progress lines too
+    worded = frame.join(with_pairs, on="line", how="anti").filter(
+        pl.col("step").is_null() & pl.col("worded").is_not_null()
+    )
+    state["worded_headers"] = worded.select("line", pl.col("worded").alias("step"))
     out = pairs.join(block, on="line", how="left")
     return out.with_columns(pl.coalesce("step", "_b").alias("step")).drop("_b")
 
