@@ -60,6 +60,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
             calibration=calibration,
             scaler_owned=scaled and m == "grad_norm" and not _stuck(rv, s, cfg.scaler),
             open_end=open_end,
+            fp16_known=rv.has("loss_scale") or (rv.precision or "").startswith(FP16),
         )
     ]
     counter = rv.get("nonfinite")
@@ -177,9 +178,12 @@ def _values(
     calibration: ScalerConfig | None = None,
     scaler_owned: bool = False,
     open_end: bool = False,
+    fp16_known: bool = True,
 ) -> list[Event]:
     """The event of one metric's non-finite values; ``calibration``: the rules of the loss
-    scaler's start-up calibration when the run is, or may be, fp16."""
+    scaler's start-up calibration when the run is, or may be, fp16 (``fp16_known``: it says
+    so, or logs a loss scale; otherwise a burst read as calibration is still a finding, a
+    warning, since nothing in the run confirms a scaler)."""
     bad = ~s.finite
     n_bad = int(bad.sum())
     if n_bad == 0:
@@ -220,7 +224,13 @@ def _values(
         )
         + ("; the run ends non-finite" if terminal else "")
         + (
-            f"; the burst up to step {calib_end} is the fp16 loss scaler's calibration"
+            (
+                f"; the burst up to step {calib_end} is the fp16 loss scaler's calibration"
+                if fp16_known
+                else f"; the burst up to step {calib_end} may be an fp16 loss scaler's "
+                "calibration (the run logs neither its precision nor a loss scale: check "
+                "that it is fp16 with dynamic loss scaling)"
+            )
             if calib_end is not None
             else ""
         )
@@ -243,7 +253,8 @@ def _values(
             "info"
             if scaler_owned
             or (
-                calib_end is not None
+                fp16_known
+                and calib_end is not None
                 and idx[-1] <= np.searchsorted(s.steps, calib_end, side="right") - 1
             )
             else "warning"

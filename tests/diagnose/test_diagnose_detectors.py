@@ -180,14 +180,17 @@ def test_nonfinite_fp16_calibration_only_when_the_burst_ends_early() -> None:
 
 def test_nonfinite_short_start_up_burst_of_unknown_precision_is_calibration() -> None:
     """HF's fp16 AMP logs neither its loss scale nor its precision, and its first steps
-    overflow while the scaler calibrates: a burst of five is info. Known bf16 has no
-    calibration; a burst longer than ``unknown_calibration_steps`` is no calibration either
-    (the test above)."""
+    overflow while the scaler calibrates: a burst of five is a warning that says it may be
+    the calibration (nothing in the run confirms a scaler: a finding, never silence, never
+    critical), info once the run says fp16. Known bf16 has no calibration; a burst longer
+    than ``unknown_calibration_steps`` is no calibration either (the test above)."""
     steps = np.arange(1, 401)
     grad = np.r_[np.full(5, np.inf), np.ones(395)]
-    assert _kinds(nonfinite.detect(from_arrays({"grad_norm": (steps, grad)}), CFG)) == [
-        ("nonfinite", "grad_norm", 1, "info")
-    ]
+    unknown = nonfinite.detect(from_arrays({"grad_norm": (steps, grad)}), CFG)
+    assert _kinds(unknown) == [("nonfinite", "grad_norm", 1, "warning")]
+    assert "may be an fp16 loss scaler's calibration" in unknown[0].evidence
+    fp16 = dataclasses.replace(from_arrays({"grad_norm": (steps, grad)}), precision="fp16")
+    assert _kinds(nonfinite.detect(fp16, CFG)) == [("nonfinite", "grad_norm", 1, "info")]
     bf16 = dataclasses.replace(from_arrays({"grad_norm": (steps, grad)}), precision="bf16")
     assert _kinds(nonfinite.detect(bf16, CFG)) == [("nonfinite", "grad_norm", 1, "critical")]
 
