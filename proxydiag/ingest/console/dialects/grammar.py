@@ -26,11 +26,18 @@ are, so the separators need no rule.
 the file's epochs start at 1); a tqdm counter ``i/n [`` when nothing else is there. Counters
 are not points; a float ``epoch`` beside a counter is.
 
-**What is not a metric line.** A line becomes points only when it has a step, or reports a
-metric that is not finite (``loss is nan, skipping``, ``grad_norm is not finite: inf``: a point
-at the step in force); config dumps, argument lists and ``model.layers.0…`` printouts carry no
-step counter, so they never do. In a file with no step counter anywhere, lines with two or more
-pairs take their order as steps (1, 2, …) and the run says so.
+**Step headers.** A line with a counter and no pairs (``===== Step 3/450 =====``,
+``[batch=12/4800]:``, ``pipeline step 21 start...``) gives its step to the ``key: value`` lines
+after it (at most :data:`HEADER_SCOPE_LINES`), until a line with a step of its own: NeMo-RL's
+bullet blocks, composer, OLMo-core, AReaL's tables. A counter after a word (``from step 31``)
+only ever heads: it is never the step of pairs on its own line (prose).
+
+**What is not a metric line.** A line becomes points only when it has a step (its own or its
+header's), or reports a metric that is not finite (``loss is nan, skipping``, ``grad_norm is
+not finite: inf``: a point at the step in force); config dumps, argument lists and
+``model.layers.0…`` printouts carry no step counter, so they never do. In a file with no step
+counter anywhere, lines with two or more pairs take their order as steps (1, 2, …) and the run
+says so (never in a chunk that continues a file: a live tail's).
 """
 
 from __future__ import annotations
