@@ -54,18 +54,17 @@ FALLBACK = True
 #: the file's epoch numbering (0- or 1-based) runs from block to block
 SEQUENTIAL = True
 
-_NUM = NUM
 #: a key: words (letters, digits, ``_./-%()[]``), several only before ``:`` or ``=``
 _WORD = r"[A-Za-z_][\w./\-%\[\]]*(?:\([^()\s]{1,12}\))?"
 _KEY_MULTI = rf"{_WORD}(?: (?:{_WORD}|\([^()]{{1,20}}\)))*"
 #: a pair: quoted or bare key, separator, quoted or bare number, optional unit
 _PAIR = (
-    rf"(?:['\"]({_KEY_MULTI})['\"]|({_KEY_MULTI}))\s*[:=]\s*['\"]?({_NUM})([A-Za-z%/]*)"
-    rf"|\b({_WORD})\s+({_NUM})([A-Za-z%/]*)"
-    rf"|({_KEY_MULTI})\s*\|\s*['\"]?({_NUM})([A-Za-z%/]*)\s*(?:\||$)"
+    rf"(?:['\"]({_KEY_MULTI})['\"]|({_KEY_MULTI}))\s*[:=]\s*['\"]?({NUM})([A-Za-z%/]*)"
+    rf"|\b({_WORD})\s+({NUM})([A-Za-z%/]*)"
+    rf"|({_KEY_MULTI})\s*\|\s*['\"]?({NUM})([A-Za-z%/]*)\s*(?:\||$)"
 )
 #: a pair the grammar matched, split: key, separator (none: blanks), number, unit
-_SPLIT = rf"^['\"]?(.+?)['\"]?(?:\s*([:=|])\s*|\s+)['\"]?({_NUM})([A-Za-z%/]*)\s*\|?$"
+_SPLIT = rf"^['\"]?(.+?)['\"]?(?:\s*([:=|])\s*|\s+)['\"]?({NUM})([A-Za-z%/]*)\s*\|?$"
 #: keys that count steps (never points)
 COUNTERS = (
     "step",
@@ -194,23 +193,25 @@ def extract(chunk: Chunk) -> Extract:
     warn = _warnings(frame)
     if warn.height and pairs.height:  # a warning line's pair read as a pair already
         warn = warn.join(pairs.select("line", "key"), on=["line", "key"], how="anti")
-    records = (
-        pl.concat([p for p in (pairs, warn) if p.height]) if pairs.height or warn.height else None
-    )
-    # every line with a counter is a progress line (a step header with no pairs too), and
-    # every line with points at its own step: a line that reports on the step in force
-    # takes it from there
-    # (a bare tqdm bar is no progress line: its counter may be another bar's, or lag)
-    anchors = frame.filter(pl.col("step").is_not_null() & pl.col("explicit")).select("line", "step")
+    records = pl.concat([empty_records(), pairs, warn]).sort("line", maintain_order=True)
+    # progress lines: lines with a counter (a step header with no pairs too), worded step
+    # headers, and lines with points at their own step; a line that reports on the step in
+    # force takes it from there (a bare tqdm bar is none: its counter may be another bar's)
     headers = state.pop("worded_headers", None)
-    if isinstance(headers, pl.DataFrame) and headers.height:
-        anchors = pl.concat([anchors, headers]).unique("line").sort("line")
-    if records is not None and records.height:
-        own = records.filter(pl.col("anchor")).select("line", "step").unique("line")
-        anchors = pl.concat([anchors, own]).unique("line").sort("line")
-    if records is None or records.is_empty():
-        return Extract(empty_records(), anchors=anchors if anchors.height else None)
-    return Extract(records.sort("line", maintain_order=True), anchors=anchors)
+    anchors = (
+        pl.concat(
+            [
+                frame.filter(pl.col("step").is_not_null() & pl.col("explicit")).select(
+                    "line", "step"
+                ),
+                *([headers] if isinstance(headers, pl.DataFrame) else []),
+                records.filter(pl.col("anchor")).select("line", "step"),
+            ]
+        )
+        .unique("line", keep="first")
+        .sort("line")
+    )
+    return Extract(records, anchors=anchors if anchors.height else None)
 
 
 def _step_of(epoch_base: int) -> pl.Expr:
