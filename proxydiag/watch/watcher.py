@@ -133,15 +133,16 @@ class Watcher:
     def add(self, step: int, metrics: Mapping[str, float]) -> None:
         """Feed the values logged at ``step`` (any subset of metrics; non-numbers are ignored).
 
-        A step at or before the last one fed is a restart from a checkpoint: the points at and
-        after it are forgotten and replaced by the new ones. Points are queued and taken in, a
-        logged step at a time, by the next :meth:`check`.
+        A step at or before the last one a metric of the row already holds is a restart from a
+        checkpoint: the points at and after it are forgotten and replaced by the new ones. A
+        metric behind the others (its earlier steps arriving after theirs) only catches up.
+        Points are queued and taken in, a logged step at a time, by the next :meth:`check`.
         """
         self._queue.append((int(step), metrics))
 
     def _take(self, step: int, metrics: Mapping[str, float]) -> None:
         """Take in the values logged at ``step`` (see :meth:`add`)."""
-        if self._last is not None and step < self._last:
+        if self._last is not None and step < self._last and self._relogged(step, metrics):
             for buf in self._buffers.values():
                 buf.rewind(step)
             self._last, self._judged = step, step - 1
@@ -152,6 +153,18 @@ class Watcher:
             if value is None:
                 continue
             self._add_point(self._name(key), step, value)
+
+    def _relogged(self, step: int, metrics: Mapping[str, float]) -> bool:
+        """True when a metric of the row already holds a point at or after ``step``: the run
+        restarted from a checkpoint. A metric only catching up (an MLflow metric file or REST
+        history a poll read behind the others, a step's points split between polls) is not a
+        restart, and rewinding for it would forget the points the others logged since."""
+        for key in metrics:
+            name = self._names.get(key)  # a key never taken in has no points
+            buf = self._buffers.get(name) if name is not None else None
+            if buf is not None and buf.last_step is not None and buf.last_step >= step:
+                return True
+        return False
 
     def _add_point(self, name: str, step: int, value: float) -> None:
         if not used(name):

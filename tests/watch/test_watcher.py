@@ -7,6 +7,7 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -238,3 +239,50 @@ def test_routing_that_concentrates_is_evidence_and_its_lead_is_reported() -> Non
     assert alert.router_lead_steps is not None and 40 <= alert.router_lead_steps <= 80
     kinds = {e.kind for e in result.final.events}
     assert {"router_concentration", "router_loss_jump"} <= kinds
+
+
+def _overflow_rows(n: int, onset: int) -> list[tuple[int, dict[str, float]]]:
+    return [
+        (s, {"grad_norm": 1.0 + 0.01 * (s % 3) if s < onset else math.nan, "loss": 2.0 - 1e-3 * s})
+        for s in range(n)
+    ]
+
+
+@pytest.mark.parametrize("precision", [None, "fp16"])
+@pytest.mark.parametrize(
+    "split",
+    [
+        # one metric read 2 steps behind the other (an MLflow metric file polled mid-write)
+        lambda s, key: 0 if s < 30 else (1 if key == "grad_norm" or s < 33 else 2),
+        # a step's points split between two polls, every step
+        lambda s, key: 2 * s + (key == "loss"),
+        # the loss read in one poll at the very end, behind everything
+        lambda s, key: 0 if key == "grad_norm" else 1,
+    ],
+)
+def test_a_metric_behind_the_others_catches_up_without_forgetting(
+    precision: str | None, split: Any
+) -> None:
+    """Points that arrive behind other metrics' later steps are no restart: nothing held is
+    forgotten and the alert is the one of the whole run fed step by step."""
+    rows = _overflow_rows(36, 30)
+    whole = Watcher(precision=precision)
+    for step, metrics in rows:
+        whole.update(step, metrics)
+    polls: dict[int, list[tuple[int, dict[str, float]]]] = {}
+    for step, metrics in rows:
+        for key, value in metrics.items():
+            polls.setdefault(split(step, key), []).append((step, {key: value}))
+    lagged = Watcher(precision=precision)
+    for tick in sorted(polls):
+        for step, metrics in sorted(polls[tick], key=lambda r: r[0]):
+            lagged.add(step, metrics)
+        lagged.check()
+    lagged.close()
+    whole.close()
+    assert [(a.label, a.onset_step) for a in lagged.alerts] == [
+        (a.label, a.onset_step) for a in whole.alerts
+    ]
+    assert whole.alerts and whole.alerts[0].label == "gradient_overflow"
+    for name in ("grad_norm", "loss"):
+        assert lagged._buffers[name].arrays()[0].tolist() == list(range(36))
