@@ -167,11 +167,24 @@ def _no_counters(recs: pl.DataFrame) -> pl.DataFrame:
 
     if recs.is_empty():
         return recs
-    key = pl.col("key").cast(pl.Utf8)
-    last = key.str.to_lowercase().str.extract(r"/([^/]+)$", 1)
-    counting = last.is_in([*COUNTERS, "epoch", "epochs"])
-    whole = (pl.col("value") == pl.col("value").round(0)).all().over("key")
-    return recs.filter(~(counting & whole).fill_null(False))
+    # decided once a key (a log of a million lines has a few dozen)
+    keys = recs.get_column("key").unique().cast(pl.Utf8)
+    last = keys.str.to_lowercase().str.extract(r"/([^/]+)$", 1)
+    counting = keys.filter(last.is_in([*COUNTERS, "epoch", "epochs"]).fill_null(False))
+    if counting.is_empty():
+        return recs
+    named = pl.col("key").cast(pl.Utf8).is_in(counting.to_list())
+    whole = (
+        recs.filter(named)
+        .group_by("key")
+        .agg((pl.col("value") == pl.col("value").round(0)).all().alias("whole"))
+        .filter(pl.col("whole"))
+        .get_column("key")
+        .cast(pl.Utf8)
+    )
+    if whole.is_empty():
+        return recs
+    return recs.filter(~pl.col("key").cast(pl.Utf8).is_in(whole.to_list()))
 
 
 def _dominant(parts: dict[str, list[pl.DataFrame]]) -> pl.DataFrame:

@@ -43,9 +43,11 @@ says so (never in a chunk that continues a file: a live tail's).
 from __future__ import annotations
 
 import re
+from functools import partial
 
 import polars as pl
 
+from proxydiag.ingest.console import _shapes
 from proxydiag.ingest.console._records import NUM, Chunk, Extract, empty_records, finish, scaled
 
 NAME = "grammar"
@@ -155,42 +157,26 @@ SNIFF = re.compile(
 
 def extract(chunk: Chunk) -> Extract:
     """The pairs of the block's metric lines, at their steps (see the module docstring)."""
-    lines = chunk.lines.filter(
-        pl.col("text").str.contains(r"\d|(?i:nan|inf)")
-        # a whole dict on a line is the dict dialect's even when it takes no points from it
-        # (the HF Trainer's run-end summary)
-        & ~pl.col("text").str.contains(r"^[^{]*\{['\"][^{}]*\}\s*$")
-    )
-    if lines.is_empty():
-        return Extract(empty_records())
-    text = (
-        pl.col("text")
-        .str.replace(r"^.*\r", "")
-        .str.replace_all(_ANSI, "")
-        .str.replace_all(_PREFIX, " ")
-        # box-drawn tables (``│ key │ value │``) are ``|`` tables
-        .str.replace_all(r"[│┃║]", "|")
-    )
-    frame = lines.select("line", text.alias("t"))
     state = chunk.state.setdefault(NAME, {})
     if "epoch_base" not in state:
-        epochs = frame.select(
-            pl.col("t").str.extract(_EPOCH_BATCH, 1).cast(pl.Int64, strict=False).min()
-        ).item()
+        epochs = (
+            chunk.lines.filter(pl.col("text").str.contains("(?i)epoch"))
+            .select(
+                _clean(pl.col("text")).str.extract(_EPOCH_BATCH, 1).cast(pl.Int64, strict=False)
+            )
+            .to_series()
+            .min()
+        )
         if epochs is not None:
             state["epoch_base"] = 0 if epochs == 0 else 1
-    frame = frame.with_columns(
-        _step_of(state.get("epoch_base", 0)).alias("step"),
-        # a step header names its step explicitly (a tqdm counter alone heads nothing)
-        (
-            pl.col("t").str.contains(_STEP)
-            | pl.col("t").str.contains(_MM_EPOCH)
-            | pl.col("t").str.contains(_MM_ITER)
-        ).alias("explicit"),
-        pl.col("t").str.extract(_STEP_AFTER_WORD, 1).cast(pl.Int64, strict=False).alias("worded"),
+    facts = _shapes.facts(
+        chunk.lines, state, partial(_facts, epoch_base=state.get("epoch_base", 0)), _CANDIDATE
     )
-    pairs = _pairs(frame, state)
-    warn = _warnings(frame)
+    if facts.lines.is_empty():
+        return Extract(empty_records())
+    frame = facts.lines
+    pairs = _pairs(frame, facts.pairs, state)
+    warn = finish_rows(facts.warnings) if facts.warnings.height else empty_records()
     if warn.height and pairs.height:  # a warning line's pair read as a pair already
         warn = warn.join(pairs.select("line", "key"), on=["line", "key"], how="anti")
     records = pl.concat([empty_records(), pairs, warn]).sort("line", maintain_order=True)
@@ -212,6 +198,42 @@ def extract(chunk: Chunk) -> Extract:
         .sort("line")
     )
     return Extract(records, anchors=anchors if anchors.height else None)
+
+
+#: a line the grammar reads: digits or a non-finite word, and not a whole dict (the dict
+#: dialect's even when it takes no points from it: the HF Trainer's run-end summary)
+_CANDIDATE = pl.col("text").str.contains(r"\d|(?i:nan|inf)") & ~pl.col("text").str.contains(
+    r"^[^{]*\{['\"][^{}]*\}\s*$"
+)
+
+
+def _clean(text: pl.Expr) -> pl.Expr:
+    """A line without its tqdm redraws, colour codes and prefixes (the module docstring)."""
+    return (
+        text.str.replace(r"^.*\r", "")
+        .str.replace_all(_ANSI, "")
+        .str.replace_all(_PREFIX, " ")
+        # box-drawn tables (``│ key │ value │``) are ``|`` tables
+        .str.replace_all(r"[│┃║]", "|")
+    )
+
+
+def _facts(lines: pl.DataFrame, *, epoch_base: int) -> _shapes.Facts:
+    """What each line says on its own (:class:`~._shapes.Facts`), read by the grammar."""
+    frame = lines.select("line", _clean(pl.col("text")).alias("t"))
+    frame = frame.with_columns(
+        _step_of(epoch_base).alias("step"),
+        # a step header names its step explicitly (a tqdm counter alone heads nothing)
+        (
+            pl.col("t").str.contains(_STEP)
+            | pl.col("t").str.contains(_MM_EPOCH)
+            | pl.col("t").str.contains(_MM_ITER)
+        ).alias("explicit"),
+        pl.col("t").str.extract(_STEP_AFTER_WORD, 1).cast(pl.Int64, strict=False).alias("worded"),
+    )
+    return _shapes.Facts(
+        frame.select("line", "step", "explicit", "worded"), _line_pairs(frame), _warnings(frame)
+    )
 
 
 def _step_of(epoch_base: int) -> pl.Expr:
@@ -238,11 +260,10 @@ def _step_of(epoch_base: int) -> pl.Expr:
     )
 
 
-def _pairs(frame: pl.DataFrame, state: dict[str, object]) -> pl.DataFrame:
-    """One row per numeric pair of the lines (``line``, ``step``, ``key``, ``value``,
-    ``attach``): lines with a step keep it, lines under a step header take its step
-    (:func:`_in_blocks`); other lines are kept for the record order (``attach = 2``, used
-    only when the file has no step counter at all)."""
+def _line_pairs(frame: pl.DataFrame) -> pl.DataFrame:
+    """The numeric pairs of each cleaned line (``line``, ``step``, ``key``, ``value``,
+    ``bare``), in the order they are printed; counters, filler words and integer epochs are
+    no pairs."""
     # a line whose only step is a tqdm counter: its pairs are the bar's postfix, after the
     # counter (before it is the bar's description: ``Tokenizing (num_proc=2): 100%|…| 5/5``)
     text = (
@@ -280,6 +301,14 @@ def _pairs(frame: pl.DataFrame, state: dict[str, object]) -> pl.DataFrame:
         # an epoch printed as an integer counts epochs; as a float (``0.16``) it is a point
         & ~(pl.col("integer") & pl.col("key").str.contains(r"(?i)(?:^|/)epochs?$"))
     )
+    return out.select("line", "step", "key", "value", "bare")
+
+
+def _pairs(frame: pl.DataFrame, out: pl.DataFrame, state: dict[str, object]) -> pl.DataFrame:
+    """One row per numeric pair of the lines (``line``, ``step``, ``key``, ``value``,
+    ``attach``): lines with a step keep it, lines under a step header take its step
+    (:func:`_in_blocks`); other lines are kept for the record order (``attach = 2``, used
+    only when the file has no step counter at all)."""
     out = _in_blocks(frame, out.with_columns(pl.col("step").is_not_null().alias("own")), state)
     # a line under a header: its bare ``word number`` (prose: ``Total Micro Batches 460``) is
     # no point, only ``key: value`` / ``key=value`` / ``key | value`` pairs are
@@ -346,29 +375,25 @@ def _in_blocks(frame: pl.DataFrame, pairs: pl.DataFrame, state: dict[str, object
 
 
 def _warnings(frame: pl.DataFrame) -> pl.DataFrame:
-    """Points of ``<metric> is nan`` lines: at their own step, else the previous line's."""
+    """Points of ``<metric> is nan`` lines (``line``, ``step``, ``key``, ``value``): at their
+    own step, else the previous line's (``attach``, set by :func:`finish_rows`)."""
     hits = frame.select(
         "line",
         "step",
         pl.col("t").str.extract_groups(_WARN).alias("g"),
     ).unnest("g")
     hits = hits.filter(pl.col("1").is_not_null())
-    if hits.is_empty():
-        return empty_records()
-    out = hits.select(
+    return hits.select(
         "line",
         "step",
         pl.col("1").alias("key"),
         pl.col("2").str.to_lowercase().cast(pl.Float64, strict=False).alias("value"),
     )
-    out = out.with_columns(
-        pl.when(pl.col("step").is_null()).then(-1).otherwise(0).cast(pl.Int8).alias("attach")
-    )
-    return finish_rows(out)
 
 
 def finish_rows(frame: pl.DataFrame) -> pl.DataFrame:
-    """Records of rows that carry their own ``attach``."""
-    attach = frame["attach"]
-    done = finish(frame.drop("attach"))
-    return done.with_columns(attach.alias("attach"))
+    """Records of warning rows: ``attach`` -1 (the previous progress line's step) when the
+    line names no step of its own."""
+    attach = pl.when(pl.col("step").is_null()).then(-1).otherwise(0).cast(pl.Int8)
+    done = finish(frame)
+    return done.with_columns(frame.select(attach).to_series().alias("attach"))
