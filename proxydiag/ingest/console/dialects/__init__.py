@@ -41,7 +41,9 @@ DIALECTS: Registry[Dialect] = Registry(
         "pipes": "proxydiag.ingest.console.dialects.pipes",
         "table": "proxydiag.ingest.console.dialects.table",
         "traceback": "proxydiag.ingest.console.dialects.traceback",
-        # last: the generic metric-line grammar reads the lines no dialect above claims
+        # last: tables of numbers under a header, then the generic metric-line grammar,
+        # read the lines no dialect above claims
+        "columns": "proxydiag.ingest.console.dialects.columns",
         "grammar": "proxydiag.ingest.console.dialects.grammar",
     },
 )

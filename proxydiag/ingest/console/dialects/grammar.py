@@ -99,7 +99,10 @@ _STEP = (
 )
 #: a counter after a word (``pipeline step 21 start...``, ``Starting training step 1``): a step
 #: header when the line has no pairs; prose otherwise (``from step 31 (confidence 0.95)``)
-_STEP_AFTER_WORD = rf"[A-Za-z]\s+{_COUNTER}\s+(\d+)(?:[^.\deE/]|$)"
+#: (not ``batch``: after a word it is a size, ``rollout batch 512``, ``micro batch 4``)
+_STEP_AFTER_WORD = (
+    r"[A-Za-z]\s+(?i:global[_ ]step|iteration|iter|steps?|episode|update)\s+(\d+)(?:[^.\deE/]|$)"
+)
 _MM_EPOCH = r"Epoch\(\w+\)\s*\[(\d+)\]\s*\[\s*(\d+)\s*/\s*(\d+)\s*\]"
 _MM_ITER = r"Iter\(\w+\)\s*\[\s*(\d+)\s*/\s*\d+\s*\]"
 _EPOCH_BATCH = (
