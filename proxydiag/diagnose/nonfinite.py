@@ -17,6 +17,7 @@ from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
 from proxydiag.diagnose.scaler import (
     burst_gap,
     calibration_end,
+    floor_step,
     may_calibrate,
     skip_counts,
     skip_window,
@@ -61,6 +62,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
             scaler_owned=scaled and m == "grad_norm" and not _stuck(rv, s, cfg.scaler),
             open_end=open_end,
             fp16_known=rv.has("loss_scale") or (rv.precision or "").startswith(FP16),
+            floor=floor_step(rv, cfg.scaler),
         )
     ]
     counter = rv.get("nonfinite")
@@ -121,14 +123,21 @@ def calibration_end_of(run: Run | RunView, cfg: DiagnoseConfig) -> int | None:
     rv = view(run)
     counts = skip_counts(rv)
     open_end = may_calibrate(rv)
-    ends = [calibration_end(counts, cfg.scaler, open_end=open_end)] if counts is not None else []
+    floor = floor_step(rv, cfg.scaler)
+    ends = (
+        [calibration_end(counts, cfg.scaler, open_end=open_end, floor=floor)]
+        if counts is not None
+        else []
+    )
     _, calibration = scaler_rules(rv, cfg)
     if calibration is not None:
         for m in cfg.nonfinite.metrics:
             s = rv.get(m)
             if s is not None and not s.finite.all():
                 ends.append(
-                    calibration_end(_overflow_steps(s, ~s.finite), calibration, open_end=open_end)
+                    calibration_end(
+                        _overflow_steps(s, ~s.finite), calibration, open_end=open_end, floor=floor
+                    )
                 )
     found = [e for e in ends if e is not None]
     return max(found) if found else None
@@ -179,6 +188,7 @@ def _values(
     scaler_owned: bool = False,
     open_end: bool = False,
     fp16_known: bool = True,
+    floor: int | None = None,
 ) -> list[Event]:
     """The event of one metric's non-finite values; ``calibration``: the rules of the loss
     scaler's start-up calibration when the run is, or may be, fp16 (``fp16_known``: it says
@@ -191,7 +201,7 @@ def _values(
     idx = np.flatnonzero(bad)
     first = int(idx[0])
     calib_end = (
-        calibration_end(_overflow_steps(s, bad), calibration, open_end=open_end)
+        calibration_end(_overflow_steps(s, bad), calibration, open_end=open_end, floor=floor)
         if calibration is not None
         else None
     )

@@ -42,7 +42,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     events: list[Event] = []
     calib_end = None
     if counts is not None:
-        calib_end = calibration_end(counts, c, open_end=may_calibrate(rv))
+        calib_end = calibration_end(counts, c, open_end=may_calibrate(rv), floor=floor_step(rv, c))
         if calib_end is not None:
             n = int(counts.values[counts.steps <= calib_end].sum())
             events.append(
@@ -58,6 +58,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
                 )
             )
         events.extend(_persistent(counts, c, calib_end=calib_end))
+        events.extend(_at_floor(counts, c, floor_step(rv, c)))
     scale = rv.get("loss_scale")
     if scale is not None:
         events.extend(_scale_events(scale, c, calib_end=calib_end, interval=rv.interval))
@@ -120,7 +121,20 @@ def _from_run_start(counts: Series, first_step: int | None) -> Series:
     )
 
 
-def calibration_end(counts: Series, c: ScalerConfig, *, open_end: bool = False) -> int | None:
+def floor_step(rv: RunView, c: ScalerConfig) -> int | None:
+    """The first step at which the loss scale is at its floor (``min_scale``), or None: a
+    scaler there has nothing left to calibrate, so overflows from then on are no calibration
+    (DeepSpeed's ``Attempted loss scale: 1, reducing to 1``)."""
+    scale = rv.get("loss_scale")
+    if scale is None:
+        return None
+    low = scale.finite & (scale.values <= c.min_scale)
+    return int(scale.steps[low][0]) if low.any() else None
+
+
+def calibration_end(
+    counts: Series, c: ScalerConfig, *, open_end: bool = False, floor: int | None = None
+) -> int | None:
     """Last step of the loss scaler's calibration, or None when the run has none.
 
     A dynamic scaler starts high (2^16 in DeepSpeed, 2^32 in Megatron) and halves on overflow
@@ -146,6 +160,15 @@ def calibration_end(counts: Series, c: ScalerConfig, *, open_end: bool = False) 
     >>> calibration_end(Series("skipped", steps[:20], np.ones(20)), ScalerConfig()) is None
     True
     """
+    end = _calibration_end(counts, c, open_end=open_end)
+    if end is None or floor is None or end < floor:
+        return end
+    # a calibration ends before the scale reaches its floor (see floor_step)
+    hits = counts.steps[(counts.values > 0) & (counts.steps < floor)]
+    return int(hits.max()) if hits.size else None
+
+
+def _calibration_end(counts: Series, c: ScalerConfig, *, open_end: bool) -> int | None:
     hits = np.flatnonzero(counts.values > 0)
     if hits.size and int(counts.steps[hits[0]]) > c.calibration_steps:
         # the scaler calibrates when training starts (its state is checkpointed and resumed):
@@ -335,6 +358,29 @@ def _persistent(counts: Series, c: ScalerConfig, *, calib_end: int | None) -> li
             )
         )
     return events
+
+
+def _at_floor(counts: Series, c: ScalerConfig, floor: int | None) -> list[Event]:
+    """Overflows with the loss scale at its floor: the scaler can halve no more, so they are
+    no calibration, whenever they come (evidence; the non-finite values decide)."""
+    if floor is None:
+        return []
+    hits = counts.steps[(counts.values > 0) & (counts.steps >= floor)]
+    if not hits.size:
+        return []
+    n = int(counts.values[(counts.values > 0) & (counts.steps >= floor)].sum())
+    return [
+        Event(
+            "scale_floor",
+            "loss_scale",
+            int(hits[0]),
+            int(hits[-1]),
+            "warning",
+            0.9,
+            f"{counts.name}: {n} overflow(s) from step {int(hits[0])} with the loss scale at its "
+            f"floor ({c.min_scale:g}): the scaler can halve no more, so they are no calibration",
+        )
+    ]
 
 
 def _scale_events(

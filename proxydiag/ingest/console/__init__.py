@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from proxydiag.errors import NoPointsError
@@ -146,16 +147,74 @@ def parse(
     by_order = loose["attach"] == 2
     if by_order.any():
         keep = ordered and not every.height
-        loose = (
-            loose.with_columns(pl.lit(-1, dtype=pl.Int8).alias("attach"))
-            if keep
-            else loose.filter(~by_order)
+        placed = (
+            _on_counter_axis(loose.filter(by_order), every) if ordered and every.height else None
         )
-        if keep:
+        if placed is not None:
+            # metric lines counted by their order, progress lines by a counter: one axis
+            loose = loose.filter(~by_order)
+            # in file order among the other records (a key both print must not go back)
+            recs = pl.concat([recs, placed.select(recs.columns)]).sort("line", maintain_order=True)
+            anchor_lines = (
+                pl.concat([anchor_lines, placed.select("line", "step").unique("line")])
+                .unique("line", keep="first")
+                .sort("line")
+            )
+            got.state.setdefault("attrs", {})["step_source"] = [
+                "the order of the metric lines, put on the step counter of the other lines"
+            ]
+        elif keep:
+            loose = loose.with_columns(pl.lit(-1, dtype=pl.Int8).alias("attach"))
             got.state.setdefault("attrs", {})["step_source"] = ["the order of the metric lines"]
+        else:
+            loose = loose.filter(~by_order)
     loose = attach(loose, every)
     loose = loose.sort("line", maintain_order=True)
     return _assemble(recs, loose, ovf, anchor_lines, list(got.found), got.state, got.n_lines)
+
+
+#: metric lines counted by their order are put on a counter's axis only when they are the
+#: file's main record: at least this many, and at least twice as many as its progress lines
+LEAST_ORDERED = 3
+
+
+def _on_counter_axis(rows: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame | None:
+    """Rows of metric lines that count steps by their order (``attach = 2``) with steps on the
+    axis of the file's step counters, or None when the two do not make one axis.
+
+    The k-th such line (in file order) is step ``a*k + b``: ``a`` and ``b`` from the progress
+    lines, each of which is taken to report the step of the metric line printed just before it
+    (one progress line: ``a = 1``); every progress line must then lie within ``max(1, a/2)``
+    steps of the line. A few step-less lines beside many counted ones (a config dump, a
+    banner) are no axis: they are dropped, as before.
+    """
+    lines = rows.select("line").unique().sort("line")["line"]
+    anchors = every.filter(pl.col("step").is_not_null())
+    if lines.len() < max(LEAST_ORDERED, 2 * anchors.height):
+        return None
+    before = np.searchsorted(lines.to_numpy(), anchors["line"].to_numpy())  # o(L)
+    steps = anchors["step"].to_numpy().astype(float)
+    seen = before >= 1
+    if not seen.any():
+        return None
+    k, n = before[seen].astype(float), steps[seen]
+    if np.unique(k).size >= 2:
+        a, b = np.polyfit(k, n, 1)
+        if not np.isfinite(a) or a <= 0:
+            return None
+    else:
+        a, b = 1.0, float(n[0] - k[0])
+    if np.max(np.abs(a * k + b - n)) > max(1.0, a / 2):
+        return None
+    ordinal = pl.DataFrame({"line": lines, "_k": np.arange(1, lines.len() + 1, dtype=float)})
+    return (
+        rows.join(ordinal, on="line", how="left")
+        .with_columns(
+            (pl.col("_k") * a + b).round(0).cast(pl.Int64).alias("step"),
+            pl.lit(0, dtype=pl.Int8).alias("attach"),
+        )
+        .drop("_k")
+    )
 
 
 def _no_counters(recs: pl.DataFrame) -> pl.DataFrame:
