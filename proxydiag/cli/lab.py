@@ -24,7 +24,7 @@ class RunOptions:
     fault: Annotated[
         str,
         typer.Option(
-            help="none, fp16_static_scale, lr_blowup, bf16_sampler, "
+            help="none, fp16_static_scale, lr_blowup, policy_collapse, bf16_sampler, "
             "fp8_sampler, stale_sync, partial_sync, bf16_increment"
         ),
     ] = "none"

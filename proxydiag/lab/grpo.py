@@ -37,6 +37,11 @@ class GRPOConfig:
     seed: int = 0
 
 
+#: the entropy bonus of the ``policy_collapse`` fault (veRL's entropy_coeff is 0 or 0.001 by
+#: default; here 0.05 and 0.5 still let learning win, 2.0 collapses the policy in ~20 steps)
+ENTROPY_COEF_FAULT = 2.0
+
+
 def _lr(cfg: GRPOConfig, step: int) -> float:
     lr = cfg.lr * min(1.0, (step + 1) / max(cfg.warmup_steps, 1))
     if cfg.fault.name == "lr_blowup" and cfg.fault.active(step):
@@ -71,8 +76,15 @@ def train(learner: MoEPolicy, sampler: MoEPolicy, cfg: GRPOConfig, sink: MetricS
         per_tok = -torch.minimum(ratio * adv, clipped * adv)
         denom = ro.mask.sum().clamp(min=1)
         loss = (per_tok * ro.mask).sum() / denom
+        objective = loss
+        if cfg.fault.name == "policy_collapse" and cfg.fault.active(step):
+            # an entropy bonus far too strong (veRL's entropy_coeff; pg_loss is logged
+            # without it, as veRL does): the policy is pushed towards uniform
+            p_all = logits.softmax(-1)
+            ent = -(p_all * p_all.clamp(min=1e-30).log()).sum(-1)
+            objective = loss - ENTROPY_COEF_FAULT * (ent * ro.mask).sum() / denom
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        objective.backward()
         skipped = 0.0
         if scaler is not None:
             overflow = not scaler.unscale_fp16(params)

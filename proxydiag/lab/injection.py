@@ -12,6 +12,11 @@ FAULTS: dict[str, tuple[str, str]] = {
         "fp16 gradients with the dynamic loss scaler replaced by a static 2^24 scale",
     ),
     "lr_blowup": ("loss_divergence", "learning rate raised 40x and gradient clipping disabled"),
+    "policy_collapse": (
+        "loss_divergence",
+        "an entropy bonus far too strong: the policy is pushed towards uniform without a "
+        "loss spike (entropy climbs, reward falls, clip fraction, KL and grad norm rise)",
+    ),
     "bf16_sampler": ("precision_fault", "sampler computes in bf16 against the fp32 learner"),
     "fp8_sampler": ("precision_fault", "sampler weights fake-quantised to fp8 e4m3"),
     "stale_sync": ("precision_fault", "weight sync to the sampler silently stops"),

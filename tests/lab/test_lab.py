@@ -82,3 +82,25 @@ def test_lr_blowup_grows_grad_norm(tmp_path: Path, cache: Path) -> None:
     run_lab(spec, tmp_path, cache_dir=cache)
     lr = _series(tmp_path / spec.name, "actor/lr")
     assert lr[4] == pytest.approx(40 * lr[3], rel=0.3)
+
+
+@pytest.mark.slow
+def test_policy_collapse_reads_as_divergence_without_a_loss_spike(
+    tmp_path: Path, cache: Path
+) -> None:
+    """An entropy bonus far too strong from step 40: reward falls, entropy and grad norm
+    climb, the policy loss stays small; diagnosed ``loss_divergence`` near the onset."""
+    from proxydiag.diagnose.api import diagnose
+    from proxydiag.ingest import read_run
+
+    spec = replace(LabRun(fault="policy_collapse", fault_step=40), steps=100)
+    run_lab(spec, tmp_path, cache_dir=cache)
+    reward = _series(tmp_path / spec.name, "critic/score/mean")
+    entropy = _series(tmp_path / spec.name, "actor/entropy")
+    pg = _series(tmp_path / spec.name, "actor/pg_loss")
+    assert reward[-10:].mean() < 0.6 * reward[30:40].mean()
+    assert entropy[-10:].mean() > 1.5 * entropy[30:40].mean()
+    assert np.abs(pg).max() < 0.1  # no loss spike
+    found = diagnose(read_run(tmp_path / spec.name))
+    assert found.label == "loss_divergence"
+    assert found.onset_step is not None and 40 <= found.onset_step <= 80
