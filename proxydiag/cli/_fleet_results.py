@@ -24,10 +24,10 @@ from proxydiag.errors import StoreError
 if TYPE_CHECKING:
     from proxydiag.diagnose.config import DiagnoseConfig
     from proxydiag.diagnose.result import Diagnosis
-    from proxydiag.fidelity.config import FidelityConfig
     from proxydiag.fidelity.result import Comparison
     from proxydiag.fleet.analyse import Result
     from proxydiag.fleet.executor import Executor
+    from proxydiag.pipeline import Settings
     from proxydiag.report.jobs import Job
     from proxydiag.store import RunStore
 
@@ -137,7 +137,7 @@ def stored_comparisons(
     pool: Executor,
     group: str | None,
     align: str,
-    config: FidelityConfig | None,
+    config: Settings | None,
     force: bool,
     failing: frozenset[str],
 ) -> Tally:
@@ -162,17 +162,20 @@ def group_results(
     store: Path,
     pool: Executor,
     align: str,
+    settings: Settings | None = None,
 ) -> tuple[dict[str, Diagnosis], dict[str, Comparison]]:
     """``report --group``'s analyses as work items on ``pool``: each run's diagnosis and each
-    proxy's comparison (default configuration, as the report makes them). An item that fails
-    is left out: the report then makes it itself, and says its error as it always did."""
-    from proxydiag.diagnose.config import DiagnoseConfig
+    proxy's comparison (with ``settings``, as the report makes them). An item that fails is
+    left out: the report then makes it itself, and says its error as it always did."""
     from proxydiag.fleet.tasks import ProxyItem, compare_stored, diagnose_stored
+    from proxydiag.pipeline import Settings
+
+    settings = settings or Settings()
 
     ids = list(dict.fromkeys(run.id for job in jobs for run in job.every))
     diagnoses = {
         o.item: o.value
-        for o in pool.map(partial(diagnose_stored, str(store), DiagnoseConfig()), ids)
+        for o in pool.map(partial(diagnose_stored, str(store), settings.diagnose), ids)
         if o.ok
     }
     items = [
@@ -182,7 +185,7 @@ def group_results(
     ]
     comparisons = {
         o.item.proxy: o.value
-        for o in pool.map(partial(compare_stored, str(store), None, align), items)
+        for o in pool.map(partial(compare_stored, str(store), settings, align), items)
         if o.ok
     }
     return diagnoses, comparisons

@@ -52,12 +52,11 @@ def compare(
     full runs, one JSON object per line (a comparison already kept for the same runs,
     configuration and proxydiag version is reused unless ``--force``).
     """
-    from proxydiag.diagnose.api import diagnose
-    from proxydiag.fidelity.api import compare as run_compare
-    from proxydiag.fidelity.config import FidelityConfig, load_config
+    from proxydiag.pipeline import Analysis, Settings
     from proxydiag.report.comparison import markdown, text
 
     check_format(fmt)
+    settings = Settings.load(config)
     failing = fail_classes(fail_on, labels=False, verdicts=True)
     if not full and proxy is None and to.store is not None:
         if to.mlflow:
@@ -69,7 +68,7 @@ def compare(
             pool=fleet.executor(),
             group=group,
             align=align,
-            config=load_config(config) if config else None,
+            config=settings,
             force=force,
             failing=failing,
         ).finish()
@@ -81,17 +80,12 @@ def compare(
         )
     fulls = [run for source in full for run in load(source, to.store)]
     proxies = [load_one(proxy, to.store)]
-    cfg = load_config(config) if config is not None else FidelityConfig()
-    # diagnosed once here: the comparison and the report logged to MLflow both use them
-    diagnoses = [diagnose(run) for run in [*fulls, proxies[0]]]
-    result = run_compare(
-        fulls,
-        proxies[0],
-        align=align,
-        config=cfg,
-        full_diagnoses=diagnoses[:-1],
-        proxy_diagnosis=diagnoses[-1],
-    )
+    cfg = settings.compare
+    # diagnosed once, with the file's detector settings: the comparison and the report logged
+    # to MLflow both use them
+    analysis = Analysis(settings)
+    result = analysis.compare(fulls, proxies[0], align=align)
+    diagnoses = [analysis.diagnose(run) for run in [*fulls, proxies[0]]]
     if fmt == "json":
         out.print(json.dumps(result.to_dict()), markup=False, soft_wrap=True)
     else:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import DEFAULT_STORE, StoreOpt, app, out, output_dir
+from proxydiag.cli._app import DEFAULT_STORE, ConfigOpt, StoreOpt, app, out, output_dir
 from proxydiag.cli._fleet import Fleet
 from proxydiag.cli._groups import command
 from proxydiag.errors import StoreError
@@ -26,9 +26,11 @@ def dashboard(
             help="diagnose/compare in memory what the store has no result for",
         ),
     ] = True,
+    config: ConfigOpt = None,
     fleet: Fleet = Fleet(),
 ) -> None:
     """Every run's label and key metrics, every proxy's fidelity, fidelity vs pruning and cost."""
+    from proxydiag.pipeline import Settings
     from proxydiag.report.dashboard import write_dashboard
 
     if not store.is_dir():
@@ -36,8 +38,9 @@ def dashboard(
             f"{store}: no store here; ingest runs first (proxydiag ingest ... "
             "--store DIR) or pass --store DIR"
         )
+    settings = Settings.load(config)
     pool = fleet.executor()
-    out.print(
-        str(write_dashboard(store, output_dir(output), analyse=analyse, executor=pool)),
-        markup=False,
+    index = write_dashboard(
+        store, output_dir(output), analyse=analyse, executor=pool, settings=settings
     )
+    out.print(str(index), markup=False)

@@ -21,6 +21,7 @@ from proxydiag.run import Run
 if TYPE_CHECKING:
     from proxydiag.diagnose.result import Diagnosis
     from proxydiag.fidelity.result import Comparison
+    from proxydiag.pipeline import Analysis
     from proxydiag.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,13 +70,11 @@ def ingest(samples: Path, store: RunStore) -> list[Run]:
     return runs
 
 
-def diagnose_all(runs: list[Run], store: RunStore) -> dict[str, Diagnosis]:
+def diagnose_all(runs: list[Run], store: RunStore, analysis: Analysis) -> dict[str, Diagnosis]:
     """Diagnose every run; keep each diagnosis in the store. Keyed by run id."""
-    from proxydiag.diagnose.api import diagnose
-
     out = {}
     for run in runs:
-        d = diagnose(run)
+        d = analysis.diagnose(run)
         store.put_diagnosis(d)
         out[run.id] = d
     return out
@@ -94,23 +93,15 @@ def groups(runs: list[Run]) -> dict[str, tuple[list[Run], list[Run]]]:
     return by
 
 
-def compare_all(
-    runs: list[Run], diagnoses: dict[str, Diagnosis], store: RunStore
-) -> list[Comparison]:
-    """Compare every proxy with the full seeds of its group; keep each comparison."""
-    from proxydiag.fidelity.api import compare
-
+def compare_all(runs: list[Run], store: RunStore, analysis: Analysis) -> list[Comparison]:
+    """Compare every proxy with the full seeds of its group (each run diagnosed once, by
+    ``analysis``); keep each comparison."""
     out = []
     for fulls, proxies in groups(runs).values():
         if not fulls:
             continue
         for proxy in proxies:
-            c = compare(
-                fulls,
-                proxy,
-                full_diagnoses=[diagnoses.get(f.id) for f in fulls],
-                proxy_diagnosis=diagnoses.get(proxy.id),
-            )
+            c = analysis.compare(fulls, proxy)
             store.put_comparison(c)
             out.append(c)
     return out
@@ -148,11 +139,16 @@ def write_dashboard(store: RunStore, out_dir: Path) -> Path:
 def run_demo(*, samples: Path | None, store_path: Path, out_dir: Path) -> DemoResult:
     """Run every stage that exists; what is missing goes into ``result.unavailable``."""
     store = fresh_store(store_path)
+    from proxydiag.pipeline import Analysis
+
     result = DemoResult(runs=ingest(find_samples(samples), store))
-    result.diagnoses = _stage(result, "diagnose", lambda: diagnose_all(result.runs, store), {})
+    analysis = Analysis()
+    result.diagnoses = _stage(
+        result, "diagnose", lambda: diagnose_all(result.runs, store, analysis), {}
+    )
     if result.diagnoses or "diagnose" in result.unavailable:
         result.comparisons = _stage(
-            result, "compare", lambda: compare_all(result.runs, result.diagnoses, store), []
+            result, "compare", lambda: compare_all(result.runs, store, analysis), []
         )
     result.report = _stage(
         result, "report", lambda: write_report(result.runs, result, out_dir), None

@@ -50,11 +50,11 @@ def diagnose(
     With ``--store DIR --all``, every stored run; a result already kept for the same run
     content, configuration and proxydiag version is reused unless ``--force``.
     """
-    from proxydiag.diagnose.config import DiagnoseConfig, load_config
+    from proxydiag.pipeline import Settings
 
     check_format(fmt)
     failing = fail_classes(fail_on, labels=True, verdicts=False)
-    cfg = load_config(config) if config is not None else DiagnoseConfig()
+    cfg = Settings.load(config).diagnose
     pool = fleet.executor()
     if every == bool(sources) or (every and to.store is None):
         raise typer.BadParameter("give SOURCE..., or --store DIR --all (one of them)")

@@ -7,7 +7,16 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, TrackingOpt, app, err, out
+from proxydiag.cli._app import (
+    DEFAULT_STORE,
+    AliasesOpt,
+    ConfigOpt,
+    StoreOpt,
+    TrackingOpt,
+    app,
+    err,
+    out,
+)
 from proxydiag.cli._fleet import Fleet
 from proxydiag.cli._fleet_results import group_results
 from proxydiag.cli._groups import command
@@ -146,14 +155,17 @@ def report(
     ] = None,
     tracking_uri: TrackingOpt = None,
     aliases: AliasesOpt = None,
+    config: ConfigOpt = None,
     fleet: Fleet = Fleet(),
 ) -> None:
     """Write a post-run report: verdict, labels, timeline, metric panels, fidelity, evidence."""
+    from proxydiag.pipeline import Settings
     from proxydiag.report.api import FORMATS, render, resolve
 
     if fmt not in FORMATS:
         raise AnalysisError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
     gate = fail_classes(fail_on, labels=True, verdicts=True)
+    settings = Settings.load(config)
     matched: list[str] = []
     known: dict[str, Diagnosis] = {}  # a group's full runs are diagnosed once, not per proxy
     logged: set[str] = set()  # ... and logged to MLflow once
@@ -170,7 +182,7 @@ def report(
     )
     made: dict[str, Comparison] = {}
     if group is not None and pool.name != "serial":  # the group's analyses as work items
-        found, made = group_results(jobs, store=store, pool=pool, align=align)
+        found, made = group_results(jobs, store=store, pool=pool, align=align, settings=settings)
         known.update(found)
     for job in jobs:
         ids = {r.id for r in job.every}
@@ -181,6 +193,7 @@ def report(
             align=align,
             diagnoses={rid: d for rid, d in known.items() if rid in ids},
             comparison=made.get(job.proxy.id) if job.proxy is not None else None,
+            settings=settings,
         )
         known.update(content.diagnoses)
         text = render(content, fmt=fmt)

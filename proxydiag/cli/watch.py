@@ -131,15 +131,15 @@ def watch(
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Diagnose runs while they train: alert on the first signs of a failure class."""
-    from proxydiag.diagnose.config import DiagnoseConfig, load_config
     from proxydiag.metrics import AliasTable
+    from proxydiag.pipeline import Settings
     from proxydiag.watch.live import Session
 
     if fmt not in TEXT_JSON:
         raise ConfigError(f"--format {fmt!r}: use text or json")
     failing = _classes(fail_on)
     precision = _precision(precision)
-    cfg = load_config(config) if config is not None else DiagnoseConfig()
+    cfg = Settings.load(config).diagnose
     table = AliasTable.load(aliases) if aliases is not None else AliasTable.default()
     ckpt = _checkpoints(checkpoints, margin_steps)
     sources = list(sources or [])

@@ -62,6 +62,9 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     scale = rv.get("loss_scale")
     if scale is not None:
         events.extend(_scale_events(scale, c, calib_end=calib_end, interval=rv.interval))
+    if any(e.kind == "scale_min" for e in events):
+        # the descent to the floor is said already, and how far it fell
+        events = [e for e in events if e.kind != "scale_floor"]
     return events
 
 

@@ -41,6 +41,7 @@ from proxydiag.evaluate.diagnose import Labels, load_labels
 
 if TYPE_CHECKING:
     from proxydiag.fleet.executor import Executor
+    from proxydiag.pipeline import Settings
 
 #: verdicts accepted for each ``why`` (see the module docstring)
 EXPECTED: dict[str, frozenset[str]] = {
@@ -169,11 +170,11 @@ def evaluate(
     ``executor`` other than in-process, each pair is a work item on it (a pair's runs are
     then read by its worker: a full run shared by several pairs is read once per pair).
     """
-    from proxydiag.fidelity.config import load_config
     from proxydiag.fidelity.fault_match import diagnose_runs
     from proxydiag.ingest import read_run
+    from proxydiag.pipeline import Settings
 
-    cfg = load_config(config) if config is not None else None  # once, not per pair
+    cfg = Settings.load(config)  # once, not per pair: the detectors' and the comparison's
     labels = load_labels(corpus)
     if executor is not None and executor.name != "serial":
         return _evaluate_on(executor, labels, cfg, align=align, truth=truth)
@@ -184,7 +185,7 @@ def evaluate(
         if run_id not in cache:
             run = read_run(labels.run_path(run_id))
             given = [_true_diagnosis(run, runs_meta[run_id])] if truth else [None]
-            cache[run_id] = (run, diagnose_runs([run], given)[0])
+            cache[run_id] = (run, diagnose_runs([run], given, cfg.diagnose)[0])
         return cache[run_id]  # type: ignore[no-any-return]
 
     results = []
@@ -195,7 +196,7 @@ def evaluate(
             fulls = [load(r) for r in pair["full"]]
             # a pair the comparison refuses (step axes that do not overlap: "use --align
             # progress") is named, not the end of the corpus
-            c = _compare_loaded(fulls, load(pair["proxy"]), align=align, config=cfg)
+            c = _compare_loaded(fulls, load(pair["proxy"]), align=align, config=cfg.compare)
         except ProxydiagError as exc:
             warnings.warn(IngestWarning(f"pair {name}: not scored ({exc})"), stacklevel=2)
             continue
@@ -206,7 +207,7 @@ def evaluate(
 def _evaluate_on(
     executor: Executor,
     labels: Labels,
-    cfg: Any,
+    cfg: Settings,
     *,
     align: str,
     truth: bool,
@@ -236,7 +237,7 @@ def _evaluate_on(
 
 
 def compare_pair(
-    cfg: Any,
+    cfg: Settings,
     align: str,
     truth: bool,
     item: tuple[str, dict[str, Any], dict[str, tuple[str, dict[str, Any]]]],
@@ -250,9 +251,9 @@ def compare_pair(
     for rid, (path, meta) in runs.items():
         run = read_run(path)
         given = [_true_diagnosis(run, meta)] if truth else [None]
-        loaded[rid] = (run, diagnose_runs([run], given)[0])
+        loaded[rid] = (run, diagnose_runs([run], given, cfg.diagnose)[0])
     fulls = [loaded[r] for r in pair["full"]]
-    c = _compare_loaded(fulls, loaded[pair["proxy"]], align=align, config=cfg)
+    c = _compare_loaded(fulls, loaded[pair["proxy"]], align=align, config=cfg.compare)
     return _pair_result(name, pair, runs[pair["proxy"]][1], c)
 
 

@@ -20,6 +20,7 @@ from proxydiag.align import tokens
 from proxydiag.align.alignment import Alignment, align_runs
 from proxydiag.align.axis import Axis
 from proxydiag.align.grid import Grid, MetricGrid, Series, resample_grid, shared_series
+from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
 from proxydiag.fidelity import (
@@ -60,6 +61,7 @@ def compare(
     full_diagnoses: Sequence[Diagnosis | None] | None = None,
     proxy_diagnosis: Diagnosis | None = None,
     seed: int = 0,
+    diagnose_config: DiagnoseConfig | None = None,
 ) -> Comparison:
     """Score how faithfully ``proxy`` reproduced the dynamics and fault of ``full``.
 
@@ -81,7 +83,7 @@ def compare(
     config
         A :class:`FidelityConfig`, or a TOML file with a ``[compare]`` table.
     full_diagnoses, proxy_diagnosis
-        Diagnoses already made (else the runs are diagnosed here).
+        Diagnoses already made (else the runs are diagnosed here, with ``diagnose_config``).
     seed
         Seed of the bootstrap (results are deterministic for a seed).
     """
@@ -91,7 +93,7 @@ def compare(
         if isinstance(config, FidelityConfig)
         else (load_config(config) if config is not None else FidelityConfig())
     )
-    diagnoses = _diagnoses(fulls, proxy, full_diagnoses, proxy_diagnosis)
+    diagnoses = _diagnoses(fulls, proxy, full_diagnoses, proxy_diagnosis, diagnose_config)
     aligned = align_runs(fulls, proxy, align=align)
     fault = faults.score(
         fulls, proxy, aligned, full=diagnoses[:-1], proxy_diagnosis=diagnoses[-1], config=cfg
@@ -249,11 +251,13 @@ def _diagnoses(
     proxy: Run,
     full_diagnoses: Sequence[Diagnosis | None] | None,
     proxy_diagnosis: Diagnosis | None,
-) -> list[Diagnosis | None]:
-    """Every run's diagnosis (full runs..., proxy), diagnosing those not given."""
+    config: DiagnoseConfig | None = None,
+) -> list[Diagnosis]:
+    """Every run's diagnosis (full runs..., proxy), diagnosing those not given with
+    ``config``."""
     given: list[Diagnosis | None] = list(full_diagnoses or [])[: len(fulls)]
     given += [None] * (len(fulls) - len(given)) + [proxy_diagnosis]
-    return faults.diagnose_runs([*fulls, proxy], given)
+    return faults.diagnose_runs([*fulls, proxy], given, config)
 
 
 def _score_metrics(

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from proxydiag.align.alignment import Alignment
+from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.diagnose.taxonomy import UNSEEN_BY
 from proxydiag.fidelity.config import FidelityConfig
@@ -24,14 +25,17 @@ from proxydiag.run import Run
 NAME = "faults"
 
 
-def diagnose_runs(runs: Sequence[Run], given: Sequence[Diagnosis | None]) -> list[Diagnosis | None]:
-    """The given diagnoses, diagnosing the runs that have none (None while diagnose is absent)."""
-    try:
-        from proxydiag.diagnose.api import diagnose
-    except ImportError:  # the taxonomy is optional for the curve tests
-        return list(given) + [None] * (len(runs) - len(given))
+def diagnose_runs(
+    runs: Sequence[Run],
+    given: Sequence[Diagnosis | None],
+    config: DiagnoseConfig | None = None,
+) -> list[Diagnosis]:
+    """The given diagnoses, diagnosing the runs that have none (with ``config``: the
+    defaults for None)."""
+    from proxydiag.diagnose.api import diagnose
+
     return [
-        g if i < len(given) and (g := given[i]) is not None else diagnose(run)
+        g if i < len(given) and (g := given[i]) is not None else diagnose(run, config=config)
         for i, run in enumerate(runs)
     ]
 

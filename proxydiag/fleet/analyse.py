@@ -27,7 +27,7 @@ from proxydiag.store import RunStore, comparison_key
 
 if TYPE_CHECKING:
     from proxydiag.diagnose.config import DiagnoseConfig
-    from proxydiag.fidelity.config import FidelityConfig
+    from proxydiag.pipeline import Settings
 
 
 @dataclass(frozen=True)
@@ -119,22 +119,25 @@ def compare_all(
     store: RunStore,
     *,
     executor: Executor,
-    config: FidelityConfig | None,
+    config: Settings | None,
     align: str = "step",
     group: str | None = None,
     force: bool = False,
     keep: bool = True,
     only: set[str] | None = None,
 ) -> Iterator[Result]:
-    """Every proxy's Comparison dict (or failure) against its group's full runs; ``only``
-    limits the proxies."""
+    """Every proxy's Comparison dict (or failure) against its group's full runs, diagnosed and
+    compared with ``config`` (the defaults for None); ``only`` limits the proxies."""
+    from proxydiag.pipeline import Settings
+
+    settings = config or Settings()
     _grow(store, keep=keep)
     items = [i for i in proxy_items(store, group=group) if only is None or i.proxy in only]
     content = dict(zip(*run_index(store).select("run", "content_hash"), strict=True))
     kept = {} if force else kept_results(store, "comparison")
     digests = {
         i.proxy: config_digest(
-            "compare", content[i.proxy], [content[f] for f in i.full], config, align
+            "compare", content[i.proxy], [content[f] for f in i.full], settings.digest, align
         )
         for i in items
     }
@@ -143,7 +146,7 @@ def compare_all(
         for i in items
         if i.full and kept.get(comparison_key(i.proxy, i.full), ("",))[0] != digests[i.proxy]
     ]
-    made = executor.map(partial(compare_stored, str(store.path), config, align), todo)
+    made = executor.map(partial(compare_stored, str(store.path), settings, align), todo)
     fresh = set(todo)
     for item in items:
         if not item.full:

@@ -2,7 +2,7 @@
 
 The same results as the dashboard's one-process path (every run without a diagnosis is
 diagnosed, every proxy without a comparison compared against its group's full runs, with the
-default configuration), but as per-run and per-proxy work items; the store is only read. An
+settings given), but as per-run and per-proxy work items; the store is only read. An
 item that fails is said in a warning and left out of the dashboard, as it would be missing
 from the store.
 """
@@ -10,23 +10,37 @@ from the store.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proxydiag.fleet.analyse import compare_all, diagnose_all
 from proxydiag.fleet.executor import Executor
 from proxydiag.store import RunStore
 
+if TYPE_CHECKING:
+    from proxydiag.pipeline import Settings
+
 
 def missing_results(
-    store: RunStore, *, executor: Executor, runs_without: set[str], proxies_without: set[str]
+    store: RunStore,
+    *,
+    executor: Executor,
+    runs_without: set[str],
+    proxies_without: set[str],
+    settings: Settings | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Diagnoses of ``runs_without`` (by run id) and Comparisons of ``proxies_without`` (by
-    proxy run id) that could be made."""
-    from proxydiag.diagnose.config import DiagnoseConfig
+    proxy run id) that could be made, with ``settings`` (the defaults for None)."""
+    from proxydiag.pipeline import Settings
 
+    settings = settings or Settings()
     diagnoses: dict[str, Any] = {}
     for result in diagnose_all(
-        store, executor=executor, config=DiagnoseConfig(), keep=False, force=True, only=runs_without
+        store,
+        executor=executor,
+        config=settings.diagnose,
+        keep=False,
+        force=True,
+        only=runs_without,
     ):
         if result.reason:
             warnings.warn(f"dashboard: {result.key} not diagnosed ({result.reason})", stacklevel=2)
@@ -34,7 +48,7 @@ def missing_results(
             diagnoses[result.key] = result.value
     comparisons: dict[str, Any] = {}
     for result in compare_all(
-        store, executor=executor, config=None, keep=False, force=True, only=proxies_without
+        store, executor=executor, config=settings, keep=False, force=True, only=proxies_without
     ):
         if result.made is not None:
             comparisons[result.key] = result.made

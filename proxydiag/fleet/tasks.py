@@ -26,9 +26,9 @@ from proxydiag.run import Run
 if TYPE_CHECKING:
     from proxydiag.diagnose.config import DiagnoseConfig
     from proxydiag.diagnose.result import Diagnosis
-    from proxydiag.fidelity.config import FidelityConfig
     from proxydiag.fidelity.result import Comparison
     from proxydiag.ingest import ReadContext, Reader
+    from proxydiag.pipeline import Settings
 
 
 @dataclass(frozen=True)
@@ -169,23 +169,15 @@ class ProxyItem:
 
 def compare_stored(
     store: str,
-    config: FidelityConfig | None,
+    settings: Settings | None,
     align: str,
     item: ProxyItem,
 ) -> Comparison:
-    """Compare the stored proxy against its full runs (each read and diagnosed here)."""
-    from proxydiag.diagnose.api import diagnose
-    from proxydiag.fidelity.api import compare
+    """Compare the stored proxy against its full runs (each read and diagnosed here, with the
+    same settings)."""
+    from proxydiag.pipeline import Analysis
     from proxydiag.store import RunStore
 
     runs = RunStore(store)
     fulls = [runs.get(rid) for rid in item.full]
-    proxy = runs.get(item.proxy)
-    return compare(
-        fulls,
-        proxy,
-        align=align,
-        config=config,
-        full_diagnoses=[diagnose(r) for r in fulls],
-        proxy_diagnosis=diagnose(proxy),
-    )
+    return Analysis(settings).compare(fulls, runs.get(item.proxy), align=align)

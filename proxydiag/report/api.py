@@ -10,6 +10,7 @@ from typing import Any
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
 from proxydiag.fidelity.result import Comparison
+from proxydiag.pipeline import Settings
 from proxydiag.report.axis import check_align
 from proxydiag.report.content import ReportContent, match_diagnoses, report_runs
 from proxydiag.run import Run
@@ -41,8 +42,11 @@ def resolve(
     diagnoses: Sequence[Diagnosis] | Mapping[str, Diagnosis] | None = None,
     comparison: Comparison | None = None,
     align: str = "step",
+    settings: Settings | None = None,
 ) -> ReportContent:
-    """Everything a report shows, computing diagnoses and the comparison when not given."""
+    """Everything a report shows, computing diagnoses and the comparison when not given (with
+    ``settings``: the defaults for None)."""
+    settings = settings or Settings()
     check_align(align)
     fulls, others = _runs_list(full), list(runs or [])
     if bool(fulls) != (proxy is not None):
@@ -57,7 +61,7 @@ def resolve(
         if diagnose is None:
             notes.append("Diagnosis is not available in this installation.")
             break
-        found[run.id] = diagnose(run)
+        found[run.id] = diagnose(run, config=settings.diagnose)
     if comparison is None and proxy is not None:
         compare = optional_analysis("proxydiag.fidelity.api", "compare")
         if compare is None:
@@ -67,6 +71,7 @@ def resolve(
                 fulls,
                 proxy,
                 align=align,
+                config=settings.compare,
                 full_diagnoses=[found[r.id] for r in fulls]
                 if all(r.id in found for r in fulls)
                 else None,

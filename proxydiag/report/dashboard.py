@@ -24,6 +24,7 @@ from proxydiag.report.text import num, step_text
 
 if TYPE_CHECKING:
     from proxydiag.fleet.executor import Executor
+    from proxydiag.pipeline import Settings
 
 VERDICT_SYMBOL = {"faithful": "circle", "partial": "diamond", "unfaithful": "x"}
 PALETTE = OTHER_COLORS
@@ -234,14 +235,19 @@ def dashboard_html(fleet: Fleet) -> str:
 
 
 def write_dashboard(
-    store_path: Path, out_dir: Path, *, analyse: bool = True, executor: Executor | None = None
+    store_path: Path,
+    out_dir: Path,
+    *,
+    analyse: bool = True,
+    executor: Executor | None = None,
+    settings: Settings | None = None,
 ) -> Path:
     """Write ``index.html`` for the store at ``store_path`` into ``out_dir``; return its path
-    (what is analysed in memory runs on ``executor`` when one is given)."""
+    (what is analysed in memory, with ``settings``, runs on ``executor`` when one is given)."""
     from proxydiag.report.fleet import load_fleet
     from proxydiag.store import RunStore
 
-    fleet = load_fleet(RunStore(store_path), analyse=analyse, executor=executor)
+    fleet = load_fleet(RunStore(store_path), analyse=analyse, executor=executor, settings=settings)
     out_dir.mkdir(parents=True, exist_ok=True)
     index = out_dir / "index.html"
     index.write_text(dashboard_html(fleet), encoding="utf-8")

@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+
+from proxydiag.pipeline import Settings
 
 if TYPE_CHECKING:
     from proxydiag.fidelity.recommend import Recommendation
@@ -152,7 +155,12 @@ def _compare_one(
 
 
 def _analyse_on(
-    executor: Executor, store: RunStore, runs: pl.DataFrame, diag: pl.DataFrame, comps: pl.DataFrame
+    executor: Executor,
+    store: RunStore,
+    runs: pl.DataFrame,
+    diag: pl.DataFrame,
+    comps: pl.DataFrame,
+    settings: Settings,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """:func:`_analyse_missing` with per-run and per-proxy work items on ``executor``."""
     from proxydiag.fleet.missing import missing_results
@@ -165,6 +173,7 @@ def _analyse_on(
         executor=executor,
         proxies_without=todo,
         runs_without=set(ids) - set(diag["run"].to_list()),
+        settings=settings,
     )
     new_diag = [(r, d.label, d.onset_step, d.confidence) for r in ids if (d := made_diag.get(r))]
     new_comp = [
@@ -183,7 +192,8 @@ def _analyse_missing(
     runs: pl.DataFrame,
     diag: pl.DataFrame,
     comps: pl.DataFrame,
-    executor: Executor | None = None,
+    executor: Executor | None,
+    settings: Settings,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Diagnose and compare in memory what the store has no result for (when available).
 
@@ -195,10 +205,13 @@ def _analyse_missing(
     from proxydiag.report.api import optional_analysis
 
     if executor is not None and executor.name != "serial":
-        return _analyse_on(executor, store, runs, diag, comps)
+        return _analyse_on(executor, store, runs, diag, comps, settings)
 
-    memo = _Diagnoses(optional_analysis("proxydiag.diagnose.api", "diagnose"))
+    diagnose = optional_analysis("proxydiag.diagnose.api", "diagnose")
+    memo = _Diagnoses(partial(diagnose, config=settings.diagnose) if diagnose else None)
     compare: Callable[..., Any] | None = optional_analysis("proxydiag.fidelity.api", "compare")
+    if compare is not None:
+        compare = partial(compare, config=settings.compare)
     have = set(diag["run"].to_list())
     proxies = runs.filter((pl.col("role") == "proxy") & pl.col("group").is_not_null())
     todo = proxies.filter(~pl.col("run").is_in(comps["proxy_run"].to_list()))
@@ -235,13 +248,14 @@ def load_fleet(
     *,
     analyse: bool = True,
     executor: Executor | None = None,
+    settings: Settings | None = None,
 ) -> Fleet:
     """Runs with labels and key metrics, and proxies with fidelity, from ``store`` (what is
-    analysed in memory runs on ``executor`` when one is given)."""
+    analysed in memory, with ``settings``, runs on ``executor`` when one is given)."""
     runs = store.runs()
     diag, comps = _stored_results(store)
     if analyse:
-        diag, comps = _analyse_missing(store, runs, diag, comps, executor)
+        diag, comps = _analyse_missing(store, runs, diag, comps, executor, settings or Settings())
     diag = diag.unique("run", keep="last")
     table = runs.join(diag, on="run", how="left").join(
         key_metrics(store.scan()), on="run", how="left", suffix="_data"
