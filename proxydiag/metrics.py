@@ -36,6 +36,10 @@ class MetricSpec:
     keys: tuple[str, ...]
     counter: Counter = "per_step"
     description: str = ""
+    #: the family of quantities it belongs to (``kl``, ``logp_diff``, …: rollout-vs-learner
+    #: mismatch measured different ways), and what its values mean (perfect, healthy range)
+    family: str = ""
+    scale: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,7 +82,14 @@ class AliasTable:
             keys = entry.get("keys", [])
             if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
                 raise ConfigError(f"{origin}: metrics.{name}.keys must be a list of strings")
-            specs[name] = MetricSpec(name, tuple(keys), counter, entry.get("description", ""))
+            specs[name] = MetricSpec(
+                name,
+                tuple(keys),
+                counter,
+                str(entry.get("description", "")),
+                str(entry.get("family", "")),
+                str(entry.get("scale", "")),
+            )
         norm = dict(data.get("normalise", {}))
         table = cls(
             specs,

@@ -161,6 +161,13 @@ class MismatchConfig:
     ess_bound: float = ranged(0.3, lo=0.0, hi=1.0)
     #: healthy Pearson ≈ 0.999; broken plumbing showed 0.05–0.62 (veRL issue reports)
     corr_bound: float = ranged(0.99, lo=-1.0, hi=1.0)
+    #: NeMo-RL's multiplicative token probability error: 1.0 perfect, above 1.05 "needs
+    #: investigation" (NeMo-RL docs/adding-new-models.md); 1.03-1.05 is an fp8 rollout
+    prob_error_bound: float = ranged(1.05, lo=1.0, hi=1e6)
+    #: two mismatch quantities disagree when one changes by this fold while another stays
+    #: within ``agree_fold`` of its own baseline
+    disagree_fold: float = ranged(5.0, lo=1.5, hi=1e6)
+    agree_fold: float = ranged(1.5, lo=1.01, hi=1e6)
     #: the early baseline: this fraction of the run (at least 10 points)
     baseline_fraction: float = ranged(0.15, lo=0.02, hi=0.5)
     #: relative change: the tail at least this many times the baseline's deviation ...

@@ -89,6 +89,8 @@ def _beyond_bound(
         return level < c.ess_bound, f"< {c.ess_bound:g} (veRL rollout_corr)"
     if metric == "mismatch_corr":
         return level < c.corr_bound, f"< {c.corr_bound:g} (healthy Pearson ≈ 0.999)"
+    if metric == "mismatch_prob_error":
+        return level > c.prob_error_bound, f"> {c.prob_error_bound:g} (NeMo-RL)"
     return None
 
 
@@ -115,7 +117,81 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
             event = _check(s, cfg.mismatch)
             if event is not None:
                 events.append(event)
-    return events
+    return events + _disagreements(rv, events, cfg.mismatch)
+
+
+#: a mismatch metric's family (quantities measured different ways), by name prefix
+FAMILIES = (
+    ("mismatch_prob_diff", "probability difference"),
+    ("mismatch_prob_error", "multiplicative error"),
+    ("mismatch_logp_diff", "log-probability difference"),
+    ("mismatch_kl", "KL"),
+    ("mismatch_k3", "KL"),
+    ("mismatch_chi2", "chi-square"),
+    ("mismatch_is", "importance weight"),
+    ("mismatch_corr", "correlation"),
+    ("mismatch_tail", "tail share"),
+    ("mismatch_masked", "masked share"),
+)
+
+
+def family(metric: str) -> str:
+    """The family of a mismatch metric (its name when unknown)."""
+    return next((f for prefix, f in FAMILIES if metric.startswith(prefix)), metric)
+
+
+def _fold(s: Series, onset: int, c: MismatchConfig) -> float | None:
+    """How many times its disagreement before ``onset`` a metric's disagreement is after it
+    (medians; None with fewer than 5 finite points on either side)."""
+    ok = s.finite
+    steps, x = s.steps[ok], s.values[ok]
+    y = np.exp(_badness(s.name, _floor(s.name, x, c))(x))
+    before, after = y[steps < onset], y[steps >= onset]
+    if before.size < 5 or after.size < 5:
+        return None
+    base = float(np.median(before))
+    return float(np.median(after)) / base if base > 0 else None
+
+
+def _disagreements(rv: RunView, events: list[Event], c: MismatchConfig) -> list[Event]:
+    """A warning on each logged mismatch quantity of another family that stays flat while one
+    that changed is ``disagree_fold`` times its baseline: the quantities disagree (a mean
+    probability difference hides what happens to unlikely tokens; a KL or log-prob difference
+    weighs them), so which one the stack computes, and over which tokens, matters."""
+    out = []
+    changed = [e for e in events if e.kind in ("mismatch_step", "mismatch_climb")]
+    for e in changed:
+        moved = rv.get(e.metric or "")
+        if moved is None or e.onset_step is None:
+            continue
+        fold = _fold(moved, e.onset_step, c)
+        if fold is None or fold < c.disagree_fold:
+            continue
+        for other in rv.mismatch_metrics:
+            s = rv.get(other)
+            if s is None or family(other) == family(moved.name) or s.finite.sum() < 12:
+                continue
+            if any(x.metric == other for x in events):
+                continue
+            flat = _fold(s, e.onset_step, c)
+            if flat is None or flat > c.agree_fold:
+                continue
+            out.append(
+                Event(
+                    "mismatch_disagree",
+                    other,
+                    e.onset_step,
+                    None,
+                    "warning",
+                    0.6,
+                    f"{moved.name} ({family(moved.name)}) is {fold:.3g}× its baseline from step "
+                    f"{e.onset_step} while {other} ({family(other)}) stays within {flat:.2f}× "
+                    "of its own: the mismatch quantities disagree; check which tokens each is "
+                    "computed over (a mean probability difference hides unlikely tokens, a KL "
+                    "or log-prob difference weighs them)",
+                )
+            )
+    return out
 
 
 def _check(s: Series, c: MismatchConfig) -> Event | None:
