@@ -103,6 +103,7 @@ def _diagnose_one(run: Run, cfg: DiagnoseConfig, source: str | None) -> Diagnosi
         first_step=rv.first_step,
         last_step=rv.last_step,
         summary=verdict.summary,
+        precision_kind=verdict.kind.to_dict() if verdict.kind else None,
     )
 
 

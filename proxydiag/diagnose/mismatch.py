@@ -207,6 +207,62 @@ def _check(s: Series, c: MismatchConfig) -> Event | None:
         return _event(s, steps, x, change, bound[1] if bound and over else None, c)
     if bound is not None and bound[0].any():
         return _level_event(s, steps, level, bound, c)
+    return _bump(s, steps, x, y, c, order=_order(s.name))
+
+
+#: a bump that came back is a fault when it stood this long (steps, logged points, and a
+#: share of the run's points: shorter, it is a glitch that reverted)
+BUMP_STEPS = 20
+BUMP_POINTS = 5
+BUMP_SHARE = 0.05
+
+
+def _bump(
+    s: Series, steps: np.ndarray, x: np.ndarray, y: np.ndarray, c: MismatchConfig, *, order: int
+) -> Event | None:
+    """A stretch of ``strong_fold`` times the baseline's disagreement (squared for a
+    second-order measure) and ``z_min`` robust σ above it, standing BUMP_STEPS steps,
+    BUMP_POINTS points and BUMP_SHARE of the run's points, that came back: updates lost for
+    a while, then caught up (a low-precision export lagging the learner). Its onset is where
+    the level left the baseline's 3 σ before the stretch."""
+    base_n = max(int(c.baseline_fraction * y.size), 10)
+    if y.size < base_n + BUMP_POINTS:
+        return None
+    base = y[:base_n]
+    level = float(np.median(base))
+    sigma = max(1.4826 * float(np.median(np.abs(base - level))), 0.02)
+    smooth = rolling_median(y, window_points=3)
+    rise = order * np.log(c.strong_fold)
+    high = (smooth - level >= rise) & ((smooth - level) / sigma >= c.z_min)
+    high[:base_n] = False
+    starts, ends = runs_of(high)
+    least = max(BUMP_POINTS, int(np.ceil(BUMP_SHARE * y.size)))
+    for a, b in zip(starts, ends, strict=True):
+        if b - a < least or int(steps[b - 1]) - int(steps[a]) < BUMP_STEPS:
+            continue
+        left = a
+        while left > base_n and smooth[left - 1] - level > 3 * sigma:
+            left -= 1
+        onset = int(steps[left])
+        peak = (
+            float(np.max(x[a:b]))
+            if not s.name.startswith("mismatch_corr")
+            else float(np.min(x[a:b]))
+        )
+        base_x = float(np.median(x[:base_n]))
+        back = int(steps[b]) if b < steps.size else None
+        return Event(
+            "mismatch_bump",
+            s.name,
+            onset,
+            back,
+            "critical",
+            0.7,
+            f"{s.name} rises at step {onset}: {base_x:.4g} in the early baseline, up to "
+            f"{peak:.4g} ({float(np.exp(np.max(smooth[a:b]) - level)):.3g}× the baseline's "
+            f"disagreement) for {int(steps[b - 1]) - int(steps[a])} steps"
+            + (f", back to its baseline by step {back}" if back is not None else ""),
+        )
     return None
 
 

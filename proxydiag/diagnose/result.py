@@ -50,6 +50,8 @@ class Diagnosis:
     summary: str = ""
     #: failures found in timelines the run was rolled back from (see diagnose.rollbacks)
     rollbacks: tuple[dict[str, Any], ...] = ()
+    #: the kind of a precision fault and its evidence (docs/failures.md#the-kind-of-precision-fault)
+    precision_kind: dict[str, str] | None = None
 
     @property
     def healthy(self) -> bool:
@@ -67,6 +69,8 @@ class Diagnosis:
         out = self._core_dict()
         if self.rollbacks:  # an optional key: present only when a rollback was diagnosed
             out["rollbacks"] = [dict(r) for r in self.rollbacks]
+        if self.precision_kind:  # optional: present only on a precision fault
+            out["precision_kind"] = dict(self.precision_kind)
         return out
 
     def _core_dict(self) -> dict[str, Any]:

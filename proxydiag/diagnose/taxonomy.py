@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from proxydiag.diagnose._view import RunView
 from proxydiag.diagnose._warmup import warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.precision_kind import Kind
+from proxydiag.diagnose.precision_kind import classify as precision_kind
 from proxydiag.events import Event
 from proxydiag.metrics import SKIP_COUNTERS
 
@@ -51,7 +53,9 @@ SYMPTOMS = frozenset(
 )
 #: symptoms that mark a policy breaking down (reward, entropy), not just moving
 SYMPTOM_CORE = frozenset({"reward_collapse", "entropy_collapse", "entropy_explosion"})
-MISMATCH = frozenset({"mismatch_step", "mismatch_climb", "mismatch_corr_drop", "mismatch_level"})
+MISMATCH = frozenset(
+    {"mismatch_step", "mismatch_climb", "mismatch_corr_drop", "mismatch_level", "mismatch_bump"}
+)
 
 HINTS: dict[str, tuple[str, ...]] = {
     "gradient_overflow": (
@@ -99,6 +103,8 @@ class Verdict:
     hints: tuple[str, ...]
     missing: tuple[str, ...]
     summary: str
+    #: the kind of a precision fault (None for other labels)
+    kind: Kind | None = None
 
 
 def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
@@ -130,15 +136,23 @@ def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
             "the detectors read.",
         )
     confidence = _confidence(label, root, events, missing)
+    kind = precision_kind(rv, events, root) if label == "precision_fault" and root else None
+    summary = _summary(label, root, chain, confidence)
+    if kind is not None:
+        summary += f" Kind: {kind.name} ({kind.evidence})."
     return Verdict(
         label,
         root.onset_step if root else None,
         confidence,
         root,
         chain,
-        (*ROOT_HINTS.get(root.kind, ()), *HINTS[label]) if root else HINTS[label],
+        (
+            *(kind.hints if kind else ()),
+            *((*ROOT_HINTS.get(root.kind, ()), *HINTS[label]) if root else HINTS[label]),
+        ),
         missing,
-        _summary(label, root, chain, confidence),
+        summary,
+        kind,
     )
 
 

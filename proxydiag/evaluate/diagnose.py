@@ -42,6 +42,10 @@ class RunScore:
     onset_predicted: int | None
     tolerance_steps: float
     log_interval: int
+    #: the kind of a precision fault: the corpus's (its ``precision_kind``, else the one its
+    #: synth variant stands for) and the diagnosis's
+    kind_truth: str | None = None
+    kind_predicted: str | None = None
 
     @property
     def onset_error(self) -> int | None:
@@ -66,6 +70,23 @@ class BenchScore:
     runs: tuple[RunScore, ...] = field(default=())
 
     @property
+    def per_kind(self) -> dict[str, dict[str, Any]]:
+        """Per kind of precision fault (runs whose truth names one and that were diagnosed a
+        precision fault): support, correct, accuracy, and what was predicted instead."""
+        out: dict[str, dict[str, Any]] = {}
+        for r in self.runs:
+            if r.kind_truth is None or r.predicted != "precision_fault":
+                continue
+            k = out.setdefault(r.kind_truth, {"support": 0, "correct": 0, "predicted": {}})
+            k["support"] += 1
+            k["correct"] += r.kind_predicted == r.kind_truth
+            got = str(r.kind_predicted)
+            k["predicted"][got] = k["predicted"].get(got, 0) + 1
+        for k in out.values():
+            k["accuracy"] = round(k["correct"] / k["support"], 4) if k["support"] else 0.0
+        return dict(sorted(out.items()))
+
+    @property
     def n_faulty(self) -> int:
         return sum(r.truth != "healthy" for r in self.runs)
 
@@ -77,6 +98,7 @@ class BenchScore:
             "onset_hit_rate": round(self.onset_hit_rate, 4),
             "onset_median_abs_error": self.onset_median_abs_error,
             "per_class": self.per_class,
+            **({"per_kind": self.per_kind} if self.per_kind else {}),
             "runs": [
                 {
                     "run": r.run,
@@ -139,7 +161,20 @@ def score_run(cfg: DiagnoseConfig, item: tuple[str, str, dict[str, Any]]) -> Run
         d.onset_step,
         tolerance(span_steps=span, log_interval=interval),
         interval,
+        kind_truth=_kind_truth(entry),
+        kind_predicted=(d.precision_kind or {}).get("kind"),
     )
+
+
+def _kind_truth(entry: dict[str, Any]) -> str | None:
+    """The kind of precision fault a corpus run is (its ``precision_kind``, else the one its
+    synth variant stands for; None for other runs)."""
+    from proxydiag.synth.scenario import PRECISION_KIND
+
+    if entry.get("label") != "precision_fault":
+        return None
+    given = entry.get("precision_kind")
+    return str(given) if given else PRECISION_KIND.get(str(entry.get("variant") or ""))
 
 
 def _unreadable(run_id: str, path: str, entry: dict[str, Any], *, reason: str) -> RunScore:
@@ -211,6 +246,15 @@ def render(result: BenchScore, *, markdown: bool = False) -> str:
             f"| {c} | {v['precision']:.3f} | {v['recall']:.3f} | {v['f1']:.3f} "
             f"| {v['support']:.0f} |"
         )
+    if result.per_kind:
+        lines += [
+            "",
+            "| kind of precision fault | accuracy | support | predicted |",
+            "|---|---:|---:|---|",
+        ]
+        for kind, k in result.per_kind.items():
+            got = ", ".join(f"{p} {n}" for p, n in sorted(k["predicted"].items()))
+            lines.append(f"| {kind} | {k['accuracy']:.3f} | {k['support']:.0f} | {got} |")
     misses = [
         r
         for r in result.runs

@@ -35,4 +35,6 @@ def diagnosis_from_dict(data: dict[str, Any]) -> Diagnosis:
         first_step=data.get("first_step"),
         last_step=data.get("last_step"),
         summary=data.get("summary", ""),
+        rollbacks=tuple(dict(r) for r in data.get("rollbacks", [])),
+        precision_kind=dict(data["precision_kind"]) if data.get("precision_kind") else None,
     )

@@ -103,6 +103,26 @@ def _climb_then_divergence(eff: Effects, fault: FaultSpec, rng: np.random.Genera
         _divergence(eff, FaultSpec("divergence", tip, nan_after), rng)
 
 
+def _export_lag(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    # the served weights trail the learner from the onset (round-to-nearest bf16 drops the
+    # small updates) and catch up when they have accumulated: a bump that comes back
+    dt = since(len(eff.grad_log), fault.onset_step)
+    span = rng.uniform(60.0, 150.0)
+    inside = (dt >= 0) & (dt < span)
+    shape = np.where(inside, np.sin(np.pi * np.clip(dt, 0.0, None) / span), 0.0)
+    eff.mismatch_mult *= 1.0 + (rng.uniform(5.0, 9.0) - 1.0) * shape
+
+
+def _sync_sawtooth(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    # the sampler is refreshed only every ``period`` steps: the mismatch grows as the learner
+    # moves away from the served copy and drops back at each sync
+    dt = since(len(eff.grad_log), fault.onset_step)
+    period = float(rng.integers(20, 41))
+    phase = np.where(dt >= 0, np.mod(np.clip(dt, 0.0, None), period) / period, 0.0)
+    eff.mismatch_mult *= 1.0 + (rng.uniform(5.0, 9.0) - 1.0) * phase
+    eff.learn_gain *= np.where(dt >= 0, 0.8, 1.0)
+
+
 INJECTORS: dict[str, Injector] = {
     "fp16_scaler_collapse": _scaler_collapse,
     "bf16_nonfinite": _nonfinite,
@@ -112,4 +132,6 @@ INJECTORS: dict[str, Injector] = {
     "sync_step": _sync_step,
     "gradual_climb": _gradual_climb,
     "climb_then_divergence": _climb_then_divergence,
+    "export_lag": _export_lag,
+    "sync_sawtooth": _sync_sawtooth,
 }

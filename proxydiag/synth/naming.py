@@ -151,7 +151,7 @@ _SHOWS: dict[str, frozenset[str]] = {
         {m for m in VERL.keys | TRL.keys | SLIME.keys | OPENRLHF.keys if m.startswith("mismatch")}
     ),
 }
-for _v in ("gradual_climb", "climb_then_divergence"):
+for _v in ("gradual_climb", "climb_then_divergence", "export_lag", "sync_sawtooth"):
     _SHOWS[_v] = _SHOWS["sync_step"]
 
 

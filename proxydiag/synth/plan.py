@@ -38,6 +38,8 @@ GROUP_CYCLE = (
     "divergence",
     "climb_then_divergence",
 )
+#: variants the group cycle names (the overflow variants through "overflow")
+_CYCLED = frozenset(GROUP_CYCLE) | {"fp16_scaler_collapse", "bf16_nonfinite"}
 #: relation cycles of proxies: about 40% faithful
 FAULTY_CYCLE = (
     "reproduce",
@@ -119,8 +121,11 @@ class Planner:
     def _full_fault(
         self, g: int, precision: str, n_steps: int, rng: np.random.Generator
     ) -> FaultSpec | None:
-        for i in range(len(GROUP_CYCLE)):
-            kind = GROUP_CYCLE[(g + i) % len(GROUP_CYCLE)]
+        # variants the cycle does not name (asked for on their own: policy_collapse, the
+        # precision kinds) follow it; a corpus of the default variants is the one it was
+        cycle = (*GROUP_CYCLE, *(v for v in self.variants if v not in _CYCLED))
+        for i in range(len(cycle)):
+            kind = cycle[(g + i) % len(cycle)]
             if kind == "overflow":
                 kind = "fp16_scaler_collapse" if precision == "fp16" else "bf16_nonfinite"
             if kind != "healthy" and kind not in self.variants:

@@ -19,7 +19,14 @@ variant                     class              what is injected at ``onset_step`
 ``gradual_climb``           precision_fault    mismatch climbs (rounding lag, fp8 sampler)
 ``climb_then_divergence``   precision_fault    a climb that later tips the run into
                                                divergence (the climb is the root cause)
+``export_lag``              precision_fault    the mismatch rises for 60-150 steps and comes
+                                               back (a bf16 export lagging, then caught up)
+``sync_sawtooth``           precision_fault    the mismatch climbs between weight syncs
+                                               every 20-40 steps and drops at each
 ==========================  =================  =============================================
+
+Each precision variant also names the kind of precision fault its shape stands for
+(:data:`PRECISION_KIND`, what ``diagnose`` reports as ``precision_kind``).
 """
 
 from __future__ import annotations
@@ -37,6 +44,16 @@ VARIANT_CLASS: dict[str, str] = {
     "sync_step": "precision_fault",
     "gradual_climb": "precision_fault",
     "climb_then_divergence": "precision_fault",
+    "export_lag": "precision_fault",
+    "sync_sawtooth": "precision_fault",
+}
+#: precision variant -> the kind of precision fault it is (docs/failures.md)
+PRECISION_KIND: dict[str, str] = {
+    "sync_step": "weight_sync",
+    "gradual_climb": "drift",
+    "climb_then_divergence": "drift",
+    "export_lag": "export_lag",
+    "sync_sawtooth": "sync_sawtooth",
 }
 #: variant -> the number its fault parameters are seeded with (the first seven sorted, later
 #: variants after them: a variant added never changes the runs of another)
@@ -56,6 +73,8 @@ VARIANT_SEED: dict[str, int] = {
                 )
             ),
             "policy_collapse",
+            "export_lag",
+            "sync_sawtooth",
         )
     )
 }
