@@ -79,6 +79,8 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
         chunk_bytes=chunk_bytes,
         workers=workers,
         ordered=not ctx.options.get("continuation", False),
+        state=ctx.options.get("console_state"),
+        first_line=int(ctx.options.get("first_line", 1)),
     )
     if parsed.raw.is_empty():
         raise NoPointsError(
@@ -99,7 +101,13 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
 
 
 def parse(
-    path: Path, *, chunk_bytes: int = CHUNK_BYTES, workers: int = WORKERS, ordered: bool = True
+    path: Path,
+    *,
+    chunk_bytes: int = CHUNK_BYTES,
+    workers: int = WORKERS,
+    ordered: bool = True,
+    state: dict[str, Any] | None = None,
+    first_line: int = 1,
 ) -> ConsoleParse:
     r"""Stream ``path`` through every dialect and resolve steps, engines and overflows.
 
@@ -114,6 +122,9 @@ def parse(
     ordered
         In a file with no step anywhere, lines of metric pairs take their order as steps;
         False for a chunk that continues a file (a live tail's): they are dropped.
+    state, first_line
+        A chunk that continues a file: the dialects' state the earlier chunks left (updated
+        in place) and the number of the chunk's first line in the file.
 
     Returns
     -------
@@ -135,13 +146,26 @@ def parse(
     [(10, 65536.0, 32768.0)]
     >>> os.remove(fh.name)
     """
-    got = stream(path, dialects(), chunk_bytes=chunk_bytes, workers=workers)
+    got = stream(
+        path,
+        dialects(),
+        chunk_bytes=chunk_bytes,
+        workers=workers,
+        state=state,
+        first_line=first_line,
+    )
     recs = _no_counters(pl.concat([empty_records(), *got.records]))
     ovf = pl.concat([empty_overflows(), *got.overflows])
     anchor_lines = _dominant(got.anchors)
     stepless = [pl.concat(parts) for parts in got.stepless.values()]
     loose = pl.concat([empty_records(), *stepless])
     every = _every(got.anchors)
+    if state is not None:  # a live tail's chunk: the step in force when it begins
+        prior = got.state.get("last_anchor")
+        anchor_lines, every = _carried(anchor_lines, prior), _carried(every, prior)
+        known = every.filter(pl.col("step").is_not_null())
+        if known.height:
+            got.state["last_anchor"] = [int(known["line"][-1]), int(known["step"][-1])]
     # lines read in the record order only (``attach = 2``: the grammar's step-less lines of
     # pairs) count only in a file where nothing has a step
     by_order = loose["attach"] == 2
@@ -171,6 +195,20 @@ def parse(
     loose = attach(loose, every)
     loose = loose.sort("line", maintain_order=True)
     return _assemble(recs, loose, ovf, anchor_lines, list(got.found), got.state, got.n_lines)
+
+
+def _carried(anchor_lines: pl.DataFrame, prior: list[int] | None) -> pl.DataFrame:
+    """``anchor_lines`` after ``prior``, the last progress line of the chunks before (a line
+    before the chunk's first: an overflow or a warning at its start reports on that step, not
+    on a record order of its own)."""
+    frame = anchor_lines.select(pl.col("line").cast(pl.Int64), pl.col("step").cast(pl.Int64))
+    if prior is not None:
+        before = pl.DataFrame(
+            {"line": [int(prior[0])], "step": [int(prior[1])]},
+            schema={"line": pl.Int64, "step": pl.Int64},
+        )
+        frame = pl.concat([before, frame.filter(pl.col("line") > int(prior[0]))])
+    return frame
 
 
 #: metric lines counted by their order are put on a counter's axis only when they are the

@@ -53,8 +53,11 @@ def head_text(path: Path, *, n_bytes: int = HEAD_BYTES) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def iter_lines(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.DataFrame]:
-    """Yield frames ``(line, text)`` covering every complete line of ``path`` in order.
+def iter_lines(
+    path: Path, *, chunk_bytes: int = CHUNK_BYTES, first_line: int = 1
+) -> Iterator[pl.DataFrame]:
+    """Yield frames ``(line, text)`` covering every complete line of ``path`` in order, the
+    first numbered ``first_line`` (a live tail's chunk continues its file's numbering).
 
     >>> import tempfile, os
     >>> with tempfile.NamedTemporaryFile("wb", delete=False) as fh:
@@ -65,7 +68,6 @@ def iter_lines(path: Path, *, chunk_bytes: int = CHUNK_BYTES) -> Iterator[pl.Dat
     """
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
-    first_line = 1
     carry = b""
     try:
         fh = path.open("rb")

@@ -46,10 +46,21 @@ class Collected:
 
 
 def stream(
-    path: Path, mods: list[Dialect], *, chunk_bytes: int, workers: int = WORKERS
+    path: Path,
+    mods: list[Dialect],
+    *,
+    chunk_bytes: int,
+    workers: int = WORKERS,
+    state: dict[str, Any] | None = None,
+    first_line: int = 1,
 ) -> Collected:
-    """Extract every dialect's records from ``path``, block by block, in file order."""
-    out = Collected()
+    """Extract every dialect's records from ``path``, block by block, in file order.
+
+    ``state`` is the parse state the dialects carry from block to block (the HF Trainer's
+    running index of log lines, an open table's header): given, it is taken up and updated
+    in place, so a live tail's chunks read as the one file they are part of; ``first_line``
+    numbers the chunk's first line."""
+    out = Collected() if state is None else Collected(state=state)
     for mod in mods:
         if hasattr(mod, "prepare"):
             mod.prepare(path, out.state)
@@ -58,7 +69,7 @@ def stream(
     size = _block_size(path, chunk_bytes=chunk_bytes, workers=workers)
     pending: deque[tuple[Chunk, Future[list[tuple[str, Extract]]]]] = deque()
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        for lines in iter_lines(path, chunk_bytes=size):
+        for lines in iter_lines(path, chunk_bytes=size, first_line=first_line):
             chunk = Chunk(path, lines, out.state)
             pending.append((chunk, pool.submit(_extract, parallel, chunk)))
             while len(pending) > workers:

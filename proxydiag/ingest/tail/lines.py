@@ -3,15 +3,18 @@
 Each :meth:`LineTail.poll` reads from the byte offset where the last one stopped up to the last
 newline (an unfinished last line waits for the next tick), and decodes those lines with the
 offline reader of the file's format (:mod:`proxydiag.ingest.tail._chunk`). A CSV's header is
-kept and put before every chunk. A file that was truncated (shorter than the offset) or
-replaced (another inode: log rotation) is read again from its start; one that vanished is a
-warning and the tail waits for it to come back.
+kept and put before every chunk. A console log's chunks are numbered as lines of the file
+and read with the parse state the earlier chunks left (the HF Trainer's running index of log
+lines, an open table's header), so they read as the whole file does. A file that was
+truncated (shorter than the offset) or replaced (another inode: log rotation) is read again
+from its start; one that vanished is a warning and the tail waits for it to come back.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,10 @@ class LineTail:
     inode: int | None = None
     header: bytes = b""
     missing: bool = False
+    #: complete lines read so far (the next chunk's first line is ``lines + 1``)
+    lines: int = 0
+    #: a console log's parse state, carried from chunk to chunk
+    state: dict[str, Any] = field(default_factory=dict)
 
     @property
     def tabular(self) -> bool:
@@ -48,7 +55,8 @@ class LineTail:
             return []
         self.missing = False
         if self.inode is not None and (st.st_ino != self.inode or st.st_size < self.offset):
-            self.offset, self.header = 0, b""  # rotated or truncated: a new file
+            # rotated or truncated: a new file
+            self.offset, self.header, self.lines, self.state = 0, b"", 0, {}
         self.inode = st.st_ino
         if st.st_size <= self.offset:
             return []
@@ -60,16 +68,23 @@ class LineTail:
             return []  # no complete line yet
         data = data[:end]
         self.offset += end
+        first_line = self.lines + 1
+        self.lines += data.count(b"\n")
         if self.tabular and not self.header:
             cut = data.find(b"\n") + 1
             self.header, data = data[:cut], data[cut:]
         if not data.strip():
             return []
-        # past the file's start a chunk continues the run: its step-less lines never take
-        # their order as steps (a chunk of only a run-end summary is not a restart at step 1)
-        ctx = self.ctx
-        if self.offset > end:
-            ctx = ReadContext(self.ctx.aliases, {**self.ctx.options, "continuation": True})
+        options = dict(self.ctx.options)
+        if self.reader.NAME == "console":
+            options.update(console_state=self.state, first_line=first_line)
+        # a chunk is never the whole file: its step-less lines never take their order as
+        # steps (start-up banners and config prints would, before the first step line;
+        # a chunk of only a run-end summary is not a restart at step 1). A console log with
+        # no step anywhere is read in order by the final, offline diagnosis.
+        if self.offset > end or self.reader.NAME == "console":
+            options["continuation"] = True
+        ctx = ReadContext(self.ctx.aliases, options)
         return decode(self.header + data, reader=self.reader, source=self.path, ctx=ctx)
 
     def to_state(self) -> dict[str, Any]:
@@ -77,8 +92,25 @@ class LineTail:
             "offset": self.offset,
             "inode": self.inode,
             "header": self.header.decode("utf-8", "replace"),
+            "lines": self.lines,
+            "parse_state": _plain(self.state),
         }
 
     def restore(self, state: dict[str, Any]) -> None:
         self.offset, self.inode = int(state["offset"]), state.get("inode")
         self.header = str(state.get("header", "")).encode()
+        self.lines = int(state.get("lines", 0))
+        self.state = dict(state.get("parse_state", {}))
+
+
+def _plain(state: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a parse state that JSON keeps as they are (a frame a dialect holds is
+    rebuilt by the chunks after a restart)."""
+    out = {}
+    for key, value in state.items():
+        try:
+            if json.loads(json.dumps(value)) == value:
+                out[key] = value
+        except (TypeError, ValueError):
+            continue
+    return out

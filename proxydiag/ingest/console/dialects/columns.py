@@ -56,6 +56,11 @@ def extract(chunk: Chunk) -> Extract:
     """The rows of the tables in one block (a header may come from an earlier block)."""
     state: dict[str, Any] = chunk.state.setdefault(NAME, {})
     lines = chunk.lines
+    # the last lines of the block before (a header there heads rows here: a live tail's
+    # chunk may end right under it)
+    before = {int(k): v for k, v in state.pop("last_lines", {}).items()}
+    last = {**before, **dict(lines.tail(2).iter_rows())}
+    state["last_lines"] = {str(k): last[k] for k in sorted(last)[-2:]}
     rows = lines.filter(pl.col("text").str.contains(_ROW))
     if rows.is_empty():
         state.pop("open", None)
@@ -65,7 +70,7 @@ def extract(chunk: Chunk) -> Extract:
     wanted = pl.concat([rows["line"], starts - 1, starts - 2]).unique()
     near = lines.filter(pl.col("line").is_in(wanted.implode())).sort("line")
     out: dict[str, list[Any]] = {"line": [], "step": [], "key": [], "value": [], "attach": []}
-    texts = dict(near.select("line", "text").iter_rows())
+    texts = {**before, **dict(near.select("line", "text").iter_rows())}
     open_: dict[str, Any] | None = state.get("open")
     unnamed: tuple[int, int, int] | None = None  # first line, rows, columns
     for line in rows["line"].to_list():

@@ -47,6 +47,8 @@ _VALID = r"validation(.*?) loss at iteration\s+(\d+)"
 def prepare(path: Path, state: dict[str, Any]) -> None:
     """Learn the launcher rank that prints iteration lines from the head of the file, so
     that blocks extracted in parallel agree on which rank keeps the plain keys."""
+    if "megatron_rank" in state:  # a tail's later chunk: learnt from the file's head
+        return
     match = _FIRST_RANK.search(head_text(path))
     if match is not None:
         state["megatron_rank"] = int(match.group(1))
