@@ -222,9 +222,11 @@ def _on_counter_axis(rows: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame | 
 
     The k-th such line (in file order) is step ``a*k + b``: ``a`` and ``b`` from the progress
     lines, each of which is taken to report the step of the metric line printed just before it
-    (one progress line: ``a = 1``); every progress line must then lie within ``max(1, a/2)``
-    steps of the line. A few step-less lines beside many counted ones (a config dump, a
-    banner) are no axis: they are dropped, as before.
+    (two at least, after different numbers of metric lines: one is no axis); every progress
+    line must then lie within ``max(1, a/2)`` steps of the line. A few step-less lines beside
+    many counted ones (a config dump, a banner) are no axis: they are dropped, as before; so
+    is a line whose step would fall before the counter's start or outside the steps of the
+    progress lines around it (by more than ``max(1, a/2)``).
     """
     lines = rows.select("line").unique().sort("line")["line"]
     anchors = every.filter(pl.col("step").is_not_null())
@@ -236,23 +238,34 @@ def _on_counter_axis(rows: pl.DataFrame, every: pl.DataFrame) -> pl.DataFrame | 
     if not seen.any():
         return None
     k, n = before[seen].astype(float), steps[seen]
-    if np.unique(k).size >= 2:
-        a, b = np.polyfit(k, n, 1)
-        if not np.isfinite(a) or a <= 0:
-            return None
-    else:
-        a, b = 1.0, float(n[0] - k[0])
+    if np.unique(k).size < 2:  # one progress line is no axis
+        return None
+    a, b = np.polyfit(k, n, 1)
+    if not np.isfinite(a) or a <= 0:
+        return None
     if np.max(np.abs(a * k + b - n)) > max(1.0, a / 2):
         return None
     ordinal = pl.DataFrame({"line": lines, "_k": np.arange(1, lines.len() + 1, dtype=float)})
-    return (
-        rows.join(ordinal, on="line", how="left")
-        .with_columns(
-            (pl.col("_k") * a + b).round(0).cast(pl.Int64).alias("step"),
-            pl.lit(0, dtype=pl.Int8).alias("attach"),
-        )
-        .drop("_k")
+    placed = rows.join(ordinal, on="line", how="left").with_columns(
+        (pl.col("_k") * a + b).round(0).cast(pl.Int64).alias("step"),
+        pl.lit(0, dtype=pl.Int8).alias("attach"),
     )
+    # a line is on the axis only between the steps of the progress lines around it: a clump
+    # of step-less lines before the first (an environment dump's ``PATH_modshare=:1:/usr:1``)
+    # would otherwise take steps before the run's start
+    slack = max(1.0, a / 2)
+    near = anchors.select("line", pl.col("step").alias("_s")).sort("line")
+    placed = (
+        placed.sort("line")
+        .join_asof(near.rename({"_s": "_before"}), on="line", strategy="backward")
+        .join_asof(near.rename({"_s": "_after"}), on="line", strategy="forward")
+        .filter(
+            (pl.col("step") >= min(0, int(steps.min())))  # no step before the counter's start
+            & (pl.col("_before").is_null() | (pl.col("step") >= pl.col("_before") - slack))
+            & (pl.col("_after").is_null() | (pl.col("step") <= pl.col("_after") + slack))
+        )
+    )
+    return placed.drop("_k", "_before", "_after")
 
 
 def _no_counters(recs: pl.DataFrame) -> pl.DataFrame:

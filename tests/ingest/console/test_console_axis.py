@@ -115,3 +115,30 @@ def test_the_calibration_burst_alone_stays_healthy(tmp_path: Path) -> None:
         ok = diagnose(read_run(_floor_log(tmp_path, floor=False)))
     assert ok.label == "healthy", [e.evidence for e in ok.events]
     assert not any(e.kind == "scale_floor" for e in ok.events)
+
+
+def test_an_environment_dump_before_the_steps_takes_no_step(tmp_path: Path) -> None:
+    """A job script's environment dump (``MANPATH_modshare=:1:/opt/man:1:…``) reads as lines
+    of pairs without a step; before the run's progress lines they must not be put on the
+    counter's axis at steps before its start (the last of them can still take step 0, next to
+    the first metric line), and one progress line is no axis at all."""
+    env = [
+        f"VAR{i}_modshare=:1:/opt/tool{i}/man:1:/usr/share/man:3:/usr/local/man{i}:2"
+        for i in range(40)
+    ]
+    one = _write(tmp_path, [*env, DS_STEP.format(s=1, n=10, k=0)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raw = console.parse(one).raw
+    assert raw.filter(pl.col("key").cast(pl.Utf8).str.contains("man")).is_empty()
+    # the same dump before a log whose metric lines do count on the step lines' axis
+    lines = list(env)
+    for n in range(1, 31):
+        lines.append(f"loss: {3.0 - n / 100:.3f} grad_norm: {1.0 + n / 10:.2f}")
+        if n % 5 == 0:
+            lines.append(DS_STEP.format(s=n % 10, n=n, k=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        raw = console.parse(_write(tmp_path, lines)).raw
+    assert raw.filter(pl.col("step") < 0).is_empty()
+    assert _loss(tmp_path / "run.log")[:2] == [(1, 2.99), (2, 2.98)]
