@@ -32,16 +32,45 @@ MAX_SPLITS = 6
 PEAK_POINTS = 10
 
 
+def disagreement(metric: str, x: np.ndarray) -> np.ndarray:
+    """A metric's values as a disagreement that is 0 when sampler and learner agree (its
+    magnitude is what grows): 1 − x for a correlation or an ESS, log x for a ratio whose
+    perfect value is 1 (IS mean, NeMo-RL's multiplicative error), else the value.
+
+    >>> disagreement("mismatch_corr", np.array([0.999])).round(3).tolist()
+    [0.001]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if metric.startswith(("mismatch_corr", "mismatch_is_ess")):
+        return 1.0 - x
+    if metric.startswith(("mismatch_is_mean", "mismatch_prob_error")):
+        return safe_log(x, floor=1e-12)
+    return x
+
+
+def upper_bound(metric: str, c: MismatchConfig) -> float | None:
+    """A metric's published bound as a :func:`disagreement` (None: it has none, or a range)."""
+    value = {
+        "mismatch_prob_diff": c.prob_diff_bound,
+        "mismatch_kl": c.kl_bound,
+        "mismatch_chi2": c.chi2_bound,
+        "mismatch_is_ess": c.ess_bound,
+        "mismatch_corr": c.corr_bound,
+        "mismatch_prob_error": c.prob_error_bound,
+    }.get(metric)
+    return None if value is None else float(np.abs(disagreement(metric, np.array([value])))[0])
+
+
 def _badness(metric: str, floor: float = 1e-9) -> Badness:
     """How a metric's values become a disagreement that grows (log scale); ``floor``: the
     smallest |value| told apart (see :func:`_floor`)."""
     if metric.startswith("mismatch_corr"):
-        return lambda x: safe_log(1.0 - x, floor=1e-6)
-    if metric.startswith(("mismatch_is_mean", "mismatch_prob_error")):
-        return lambda x: safe_log(safe_log(x, floor=1e-12), floor=1e-5)
-    if metric.startswith("mismatch_is_ess"):
-        return lambda x: safe_log(1.0 - x, floor=1e-4)
-    return lambda x: safe_log(x, floor=floor)
+        floor = 1e-6
+    elif metric.startswith(("mismatch_is_mean", "mismatch_prob_error")):
+        floor = 1e-5
+    elif metric.startswith("mismatch_is_ess"):
+        floor = 1e-4
+    return lambda x: safe_log(disagreement(metric, x), floor=floor)
 
 
 def _floor(metric: str, x: np.ndarray, c: MismatchConfig) -> float:

@@ -16,8 +16,8 @@ read in this order:
     run's steps): the resumed learner or sampler lost state (fp32 master weights, the
     sampler's copy);
 ``export_lag``
-    the mismatch rose and came back to its baseline within 50-150 steps, perhaps more than
-    once: a low-precision weight export lagging the learner, then catching up;
+    the mismatch rose and came back to its baseline within :data:`LAG_STEPS`, perhaps more
+    than once: a low-precision weight export lagging the learner, then catching up;
 ``sync_sawtooth``
     after the onset it climbs between regular drops (a drift between weight syncs, reset at
     each): stale or partial weight sync every N steps;
@@ -39,6 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from proxydiag.diagnose._view import RunView
+from proxydiag.diagnose.config import MismatchConfig
+from proxydiag.diagnose.mismatch import disagreement, upper_bound
 from proxydiag.events import Event
 
 #: log intervals (at least RESUME_STEPS steps) within which a restart explains a shift
@@ -102,29 +104,21 @@ class Kind:
         return {"kind": self.name, "evidence": self.evidence}
 
 
-def classify(rv: RunView, events: list[Event], root: Event) -> Kind:
-    """The kind of the precision fault whose root cause is ``root``."""
+def classify(rv: RunView, events: list[Event], root: Event, c: MismatchConfig) -> Kind:
+    """The kind of the precision fault whose root cause is ``root`` (``c``: the bounds the
+    mismatch detector used)."""
     s = rv.get(root.metric or "")
     if s is None or root.onset_step is None or s.finite.sum() < 6:
         return Kind("drift", "too few points of the mismatch to read its shape")
     ok = s.finite
-    steps, x = s.steps[ok], np.abs(_centred(s.name, s.values[ok]))
+    steps, x = s.steps[ok], np.abs(disagreement(s.name, s.values[ok]))
     onset = int(root.onset_step)
     for rule in (_on_policy, _from_start, _resume, _lag, _sawtooth, _step):
-        found = rule(s.name, steps, x, onset, root=root, rv=rv, events=events)
+        found = rule(s.name, steps, x, onset, root=root, rv=rv, events=events, c=c)
         if found is not None:
             return found
     before, after = _medians(steps, x, onset)
     return Kind("drift", f"{s.name} climbs from step {onset} ({_ratio(before, after)})")
-
-
-def _centred(name: str, x: np.ndarray) -> np.ndarray:
-    """Values as a disagreement that is 0 when sampler and learner agree."""
-    if name.startswith(("mismatch_prob_error", "mismatch_is_mean")):
-        return np.asarray(np.log(np.maximum(x, 1e-12)), dtype=np.float64)
-    if name.startswith(("mismatch_corr", "mismatch_is_ess")):
-        return 1.0 - x
-    return x
 
 
 def _medians(steps: np.ndarray, x: np.ndarray, onset: int) -> tuple[float, float]:
@@ -155,31 +149,25 @@ def _on_policy(name: str, steps: np.ndarray, x: np.ndarray, onset: int, **_: obj
 
 
 def _from_start(
-    name: str, steps: np.ndarray, x: np.ndarray, onset: int, *, root: Event, **_: object
+    name: str,
+    steps: np.ndarray,
+    x: np.ndarray,
+    onset: int,
+    *,
+    root: Event,
+    c: MismatchConfig,
+    **_: object,
 ) -> Kind | None:
     if root.kind != "mismatch_level" or onset > int(steps[min(len(steps) - 1, len(steps) // 10)]):
         return None
     level = float(np.median(x[: max(3, x.size // 10)]))
-    garbage = _bound_fold(name, level) >= GARBAGE_FOLD
+    bound = upper_bound(name, c)
+    garbage = bound is not None and bound > 0 and level / bound >= GARBAGE_FOLD
     return Kind(
         "from_start",
         f"{name} is beyond its bound from step {int(steps[0])} (early median {level:.3g})"
         + ("; orders of magnitude beyond it: garbage from step 0" if garbage else ""),
     )
-
-
-def _bound_fold(name: str, level: float) -> float:
-    """How many times its published bound (or reported healthy level) a level is."""
-    bounds = {
-        "mismatch_prob_diff": 0.01,
-        "mismatch_kl": 0.1,
-        "mismatch_k3": 1e-3,
-        "mismatch_chi2": 1.0,
-        "mismatch_logp_diff": 0.01,
-        "mismatch_prob_error": float(np.log(1.05)),
-    }
-    bound = next((b for k, b in bounds.items() if name.startswith(k)), None)
-    return level / bound if bound else 0.0
 
 
 def _resume(

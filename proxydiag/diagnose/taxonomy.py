@@ -136,7 +136,11 @@ def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
             "the detectors read.",
         )
     confidence = _confidence(label, root, events, missing)
-    kind = precision_kind(rv, events, root) if label == "precision_fault" and root else None
+    kind = (
+        precision_kind(rv, events, root, cfg.mismatch)
+        if label == "precision_fault" and root
+        else None
+    )
     summary = _summary(label, root, chain, confidence)
     if kind is not None:
         summary += f" Kind: {kind.name} ({kind.evidence})."
