@@ -41,7 +41,7 @@ bench-smoke: $(STAMP)
 
 # the lab needs torch (in the default EXTRAS; CPU build from this machine's local file)
 lab-suite: $(STAMP)
-	$(BIN)/proxydiag lab suite -o lab_runs
+	$(BIN)/proxydiag lab suite -o lab_runs --workers 2
 
 # refresh the pins from the current venv (run after changing dependencies)
 constraints:

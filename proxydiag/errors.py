@@ -70,6 +70,10 @@ class PluginError(ProxydiagError):
     """A registry was asked for a plug-in it does not have, or one that does not import."""
 
 
+class LabError(ProxydiagError):
+    """A lab run failed (the suite's other runs are kept)."""
+
+
 class MissingExtraError(ProxydiagError):
     """An optional dependency is missing; the message names the extra to install."""
 

@@ -15,6 +15,7 @@ import click
 import typer
 
 from proxydiag.cli._app import app, err
+from proxydiag.cli._options import modernise
 from proxydiag.errors import ProxydiagError
 
 #: command modules; each registers its commands on ``app``
@@ -52,8 +53,11 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``proxydiag`` script."""
     warnings.showwarning = _show_warning
     warnings.filterwarnings("default", category=UserWarning, module="proxydiag")
+    words, said = modernise(sys.argv[1:] if argv is None else list(argv))
+    for line in said:
+        err.print(f"warning: {line}", markup=False)
     try:
-        rc = app(args=argv, standalone_mode=False, prog_name="proxydiag")
+        rc = app(args=words, standalone_mode=False, prog_name="proxydiag")
     except ProxydiagError as exc:
         _fail(str(exc))
     except (click.exceptions.Abort, typer.Abort):
@@ -64,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
             # (typer vendors click: its UsageError is not click's, so it is told by shape)
             ctx = getattr(exc, "ctx", None)
             where = ctx.command_path if ctx is not None else _command(argv)
-            _fail(f"{exc.format_message()} (see '{where} --help')")  # type: ignore[union-attr]
+            message = exc.format_message().replace(": Value error, ", ": ")  # type: ignore[union-attr]
+            _fail(f"{message} (see '{where} --help')")
         exc.show()  # type: ignore[union-attr]
         sys.exit(getattr(exc, "exit_code", 2) or 2)
     except KeyboardInterrupt:

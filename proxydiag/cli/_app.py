@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -31,37 +29,6 @@ def sub_app(name: str, help_text: str) -> typer.Typer:
 #: stdout for results, stderr for progress, warnings and errors
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-DEFAULT_STORE = Path(os.environ.get("PROXYDIAG_STORE", "proxydiag-store"))
-
-StoreOpt = Annotated[
-    Path,
-    typer.Option("--store", help="store directory (env PROXYDIAG_STORE)", show_default=True),
-]
-AliasesOpt = Annotated[
-    Path | None, typer.Option("--aliases", help="TOML file that adds or overrides metric aliases")
-]
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", help="TOML file overriding detector/test parameters")
-]
-
-
-def _export_tracking_uri(value: str | None) -> str | None:
-    """``--tracking-uri`` also applies to reading ``runs:/`` sources, as MLFLOW_TRACKING_URI."""
-    if value:
-        os.environ["MLFLOW_TRACKING_URI"] = value
-    return value
-
-
-TrackingOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--tracking-uri",
-        help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)",
-        callback=_export_tracking_uri,
-    ),
-]
-FormatOpt = Annotated[str, typer.Option("--format", "-f", help="text | json | markdown")]
 
 
 def output_dir(path: Path) -> Path:

@@ -18,7 +18,8 @@ import typer
 
 from proxydiag.cli._app import out
 from proxydiag.cli._fleet import report_failures
-from proxydiag.cli._results import Destination, keep_diagnosis, load
+from proxydiag.cli._options import Destination
+from proxydiag.cli._results import keep_diagnosis, load
 from proxydiag.errors import StoreError
 
 if TYPE_CHECKING:

@@ -9,13 +9,13 @@ synced), so the result is stored exactly once either way.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from proxydiag.cli._app import TrackingOpt, err
+from proxydiag.cli._app import err
+from proxydiag.cli._options import Destination
 from proxydiag.errors import ProxydiagError
 
 if TYPE_CHECKING:
@@ -23,31 +23,6 @@ if TYPE_CHECKING:
     from proxydiag.fidelity.result import Comparison
     from proxydiag.run import Run
     from proxydiag.store import RunStore
-
-FORMATS = ("text", "json", "markdown")
-
-ResultStoreOpt = Annotated[
-    Path | None, typer.Option("--store", help="store: resolve run ids, keep the results")
-]
-LogToMlflowOpt = Annotated[
-    bool, typer.Option("--log-to-mlflow", help="log each result to its run's MLflow run")
-]
-MlflowExperimentOpt = Annotated[
-    str | None, typer.Option("--mlflow-experiment", help="experiment for runs not from MLflow")
-]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Destination:
-    """Where results go: the store directory and/or MLflow; as a command's parameter, the
-    option group ``--store``, ``--log-to-mlflow``, ``--mlflow-experiment``, ``--tracking-uri``
-    (:func:`proxydiag.cli._groups.grouped`)."""
-
-    store: ResultStoreOpt = None
-    mlflow: LogToMlflowOpt = False
-    experiment: MlflowExperimentOpt = None
-    tracking_uri: TrackingOpt = None
-
 
 #: a verdict given to ``--fail-on`` stands for itself or worse
 VERDICT_OR_WORSE = {"unfaithful": ("unfaithful",), "partial": ("partial", "unfaithful")}
@@ -74,12 +49,6 @@ def fail_classes(fail_on: str | None, *, labels: bool, verdicts: bool) -> frozen
             f"use one or more of {', '.join(known)}"
         )
     return frozenset(c for a in asked for c in VERDICT_OR_WORSE.get(a, (a,)))
-
-
-def check_format(fmt: str) -> None:
-    """Reject an unknown ``--format`` (exit 2)."""
-    if fmt not in FORMATS:
-        raise typer.BadParameter(f"--format {fmt!r}: use text, json or markdown")
 
 
 def load(source: str, store: Path | None, aliases: Path | None = None) -> list[Run]:

@@ -8,9 +8,18 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import ConfigOpt, FormatOpt, out, sub_app
-from proxydiag.cli._fleet import Fleet
+from proxydiag.cli._app import out, sub_app
 from proxydiag.cli._groups import command
+from proxydiag.cli._options import (
+    ConfigOpt,
+    EveryOpt,
+    Fleet,
+    LineFormat,
+    LineFormatOpt,
+    OracleOpt,
+    TextFormat,
+    TextFormatOpt,
+)
 
 bench_app = sub_app("bench", "Score diagnose/compare against a labelled corpus (labels.json).")
 
@@ -19,13 +28,12 @@ bench_app = sub_app("bench", "Score diagnose/compare against a labelled corpus (
 def bench_diagnose(
     corpus: Annotated[Path, typer.Argument(help="folder with labels.json")],
     config: ConfigOpt = None,
-    fmt: FormatOpt = "text",
+    fmt: TextFormatOpt = TextFormat.text,
     fleet: Fleet = Fleet(),
 ) -> None:
     """Per-class precision/recall, macro-F1 and onset error of `diagnose` on a corpus."""
-    from proxydiag.evaluate.diagnose import check_format, render, score
+    from proxydiag.evaluate.diagnose import render, score
 
-    check_format(fmt)
     result = score(corpus, config=config, executor=fleet.executor())
     if fmt == "json":
         out.print(json.dumps(result.to_dict()), markup=False)
@@ -37,14 +45,12 @@ def bench_diagnose(
 def bench_compare(
     corpus: Annotated[Path, typer.Argument(help="folder with labels.json (with pairs)")],
     config: ConfigOpt = None,
-    fmt: FormatOpt = "text",
+    fmt: TextFormatOpt = TextFormat.text,
     fleet: Fleet = Fleet(),
 ) -> None:
     """AUC of fidelity, verdict accuracy and seed-pair faithfulness of `compare` on a corpus."""
     from proxydiag.evaluate.compare import evaluate, render, score
-    from proxydiag.evaluate.diagnose import check_format
 
-    check_format(fmt)
     result = score(evaluate(corpus, config=config, executor=fleet.executor()))
     if fmt == "json":
         out.print_json(json.dumps(result.to_dict()))
@@ -55,21 +61,14 @@ def bench_compare(
 @command(bench_app, "watch")
 def bench_watch(
     corpus: Annotated[Path, typer.Argument(help="folder with labels.json")],
-    every: Annotated[int, typer.Option("--every", help="logged steps per check")] = 10,
-    oracle: Annotated[
-        bool, typer.Option("--oracle/--no-oracle", help="also run offline diagnose on every prefix")
-    ] = True,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="text | json")] = "text",
+    every: EveryOpt = 10,
+    oracle: OracleOpt = True,
+    fmt: LineFormatOpt = LineFormat.text,
     fleet: Fleet = Fleet(),
 ) -> None:
     """Detection delays, misses, false alerts and cost of `watch --replay` on a corpus."""
-    from proxydiag.errors import ConfigError
     from proxydiag.evaluate.watch import score, text
 
-    if fmt not in ("text", "json"):
-        raise ConfigError(f"--format {fmt!r}: use text or json")
-    if every < 1:
-        raise ConfigError(f"--every must be at least 1, not {every}")
     summary = score(corpus, every=every, oracle=oracle, executor=fleet.executor())
     if fmt == "json":
         out.print(json.dumps(summary), markup=False, soft_wrap=True, highlight=False)

@@ -4,58 +4,52 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import ConfigOpt, FormatOpt, app, out
-from proxydiag.cli._fleet import Fleet, ForceOpt
+from proxydiag.cli._app import app, out
 from proxydiag.cli._fleet_results import stored_comparisons
 from proxydiag.cli._groups import command
-from proxydiag.cli._results import (
+from proxydiag.cli._options import (
+    Align,
+    AlignOpt,
+    ConfigOpt,
     Destination,
-    check_format,
-    fail_classes,
-    keep_comparison,
-    load,
-    load_one,
+    FailOnOpt,
+    Fleet,
+    ForceOpt,
+    FullOpt,
+    GroupOpt,
+    ProxyOpt,
+    TextFormat,
+    TextFormatOpt,
 )
+from proxydiag.cli._results import fail_classes, keep_comparison, load, load_one
 
 
 @command(app)
 def compare(
-    full: Annotated[
-        list[str] | None,
-        typer.Option("--full", help="full run (repeat for seeds; the first is the reference)"),
-    ] = None,
-    proxy: Annotated[str | None, typer.Option("--proxy", help="proxy run")] = None,
-    align: Annotated[str, typer.Option("--align", help="step | tokens | progress")] = "step",
-    fmt: FormatOpt = "text",
-    fail_on: Annotated[
-        str | None,
-        typer.Option("--fail-on", help="exit 1 on this verdict or worse: unfaithful | partial"),
-    ] = None,
+    full: FullOpt = None,
+    proxy: ProxyOpt = None,
+    align: AlignOpt = Align.step,
+    fmt: TextFormatOpt = TextFormat.text,
+    fail_on: FailOnOpt = None,
     config: ConfigOpt = None,
     to: Destination = Destination(),
-    group: Annotated[
-        str | None,
-        typer.Option(
-            "--group", help="with --store and no --full/--proxy: only this group's proxies"
-        ),
-    ] = None,
+    group: GroupOpt = None,
     fleet: Fleet = Fleet(),
     force: ForceOpt = False,
 ) -> None:
     """Score how faithfully a proxy reproduced the full run's dynamics and fault.
 
     With ``--store DIR`` and no ``--full``/``--proxy``: every stored proxy against its group's
-    full runs, one JSON object per line (a comparison already kept for the same runs,
-    configuration and proxydiag version is reused unless ``--force``).
+    full runs (``--group G``: that group's proxies only), one JSON object per line (a
+    comparison already kept for the same runs, configuration and proxydiag version is reused
+    unless ``--force``).
     """
     from proxydiag.pipeline import Analysis, Settings
     from proxydiag.report.comparison import markdown, text
 
-    check_format(fmt)
     settings = Settings.load(config)
     failing = fail_classes(fail_on, labels=False, verdicts=True)
     if not full and proxy is None and to.store is not None:

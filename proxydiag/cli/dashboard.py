@@ -3,29 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-import typer
-
-from proxydiag.cli._app import DEFAULT_STORE, ConfigOpt, StoreOpt, app, out, output_dir
-from proxydiag.cli._fleet import Fleet
+from proxydiag.cli._app import app, out, output_dir
 from proxydiag.cli._groups import command
+from proxydiag.cli._options import (
+    DEFAULT_STORE,
+    AnalyseOpt,
+    ConfigOpt,
+    Fleet,
+    OutputOpt,
+    StoreOpt,
+)
 from proxydiag.errors import StoreError
 
 
 @command(app)
 def dashboard(
     store: StoreOpt = DEFAULT_STORE,
-    output: Annotated[Path, typer.Option("--output", "-o", help="directory to write")] = Path(
-        "dashboard"
-    ),
-    analyse: Annotated[
-        bool,
-        typer.Option(
-            "--analyse/--no-analyse",
-            help="diagnose/compare in memory what the store has no result for",
-        ),
-    ] = True,
+    output: OutputOpt = Path("dashboard"),
+    analyse: AnalyseOpt = True,
     config: ConfigOpt = None,
     fleet: Fleet = Fleet(),
 ) -> None:

@@ -3,31 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
-import typer
 from rich.table import Table
 
-from proxydiag.cli._app import DEFAULT_STORE, app, err, out
+from proxydiag.cli._app import app, err, out
+from proxydiag.cli._options import DEFAULT_STORE, OutputOpt, SamplesOpt, StoreOpt
 
 
 @app.command()
 def demo(
-    store: Annotated[
-        Path,
-        typer.Option("--store", help="store to (re)create; an existing store there is replaced"),
-    ] = DEFAULT_STORE,
-    samples: Annotated[
-        Path | None,
-        typer.Option(
-            "--samples", help="folder of runs (default: ./sample_runs or the repository's)"
-        ),
-    ] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="where the report goes")] = Path(
-        "demo-out"
-    ),
+    store: StoreOpt = DEFAULT_STORE,
+    samples: SamplesOpt = None,
+    output: OutputOpt = Path("demo-out"),
 ) -> None:
-    """The whole pipeline on the sample runs, with a summary table and the report's path."""
+    """The whole pipeline on the sample runs, with a summary table and the report's path.
+
+    The store at --store is (re)created: an existing store there is replaced. The report and
+    the dashboard go into --output.
+    """
     from proxydiag.cli.demo_pipeline import run_demo
 
     result = run_demo(samples=samples, store_path=store, out_dir=output)

@@ -10,15 +10,21 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import AliasesOpt, ConfigOpt, FormatOpt, app
-from proxydiag.cli._fleet import Fleet, ForceOpt
+from proxydiag.cli._app import app
 from proxydiag.cli._fleet_results import existing, source_diagnoses, stored_diagnoses
 from proxydiag.cli._groups import command
-from proxydiag.cli._results import (
+from proxydiag.cli._options import (
+    AliasesOpt,
+    AllRunsOpt,
+    ConfigOpt,
     Destination,
-    check_format,
-    fail_classes,
+    FailOnOpt,
+    Fleet,
+    ForceOpt,
+    TextFormat,
+    TextFormatOpt,
 )
+from proxydiag.cli._results import fail_classes
 
 
 @command(app)
@@ -26,22 +32,12 @@ def diagnose(
     sources: Annotated[
         list[str] | None, typer.Argument(help="run paths, MLflow URIs, or run ids in --store")
     ] = None,
-    fmt: FormatOpt = "text",
-    fail_on: Annotated[
-        str | None,
-        typer.Option(
-            "--fail-on",
-            help="exit 1 when a run is labelled so: CLASS[,CLASS] "
-            "(gradient_overflow, loss_divergence, precision_fault)",
-        ),
-    ] = None,
+    fmt: TextFormatOpt = TextFormat.text,
+    fail_on: FailOnOpt = None,
     config: ConfigOpt = None,
     aliases: AliasesOpt = None,
     to: Destination = Destination(),
-    every: Annotated[
-        bool,
-        typer.Option("--all", help="diagnose every run in --store (and keep the results there)"),
-    ] = False,
+    all_runs: AllRunsOpt = False,
     fleet: Fleet = Fleet(),
     force: ForceOpt = False,
 ) -> None:
@@ -52,13 +48,12 @@ def diagnose(
     """
     from proxydiag.pipeline import Settings
 
-    check_format(fmt)
     failing = fail_classes(fail_on, labels=True, verdicts=False)
     cfg = Settings.load(config).diagnose
     pool = fleet.executor()
-    if every == bool(sources) or (every and to.store is None):
+    if all_runs == bool(sources) or (all_runs and to.store is None):
         raise typer.BadParameter("give SOURCE..., or --store DIR --all (one of them)")
-    if every:
+    if all_runs:
         if to.mlflow:
             raise typer.BadParameter(
                 "--all keeps results in --store; `proxydiag mlflow sync` logs them to MLflow"

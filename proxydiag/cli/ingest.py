@@ -7,16 +7,28 @@ stop the others and never touches what is stored: the good runs are kept, each f
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from proxydiag.cli._app import DEFAULT_STORE, AliasesOpt, StoreOpt, app, err
-from proxydiag.cli._fleet import Fleet, ForceOpt, report_failures
+from proxydiag.cli._app import app, err
+from proxydiag.cli._fleet import report_failures
 from proxydiag.cli._groups import command
+from proxydiag.cli._options import (
+    DEFAULT_STORE,
+    AliasesOpt,
+    FilterOpt,
+    Fleet,
+    ForceOpt,
+    GroupOpt,
+    LockTimeoutOpt,
+    MlflowExperimentOpt,
+    RoleOpt,
+    StoreOpt,
+    TrackingOpt,
+)
 from proxydiag.cli.show import cell, show
 from proxydiag.errors import ProxydiagError
 from proxydiag.ingest import ReadContext, discover, is_uri
@@ -30,31 +42,6 @@ if TYPE_CHECKING:
 MAX_ROWS = 40
 
 
-class Role(StrEnum):
-    full = "full"
-    proxy = "proxy"
-
-
-RoleOpt = Annotated[
-    Role | None,
-    typer.Option("--role", help="role of every run read (overrides sidecars and tags)"),
-]
-GroupOpt = Annotated[
-    str | None,
-    typer.Option("--group", help="group of every run read (pairs proxies with full runs)"),
-]
-
-LockTimeoutOpt = Annotated[
-    float,
-    typer.Option(
-        "--lock-timeout",
-        envvar="PROXYDIAG_LOCK_TIMEOUT_S",
-        min=0,
-        help="seconds to wait for another process writing to the store",
-    ),
-]
-
-
 @command(app)
 def ingest(
     sources: Annotated[
@@ -65,20 +52,9 @@ def ingest(
     group: GroupOpt = None,
     aliases: AliasesOpt = None,
     lock_timeout_s: LockTimeoutOpt = 10.0,
-    mlflow_experiment: Annotated[
-        str | None,
-        typer.Option("--mlflow-experiment", help="also ingest the runs of this MLflow experiment"),
-    ] = None,
-    mlflow_filter: Annotated[
-        str,
-        typer.Option(
-            "--filter", help="MLflow filter for --mlflow-experiment, e.g. \"tags.role = 'proxy'\""
-        ),
-    ] = "",
-    tracking_uri: Annotated[
-        str | None,
-        typer.Option("--tracking-uri", help="MLflow tracking URI (default: MLFLOW_TRACKING_URI)"),
-    ] = None,
+    mlflow_experiment: MlflowExperimentOpt = None,
+    mlflow_filter: FilterOpt = "",
+    tracking_uri: TrackingOpt = None,
     fleet: Fleet = Fleet(),
     force: ForceOpt = False,
 ) -> None:

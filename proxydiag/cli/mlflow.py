@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
-from proxydiag.cli._app import DEFAULT_STORE, StoreOpt, TrackingOpt, err, out, sub_app
+from proxydiag.cli._app import err, out, sub_app
+from proxydiag.cli._options import (
+    DEFAULT_STORE,
+    FilterOpt,
+    MlflowExperimentOpt,
+    StoreOpt,
+    TrackingOpt,
+)
 
 mlflow_app = sub_app("mlflow", "MLflow: push stored diagnoses and comparisons to MLflow runs.")
-
-ExperimentOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--mlflow-experiment",
-        help="experiment for runs that did not come from MLflow (default: proxydiag)",
-    ),
-]
 
 
 @mlflow_app.command("sync")
 def sync_command(
     store: StoreOpt = DEFAULT_STORE,
     tracking_uri: TrackingOpt = None,
-    experiment: ExperimentOpt = None,
+    experiment: MlflowExperimentOpt = None,
 ) -> None:
     """Log every pending result in the store to MLflow (exit 2 if any failed)."""
     from proxydiag.errors import MlflowError
@@ -43,14 +40,9 @@ def sync_command(
         )
 
 
-FilterOpt = Annotated[
-    str, typer.Option("--filter", help="MLflow filter string, e.g. \"tags.role = 'proxy'\"")
-]
-
-
 @mlflow_app.command("runs")
 def runs_command(
-    experiment: Annotated[str, typer.Option("--mlflow-experiment", help="MLflow experiment name")],
+    experiment: MlflowExperimentOpt,
     filter_string: FilterOpt = "",
     tracking_uri: TrackingOpt = None,
 ) -> None:
@@ -60,7 +52,7 @@ def runs_command(
 
     uri = resolve_tracking_uri(tracking_uri)
     with fast_fail():
-        ids = search_ids(experiment, filter_string, uri)
+        ids = search_ids(experiment or "", filter_string, uri)
         rows = _describe(uri, ids)
     header = [
         "mlflow_run_id",

@@ -8,6 +8,18 @@ from typing import Annotated
 import typer
 
 from proxydiag.cli._app import err, out, sub_app
+from proxydiag.cli._options import (
+    CalibrationOpt,
+    ExpertsOpt,
+    ForceOpt,
+    KeepOpt,
+    MaxTokensOpt,
+    MethodOpt,
+    OffloadDirOpt,
+    OutputOpt,
+    PruneMethod,
+    SeedOpt,
+)
 
 proxy_app = sub_app("proxy", "Make proxies: expert-pruned copies of MoE checkpoints.")
 
@@ -15,35 +27,19 @@ proxy_app = sub_app("proxy", "Make proxies: expert-pruned copies of MoE checkpoi
 @proxy_app.command("build")
 def proxy_build(
     checkpoint: Annotated[Path, typer.Argument(help="Hugging Face checkpoint folder")],
-    output: Annotated[Path, typer.Option("-o", "--out", help="proxy checkpoint folder")],
-    keep: Annotated[
-        float | None,
-        typer.Option("--keep", help="fraction of each layer's routed experts kept, e.g. 0.25"),
-    ] = None,
-    experts: Annotated[
-        int | None,
-        typer.Option("--experts", help="routed experts kept per layer (instead of --keep)"),
-    ] = None,
-    method: Annotated[str, typer.Option(help="kmeans | frequency | reap")] = "kmeans",
-    calibration: Annotated[
-        Path | None,
-        typer.Option(
-            help="text (one sample per line) or JSONL with 'text'; run through the model on CPU"
-        ),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="seeds clustering and sketches")] = 0,
-    max_tokens: Annotated[int, typer.Option(help="calibration tokens read at most")] = 4096,
-    offload_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="calibrate one decoder layer at a time from disk, using DIR for converted weights "
-            "(RAM ~ one layer)"
-        ),
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", help="replace OUT if it exists")] = False,
+    output: OutputOpt,
+    keep: KeepOpt = None,
+    experts: ExpertsOpt = None,
+    method: MethodOpt = PruneMethod.kmeans,
+    calibration: CalibrationOpt = None,
+    seed: SeedOpt = 0,
+    max_tokens: MaxTokensOpt = 4096,
+    offload_dir: OffloadDirOpt = None,
+    force: ForceOpt = False,
 ) -> None:
-    """Keep --keep RATIO (or --experts N) of the routed experts in every MoE layer; write OUT
-    (loads with transformers' from_pretrained) and its proxydiag.json sidecar."""
+    """Keep --keep RATIO (or --experts N) of the routed experts in every MoE layer; write the
+    proxy checkpoint to OUTPUT (loads with transformers' from_pretrained) with its
+    proxydiag.json sidecar (--force replaces an OUTPUT that exists)."""
     from proxydiag.proxy import build
 
     result = build(
@@ -51,7 +47,7 @@ def proxy_build(
         output,
         keep_ratio=keep,
         n_experts=experts,
-        method=method,
+        method=str(method),
         calibration=calibration,
         seed=seed,
         force=force,

@@ -7,19 +7,28 @@ from typing import Annotated
 
 import typer
 
-from proxydiag.cli._app import (
-    DEFAULT_STORE,
-    AliasesOpt,
-    ConfigOpt,
-    StoreOpt,
-    TrackingOpt,
-    app,
-    err,
-    out,
-)
-from proxydiag.cli._fleet import Fleet
+from proxydiag.cli._app import app, err, out
 from proxydiag.cli._fleet_results import group_results
 from proxydiag.cli._groups import command
+from proxydiag.cli._options import (
+    DEFAULT_STORE,
+    AliasesOpt,
+    Align,
+    AlignOpt,
+    ConfigOpt,
+    FailOnOpt,
+    Fleet,
+    FullOpt,
+    GroupOpt,
+    LogToMlflowOpt,
+    MlflowExperimentOpt,
+    OutputOpt,
+    ProxyOpt,
+    ReportFormat,
+    ReportFormatOpt,
+    StoreOpt,
+    TrackingOpt,
+)
 from proxydiag.cli._results import fail_classes, load, load_one
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
@@ -117,53 +126,29 @@ def _print_recommendation(
 @command(app)
 def report(
     sources: Annotated[list[str] | None, typer.Argument(help="runs to diagnose and show")] = None,
-    output: Annotated[
-        Path, typer.Option("--output", "-o", help="file to write ('-' for stdout)")
-    ] = Path("report.html"),
-    full: Annotated[
-        list[str] | None,
-        typer.Option("--full", help="full run (repeat for seeds; the first is the reference)"),
-    ] = None,
-    proxy: Annotated[str | None, typer.Option("--proxy", help="proxy run")] = None,
-    group: Annotated[
-        str | None,
-        typer.Option("--group", help="report a group from --store (one report per proxy)"),
-    ] = None,
+    output: OutputOpt = Path("report.html"),
+    full: FullOpt = None,
+    proxy: ProxyOpt = None,
+    group: GroupOpt = None,
     store: StoreOpt = DEFAULT_STORE,
-    fmt: Annotated[str, typer.Option("--format", "-f", help="html | markdown | json")] = "html",
-    align: Annotated[
-        str, typer.Option("--align", help="step | tokens | samples | progress")
-    ] = "step",
-    fail_on: Annotated[
-        str | None,
-        typer.Option(
-            "--fail-on",
-            help="exit 1 when a run is labelled so, or the proxy's verdict is (partial "
-            "means partial or worse), "
-            "e.g. loss_divergence,precision_fault or unfaithful",
-        ),
-    ] = None,
-    log_to_mlflow: Annotated[
-        bool,
-        typer.Option("--log-to-mlflow", help="also log the results and the HTML report to MLflow"),
-    ] = False,
-    mlflow_experiment: Annotated[
-        str | None,
-        typer.Option(
-            "--mlflow-experiment", help="experiment for runs that did not come from MLflow"
-        ),
-    ] = None,
+    fmt: ReportFormatOpt = ReportFormat.html,
+    align: AlignOpt = Align.step,
+    fail_on: FailOnOpt = None,
+    log_to_mlflow: LogToMlflowOpt = False,
+    mlflow_experiment: MlflowExperimentOpt = None,
     tracking_uri: TrackingOpt = None,
     aliases: AliasesOpt = None,
     config: ConfigOpt = None,
     fleet: Fleet = Fleet(),
 ) -> None:
-    """Write a post-run report: verdict, labels, timeline, metric panels, fidelity, evidence."""
-    from proxydiag.pipeline import Settings
-    from proxydiag.report.api import FORMATS, render, resolve
+    """Write a post-run report: verdict, labels, timeline, metric panels, fidelity, evidence.
 
-    if fmt not in FORMATS:
-        raise AnalysisError(f"--format {fmt!r} is not one of {', '.join(FORMATS)}")
+    --output is the file written ('-' for stdout); with --group G (a group of --store), one
+    report per proxy. With --log-to-mlflow the results and the HTML report go to MLflow too.
+    """
+    from proxydiag.pipeline import Settings
+    from proxydiag.report.api import render, resolve
+
     gate = fail_classes(fail_on, labels=True, verdicts=True)
     settings = Settings.load(config)
     matched: list[str] = []

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import polars as pl
 import typer
 from rich.table import Table
 
-from proxydiag.cli._app import DEFAULT_STORE, app, out
+from proxydiag.cli._app import app, out
+from proxydiag.cli._options import DEFAULT_STORE, LineFormat, LineFormatOpt, MaybeStoreOpt, StoreOpt
 from proxydiag.cli.show import cell, show
 from proxydiag.run import Run
 
@@ -24,31 +24,20 @@ runs_app = typer.Typer(
 )
 app.add_typer(runs_app, name="runs")
 
-SubStoreOpt = Annotated[
-    Path | None, typer.Option("--store", help="store directory (default: the one given to `runs`)")
-]
-
 
 @runs_app.callback()
 def runs_list(
     ctx: typer.Context,
-    store: Annotated[
-        Path, typer.Option("--store", help="store directory (env PROXYDIAG_STORE)")
-    ] = DEFAULT_STORE,
-    fmt: Annotated[
-        str,
-        typer.Option("--format", "-f", help="text | json (one object per run and line, by run id)"),
-    ] = "text",
+    store: StoreOpt = DEFAULT_STORE,
+    fmt: LineFormatOpt = LineFormat.text,
 ) -> None:
-    """List the runs in the store."""
+    """List the runs in the store (--format json: one object per run and line, by run id)."""
     ctx.obj = store
     if ctx.invoked_subcommand is not None:
         return
     from proxydiag.store import RunStore
 
     target = RunStore(store)
-    if fmt not in ("text", "json"):
-        raise typer.BadParameter(f"--format {fmt!r}: use text or json")
     if fmt == "json":
         _print_json(target)
         return
@@ -117,7 +106,7 @@ def _number(value: object) -> object:
 def runs_show(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="run id or unique name")],
-    store: SubStoreOpt = None,
+    store: MaybeStoreOpt = None,
 ) -> None:
     """Attributes, the metric mapping used, events, and per-metric counts of one run."""
     from proxydiag.store import RunStore
@@ -139,7 +128,7 @@ def runs_show(
 def runs_rm(
     ctx: typer.Context,
     run: Annotated[str, typer.Argument(help="run id or unique name")],
-    store: SubStoreOpt = None,
+    store: MaybeStoreOpt = None,
 ) -> None:
     """Remove a run (its Parquet file, catalog row and diagnosis)."""
     from proxydiag.store import RunStore

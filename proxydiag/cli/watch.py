@@ -9,24 +9,35 @@ from typing import Annotated, Any
 
 import typer
 
-from proxydiag.cli._app import (
+from proxydiag.cli._app import app, err, out
+from proxydiag.cli._options import (
     DEFAULT_STORE,
     AliasesOpt,
+    CheckpointsOpt,
     ConfigOpt,
+    EveryOpt,
+    FailOnOpt,
+    IdleTimeoutOpt,
+    IntervalOpt,
+    LineFormat,
+    LineFormatOpt,
+    LogToMlflowOpt,
+    MarginOpt,
+    MlflowExperimentOpt,
+    NotifyCooldownOpt,
+    NotifyMaxOpt,
+    NotifyMinOpt,
+    NotifyOpt,
+    OnAlertOpt,
+    PrecisionOpt,
+    ReplayOpt,
+    StartTimeoutOpt,
     StoreOpt,
+    Tier,
     TrackingOpt,
-    app,
-    err,
-    out,
+    UntilDoneOpt,
 )
 from proxydiag.errors import ConfigError
-
-TEXT_JSON = ("text", "json")
-
-
-def _opt(name: str, help_text: str) -> Any:
-    return typer.Option(name, help=help_text)
-
 
 Sources = Annotated[
     list[str] | None,
@@ -34,111 +45,46 @@ Sources = Annotated[
         help="TensorBoard logdirs, JSONL/CSV/console log files, MLflow run folders, runs:/ID"
     ),
 ]
-Interval = Annotated[float, _opt("--interval", "seconds between polls")]
-UntilDone = Annotated[
-    bool,
-    _opt(
-        "--until-done",
-        "stop when every run has finished or is idle "
-        "for --idle-timeout, then print the final diagnoses",
-    ),
-]
-IdleTimeout = Annotated[
-    float, _opt("--idle-timeout", "seconds without new data, counted from a source's first data")
-]
-StartTimeout = Annotated[
-    float,
-    _opt(
-        "--start-timeout",
-        "with --until-done: seconds to wait for a source's first data (or an experiment's "
-        "first running run); then exit 2 naming it",
-    ),
-]
-Fmt = Annotated[str, typer.Option("--format", "-f", help="text | json (JSON Lines)")]
-OnAlert = Annotated[
-    str | None,
-    _opt(
-        "--on-alert",
-        "command run per alert, the alert in PROXYDIAG_* variables and as JSON on stdin (no shell)",
-    ),
-]
-FailOn = Annotated[
-    str | None, _opt("--fail-on", "exit 1 when an alert or final label is one of CLASS[,CLASS]")
-]
-Replay = Annotated[bool, _opt("--replay", "feed finished runs as if live")]
-Every = Annotated[int, _opt("--every", "with --replay: logged steps per check")]
-Ckpts = Annotated[
-    str | None,
-    _opt(
-        "--checkpoints",
-        "checkpoint steps 100,200,... or a folder of checkpoint-N / iter_N / global_stepN",
-    ),
-]
-Margin = Annotated[int, _opt("--margin-steps", "go back at least this many steps before the onset")]
-Precision = Annotated[
-    str | None, _opt("--precision", "fp16 | bf16 | fp32 when the source does not say")
-]
-Notify = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--notify",
-        metavar="URL",
-        help="POST each alert's JSON, with a one-line `text` chat webhooks show, to URL "
-        "(repeatable)",
-    ),
-]
-NotifyMin = Annotated[str, _opt("--notify-min", "warning | critical: the lowest tier sent")]
-NotifyCooldown = Annotated[
-    float, _opt("--notify-cooldown", "seconds between two notifications of one run and class")
-]
-NotifyMax = Annotated[int, _opt("--notify-max", "notifications per run at most")]
-LogMlflow = Annotated[
-    bool,
-    _opt(
-        "--log-to-mlflow", "tag the watched MLflow run with proxydiag.alert / .label / .onset_step"
-    ),
-]
-Experiment = Annotated[
-    str | None,
-    _opt("--mlflow-experiment", "watch every running run of this MLflow experiment, new ones too"),
-]
 
 
 @app.command()
 def watch(
     sources: Sources = None,
-    interval: Interval = 10.0,
-    until_done: UntilDone = False,
-    idle_timeout: IdleTimeout = 600.0,
-    start_timeout: StartTimeout = 3600.0,
-    fmt: Fmt = "text",
-    on_alert: OnAlert = None,
-    notify: Notify = None,
-    notify_min: NotifyMin = "warning",
-    notify_cooldown: NotifyCooldown = 600.0,
-    notify_max: NotifyMax = 20,
-    fail_on: FailOn = None,
-    replay: Replay = False,
-    every: Every = 1,
-    checkpoints: Ckpts = None,
-    margin_steps: Margin = 100,
-    precision: Precision = None,
-    log_to_mlflow: LogMlflow = False,
-    mlflow_experiment: Experiment = None,
+    interval: IntervalOpt = 10.0,
+    until_done: UntilDoneOpt = False,
+    idle_timeout: IdleTimeoutOpt = 600.0,
+    start_timeout: StartTimeoutOpt = 3600.0,
+    fmt: LineFormatOpt = LineFormat.text,
+    on_alert: OnAlertOpt = None,
+    notify: NotifyOpt = None,
+    notify_min: NotifyMinOpt = Tier.warning,
+    notify_cooldown: NotifyCooldownOpt = 600.0,
+    notify_max: NotifyMaxOpt = 20,
+    fail_on: FailOnOpt = None,
+    replay: ReplayOpt = False,
+    every: EveryOpt = 1,
+    checkpoints: CheckpointsOpt = None,
+    margin_steps: MarginOpt = 100,
+    precision: PrecisionOpt = None,
+    log_to_mlflow: LogToMlflowOpt = False,
+    mlflow_experiment: MlflowExperimentOpt = None,
     tracking_uri: TrackingOpt = None,
     config: ConfigOpt = None,
     aliases: AliasesOpt = None,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
-    """Diagnose runs while they train: alert on the first signs of a failure class."""
+    """Diagnose runs while they train: alert on the first signs of a failure class.
+
+    --mlflow-experiment NAME watches every running run of that experiment, new ones too;
+    --log-to-mlflow tags a watched MLflow run with proxydiag.alert / .label / .onset_step.
+    --precision is the run's precision when the source does not say; --every is, with
+    --replay, the logged steps fed per check.
+    """
     from proxydiag.metrics import AliasTable
     from proxydiag.pipeline import Settings
     from proxydiag.watch.live import Session
 
-    if fmt not in TEXT_JSON:
-        raise ConfigError(f"--format {fmt!r}: use text or json")
     failing = _classes(fail_on)
-    precision = _precision(precision)
     cfg = Settings.load(config).diagnose
     table = AliasTable.load(aliases) if aliases is not None else AliasTable.default()
     ckpt = _checkpoints(checkpoints, margin_steps)
@@ -156,7 +102,7 @@ def watch(
             aliases=table,
             state_dir=store / "watch",
             checkpoints=ckpt,
-            precision=precision,
+            precision=str(precision) if precision is not None else None,
             experiment=mlflow_experiment,
             tracking_uri=tracking_uri,
         )
@@ -170,7 +116,7 @@ def watch(
             mlflow=log_to_mlflow,
             notifier=notifier(
                 notify or [],
-                min_tier=notify_min,
+                min_tier=str(notify_min),
                 cooldown_s=notify_cooldown,
                 max_per_run=notify_max,
             ),
@@ -340,19 +286,6 @@ def _emit(obj: dict[str, Any], fmt: str) -> None:
         f"{obj['summary']}",
         markup=False,
     )
-
-
-#: precisions ``--precision`` takes (as runs and sidecars spell them)
-PRECISIONS = ("fp16", "bf16", "fp32", "fp8", "tf32")
-
-
-def _precision(text: str | None) -> str | None:
-    if text is None:
-        return None
-    value = text.strip().lower()
-    if value not in PRECISIONS:
-        raise ConfigError(f"--precision {text!r}: use {', '.join(PRECISIONS)}")
-    return value
 
 
 def _classes(text: str | None) -> set[str]:

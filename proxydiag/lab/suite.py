@@ -1,13 +1,15 @@
-"""The full-vs-proxy matrix with seeds: resumable (finished runs are skipped), on both cores."""
+"""The full-vs-proxy matrix with seeds: resumable (finished runs are skipped), on local
+workers or Ray (a fleet executor)."""
 
 from __future__ import annotations
 
 import json
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from proxydiag.errors import LabError
+from proxydiag.fleet.executor import Executor, make_executor
 from proxydiag.lab.runner import DONE, LabRun, run_lab
 
 DEFAULT_FAULTS = (
@@ -37,8 +39,11 @@ def _one(args: tuple[LabRun, Path, Path]) -> dict[str, Any]:
     return run_lab(spec, out, cache_dir=cache)
 
 
-def run_suite(out: Path, *, runs: list[LabRun], workers: int = 2) -> Path:
-    """Run what is not finished yet, then write ``labels.json``; returns its path."""
+def run_suite(out: Path, *, runs: list[LabRun], executor: Executor | None = None) -> Path:
+    """Run what is not finished yet on ``executor`` (default: two local workers), then write
+    ``labels.json``; returns its path. A run that failed is left out of the labels and named
+    in a :class:`~proxydiag.errors.LabError` raised after the others finished (a re-run
+    picks up only what is not done)."""
     out.mkdir(parents=True, exist_ok=True)
     cache = out / ".pretrained"
     todo = [r for r in runs if not (out / r.name / DONE).exists()]
@@ -54,9 +59,18 @@ def run_suite(out: Path, *, runs: list[LabRun], workers: int = 2) -> Path:
         inputs = {cache_key(r.model, r.pretrain_seed, r.pretrain_steps): r for r in todo}
         for r in inputs.values():
             pretrain(r.model, seed=r.pretrain_seed, steps=r.pretrain_steps, cache_dir=cache)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(_one, [(r, out, cache) for r in todo]))
-    return write_labels(out, runs)
+    pool = executor if executor is not None else make_executor(workers=2, ray=False)
+    failed = [
+        f"{o.item[0].name}: {o.reason}"
+        for o in pool.map(_one, [(r, out, cache) for r in todo])
+        if not o.ok
+    ]
+    labels = write_labels(out, runs)
+    if failed:
+        raise LabError(
+            f"{len(failed)} lab run(s) failed ({'; '.join(failed)}); {labels} has the rest"
+        )
+    return labels
 
 
 def write_labels(out: Path, runs: list[LabRun]) -> Path:

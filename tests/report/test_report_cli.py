@@ -97,7 +97,7 @@ def test_usage_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
         and "\n" not in err
     )
     assert _run_cli(["report", "x", "-f", "pdf"]) == 2
-    assert "error: --format 'pdf' is not one of html, markdown, json" in capsys.readouterr().err
+    assert "'pdf' is not one of 'html', 'markdown', 'json'" in capsys.readouterr().err
 
 
 def test_log_to_mlflow_writes_results_and_the_html_report(
