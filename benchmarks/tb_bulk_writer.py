@@ -21,7 +21,7 @@ from typing import Literal
 import numba
 import numpy as np
 
-from proxydiag.ingest.tensorboard._crc import TABLES, masked, masked_crc32c
+from proxydiag.ingest.tensorboard.crc import TABLES, masked, masked_crc32c
 
 Form = Literal["simple", "tensor_f32", "tensor_f64"]
 _PLUGIN = b"\x0a\x09\x0a\x07scalars"  # SummaryMetadata{plugin_data{plugin_name="scalars"}}

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from proxydiag.diagnose._view import RunView
+from proxydiag.diagnose.view import RunView
 
 #: without a learning-rate warm-up to read, the first 10% of the run is its warm-up for RL
 #: symptoms (entropy and KL move as the policy starts to learn) ...
@@ -29,7 +29,7 @@ def warmup_end(rv: RunView, *, fallback_fraction: float = FALLBACK_FRACTION) -> 
     step 40) is not a warm-up: its jump is where a fault may start, not where one is excused,
     so the warm-up ends by the jump at the latest.
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> warmup_end(from_arrays({"lr": (range(100), np.minimum(1.0, np.arange(100) / 20.0))}))
     19
     >>> warmup_end(from_arrays({"lr": (range(100), np.full(100, 1e-5))}))  # constant: 10%

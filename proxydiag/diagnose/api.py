@@ -6,14 +6,15 @@ list[Event]``); adding one is a new module plus one line in :data:`DETECTORS`.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
-from proxydiag.diagnose import rollbacks
-from proxydiag.diagnose._view import view
+from proxydiag.diagnose import rollbacks, taxonomy
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
 from proxydiag.diagnose.contract import Detector
 from proxydiag.diagnose.result import Diagnosis, RootCause
 from proxydiag.diagnose.taxonomy import classify
+from proxydiag.diagnose.view import Reads, view
 from proxydiag.events import Event
 from proxydiag.registry import Registry
 from proxydiag.run import Run
@@ -36,6 +37,27 @@ DETECTORS: Registry[Detector] = Registry(
         )
     },
 )
+
+
+def metrics_read(cfg: DiagnoseConfig | None = None) -> Reads:
+    """What the diagnosis reads with ``cfg`` (default settings when None): the union of the
+    registered detectors' and the taxonomy's declarations (:mod:`~proxydiag.diagnose.contract`).
+
+    >>> r = metrics_read()
+    >>> "grad_norm" in r, "mismatch_kl" in r, "throughput_tokens" in r
+    (True, True, False)
+    """
+    if cfg is None:
+        return _default_reads()
+    patterns = [*taxonomy.reads(cfg)]
+    for detector in DETECTORS:
+        patterns += detector.reads(cfg)
+    return Reads.of(patterns)
+
+
+@lru_cache(maxsize=1)
+def _default_reads() -> Reads:
+    return metrics_read(DiagnoseConfig())
 
 
 def diagnose(
@@ -83,7 +105,7 @@ def diagnose(
 
 def _diagnose_one(run: Run, cfg: DiagnoseConfig, source: str | None) -> Diagnosis:
     """One timeline's diagnosis: every detector, then the taxonomy."""
-    rv = view(run)
+    rv = view(run, metrics_read(cfg))
     events: list[Event] = [*_reader_events(run)]
     for detector in DETECTORS:
         events.extend(detector.detect(rv, cfg))

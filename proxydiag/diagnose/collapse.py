@@ -30,9 +30,9 @@ import numpy as np
 
 from proxydiag.diagnose._cusum import cusum
 from proxydiag.diagnose._stats import safe_log
-from proxydiag.diagnose._view import RunView, view
 from proxydiag.diagnose._warmup import warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.view import RunView, view
 from proxydiag.events import Event
 from proxydiag.run import Run
 
@@ -89,10 +89,20 @@ class _Out:
         return f"{s.metric} {before:.3g} -> {after:.3g} ({size}, from step {self.onset})"
 
 
+#: its events decide labels (loss_divergence: a policy collapse)
+DECIDES = True
+
+
+def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
+    """The canonical metrics :func:`detect` reads: its symptoms' (a learning rate for the
+    warm-up)."""
+    return (*dict.fromkeys(s.metric for s in SYMPTOMS), "lr")
+
+
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """One critical ``policy_collapse`` event at the first step the symptoms are out together.
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> rng = np.random.default_rng(0)
     >>> t = np.arange(0, 400, 10)
     >>> bad = t >= 300

@@ -17,9 +17,9 @@ import numpy as np
 
 from proxydiag.diagnose._stats import safe_log
 from proxydiag.diagnose._sustained import Change, sustained_change
-from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose._warmup import GROWTH_FALLBACK_FRACTION, warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event, Severity
 from proxydiag.run import Run
 
@@ -61,10 +61,19 @@ def _rules(rv: RunView) -> tuple[_Rule, ...]:
     )
 
 
+#: its events decide labels (loss_divergence)
+DECIDES = True
+
+
+def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
+    """The canonical metrics :func:`detect` reads (a learning rate for the warm-up)."""
+    return ("grad_norm", "loss", "pg_loss", "reward", "entropy", "kl", "clip_frac", "lr")
+
+
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``divergence`` (critical; grad_norm, loss) and RL symptoms (warning).
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> rng = np.random.default_rng(0)
     >>> t = np.arange(400)
     >>> g = np.exp(rng.normal(0, 0.1, 400) + np.where(t < 250, 0.0, 0.03 * (t - 250)))

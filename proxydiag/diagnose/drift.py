@@ -14,8 +14,8 @@ from scipy import stats
 
 from proxydiag.diagnose._changepoint import step_fit
 from proxydiag.diagnose._stats import downsample, robust_level
-from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, DriftConfig
+from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event
 from proxydiag.run import Run
 
@@ -23,10 +23,20 @@ from proxydiag.run import Run
 DRIFTS = {"loss": 1, "grad_norm": 1, "reward": -1, "mismatch_prob_diff": 1, "mismatch_k3": 1}
 
 
+#: context only: slow drift, stalls and throughput drops are ``info`` events, which the
+#: taxonomy never reads for a label (the watcher skips it between final diagnoses)
+DECIDES = False
+
+
+def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
+    """The canonical metrics :func:`detect` reads."""
+    return (*DRIFTS, "reward", "loss", "throughput", "step_time")
+
+
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``drift``, ``stall`` and ``throughput_drop`` (all ``info``).
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> rng = np.random.default_rng(0)
     >>> t = np.arange(2000)
     >>> loss = 2.0 + 0.0004 * t + rng.normal(0, 0.05, t.size)

@@ -18,8 +18,8 @@ import numpy as np
 
 from proxydiag.diagnose._stats import block_level, rolling_median, runs_of, safe_log
 from proxydiag.diagnose._sustained import Change, sustained_change
-from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, MismatchConfig
+from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event
 from proxydiag.run import Run
 
@@ -123,12 +123,21 @@ def _beyond_bound(
     return None
 
 
+#: its events decide labels (precision_fault)
+DECIDES = True
+
+
+def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
+    """The canonical metrics :func:`detect` reads: every mismatch quantity (a prefix)."""
+    return ("mismatch*",)
+
+
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``mismatch_step`` / ``mismatch_climb`` / ``mismatch_corr_drop`` (critical) and
     ``mismatch_level`` (beyond a published bound without a change against the baseline:
     critical when it is so from the start and stays so, else a warning).
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> rng = np.random.default_rng(0)
     >>> t = np.arange(300)
     >>> d = 0.003 * np.exp(rng.normal(0, 0.1, 300)) + np.where(t < 180, 0.0, 0.0004 * (t - 180))

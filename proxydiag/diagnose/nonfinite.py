@@ -12,7 +12,6 @@ from dataclasses import replace
 import numpy as np
 
 from proxydiag.diagnose._stats import cluster_start, runs_of, window_sum
-from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
 from proxydiag.diagnose.scaler import (
     burst_gap,
@@ -22,8 +21,26 @@ from proxydiag.diagnose.scaler import (
     skip_counts,
     skip_window,
 )
+from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event, Severity
 from proxydiag.run import Run
+
+#: its events decide labels (gradient_overflow, precision_fault)
+DECIDES = True
+
+
+def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
+    """The canonical metrics :func:`detect` reads (with the scaler's, whose rules it shares)."""
+    from proxydiag.diagnose import scaler
+
+    return (
+        *cfg.nonfinite.metrics,
+        "grad_norm",
+        "loss",
+        "loss_scale",
+        "nonfinite",
+        *scaler.reads(cfg),
+    )
 
 
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
@@ -38,7 +55,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     calibration and learning goes on); isolated ones are a warning (a skipped step),
     a calibration burst is info.
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> v = from_arrays({"grad_norm": (range(62), [1.0] * 20 + [np.inf, np.inf, 1.0] * 14)})
     >>> [(e.kind, e.onset_step, e.severity) for e in detect(v, DiagnoseConfig())]
     [('nonfinite', 20, 'critical')]
@@ -115,7 +132,7 @@ def calibration_end_of(run: Run | RunView, cfg: DiagnoseConfig) -> int | None:
     None when the run shows none. Nothing measured inside it is a baseline: the scaled
     gradients of a step the scaler is still calibrating are not the run's level.
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> g = np.r_[[np.nan] * 5, 0.001, [np.nan] * 8, np.ones(40)]
     >>> calibration_end_of(from_arrays({"grad_norm": (range(1, 55), g)}), DiagnoseConfig())
     14

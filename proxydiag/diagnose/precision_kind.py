@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proxydiag.diagnose._view import RunView
 from proxydiag.diagnose.config import MismatchConfig
 from proxydiag.diagnose.mismatch import disagreement, upper_bound
+from proxydiag.diagnose.view import RunView
 from proxydiag.events import Event
 
 #: log intervals (at least RESUME_STEPS steps) within which a restart explains a shift

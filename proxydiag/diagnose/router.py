@@ -23,8 +23,8 @@ import numpy as np
 
 from proxydiag.diagnose._stats import safe_log
 from proxydiag.diagnose._sustained import sustained_change
-from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event
 from proxydiag.run import Run
 
@@ -52,10 +52,19 @@ RULES = (
 )
 
 
+#: its events decide labels (loss_divergence: router evidence)
+DECIDES = True
+
+
+def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
+    """The canonical metrics :func:`detect` reads."""
+    return METRICS
+
+
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``router_loss_jump`` and ``router_concentration`` (warnings).
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> rng = np.random.default_rng(0)
     >>> t = np.arange(300)
     >>> aux = np.exp(rng.normal(0, 0.05, 300) + np.where(t < 200, 0.0, 1.5))

@@ -15,8 +15,8 @@ import math
 import numpy as np
 
 from proxydiag.diagnose._stats import cluster_start, runs_of, window_sum
-from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
+from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event
 from proxydiag.metrics import SKIP_COUNTERS
 from proxydiag.run import Run
@@ -25,11 +25,20 @@ from proxydiag.run import Run
 _MIN_POINTS = 8
 
 
+#: its events decide labels (gradient_overflow)
+DECIDES = True
+
+
+def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
+    """The canonical metrics :func:`detect` reads (a learning rate for the warm-up)."""
+    return ("loss_scale", *SKIP_COUNTERS, "loss", "pg_loss", "perplexity", "lr")
+
+
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``calibration`` (info), ``skip_burst`` (critical: persistent skipping),
     ``scale_collapse`` and ``scale_min`` (critical).
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> steps = np.arange(300)
     >>> skips = np.where((steps < 8) | (steps >= 200), 1.0, 0.0)
     >>> ev = detect(from_arrays({"skipped": (steps, skips)}), DiagnoseConfig())
@@ -73,7 +82,7 @@ def may_calibrate(rv: RunView) -> bool:
     never fell (a static scale) or a non-finite loss, perplexity or policy loss (the forward
     pass overflowed, which no scale fixes).
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> may_calibrate(from_arrays({"loss_scale": ([1, 2, 3], [2.0**24] * 3)}))
     False
     """

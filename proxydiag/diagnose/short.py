@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose._warmup import GROWTH_FALLBACK_FRACTION, warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.nonfinite import calibration_end_of
+from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event
 from proxydiag.run import Run
 
@@ -47,10 +47,22 @@ MIN_CONFIDENCE = 0.4
 MAX_CONFIDENCE = 0.8
 
 
+#: its events decide labels (loss_divergence)
+DECIDES = True
+
+
+def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
+    """The canonical metrics :func:`detect` reads (a learning rate for the warm-up)."""
+    from proxydiag.diagnose import nonfinite
+
+    # the end of a loss scale's calibration is the non-finite detector's reading
+    return ("grad_norm", "loss", "pg_loss", "perplexity", "lr", *nonfinite.reads(cfg))
+
+
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """A ``divergence`` event per short series that blows up (the taxonomy's divergence).
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> v = from_arrays({"loss": ([8738, 8739, 8740, 8741, 8742, 8743],
     ...                           [3.32, 3.42, 3.68, 7.27, 4.13, 7.60])})
     >>> [(e.kind, e.onset_step, e.confidence) for e in detect(v, DiagnoseConfig())]

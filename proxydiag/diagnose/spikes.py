@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from proxydiag.diagnose._stats import rolling_mad, rolling_median, runs_of
-from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig, SpikeConfig
+from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event
 from proxydiag.run import Run
 
@@ -20,10 +20,19 @@ from proxydiag.run import Run
 MAX_EVENTS = 20
 
 
+#: its events decide labels (gradient_overflow, loss_divergence)
+DECIDES = True
+
+
+def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
+    """The canonical metrics :func:`detect` reads: the configured ones."""
+    return tuple(cfg.spikes.metrics)
+
+
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Events ``spike`` (info: reverted) and ``level_shift`` (warning: did not revert).
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> rng = np.random.default_rng(0)
     >>> g = np.exp(rng.normal(0.0, 0.05, 300))
     >>> g[150] *= 40.0

@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from proxydiag.diagnose._view import RunView
 from proxydiag.diagnose._warmup import warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.precision_kind import Kind
 from proxydiag.diagnose.precision_kind import classify as precision_kind
+from proxydiag.diagnose.view import RunView
 from proxydiag.events import Event
 from proxydiag.metrics import SKIP_COUNTERS
 
@@ -105,6 +105,22 @@ class Verdict:
     summary: str
     #: the kind of a precision fault (None for other labels)
     kind: Kind | None = None
+
+
+def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
+    """The canonical metrics the taxonomy reads beside the detectors' events: what says a
+    class was undecidable, the warm-up's learning rate, and the mismatch series the kind of a
+    precision fault is read from."""
+    return (
+        "grad_norm",
+        "loss",
+        "pg_loss",
+        "loss_scale",
+        *SKIP_COUNTERS,
+        "nonfinite",
+        "lr",
+        "mismatch*",
+    )
 
 
 def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 #: the prediction recorded for a run that could not be read (counts as a miss)
 UNREADABLE = "unreadable"
-#: output formats of ``bench diagnose`` and ``bench compare``
-FORMATS = ("text", "json", "markdown")
 
 
 @dataclass(frozen=True)
@@ -321,12 +319,6 @@ def load_labels(corpus: str | Path) -> Labels:
                 f"runs of 'runs'{f' (not {unknown[0]!r})' if unknown else ''}"
             )
     return Labels(path, runs, pairs)
-
-
-def check_format(fmt: str) -> None:
-    """Reject an unknown output format before any work is done."""
-    if fmt not in FORMATS:
-        raise ConfigError(f"--format {fmt!r}: use {', '.join(FORMATS)}")
 
 
 def _config(config: DiagnoseConfig | str | Path | None) -> DiagnoseConfig:

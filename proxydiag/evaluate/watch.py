@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.collapse import alarm_step
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.errors import AnalysisError
 from proxydiag.evaluate.diagnose import load_labels, tolerance
 from proxydiag.run import Run
-from proxydiag.watch._window import verdict
 from proxydiag.watch.replay import replay
+from proxydiag.watch.window import verdict
 
 if TYPE_CHECKING:
     from proxydiag.fleet.executor import Executor

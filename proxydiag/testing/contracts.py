@@ -22,17 +22,16 @@ import polars as pl
 from proxydiag.align.axis import Axis
 from proxydiag.align.contract import Aligner
 from proxydiag.align.grid import build_grid
-from proxydiag.diagnose._view import view
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.contract import Detector
+from proxydiag.diagnose.view import Reads, view
 from proxydiag.events import Event
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.context import metric_context
 from proxydiag.fidelity.contract import FidelityTest
 from proxydiag.fidelity.result import TestResult
 from proxydiag.ingest import ReadContext, read_run
-from proxydiag.ingest.console._records import Chunk, Extract
-from proxydiag.ingest.console.dialects import Dialect
+from proxydiag.ingest.console.dialects import Chunk, Dialect, Extract
 from proxydiag.ingest.contract import Reader
 from proxydiag.run import Run
 from proxydiag.synth import simulate
@@ -104,22 +103,31 @@ def check_dialect(dialect: Dialect, *, name: str | None = None) -> None:
 
 
 def check_detector(detector: Detector, *, name: str | None = None) -> None:
-    """A detector returns well-formed events on a healthy run (none critical), nothing for a
-    run without its metrics, and does not raise on a run whose values are all NaN or ±inf."""
+    """A detector declares what it reads and whether it decides, returns well-formed events on
+    a healthy run (none critical), nothing for a run without its metrics, and does not raise on
+    a run whose values are all NaN or ±inf."""
     who = f"detector {name or detector!r}"
-    _require(isinstance(detector, Detector), who, "needs detect(run, cfg)")
+    _require(isinstance(detector, Detector), who, "needs DECIDES, reads(cfg), detect(run, cfg)")
     cfg = DiagnoseConfig()
+    _require(isinstance(detector.DECIDES, bool), who, "DECIDES must be True or False")
+    declared = tuple(detector.reads(cfg))
+    _require(
+        bool(declared) and all(isinstance(m, str) and m.strip("*") for m in declared),
+        who,
+        "reads(cfg) must name the canonical metrics it reads ('prefix*' for a prefix)",
+    )
+    reads = Reads.of(declared)
     healthy = simulate("healthy", seed=0).run
-    rv = view(healthy)
+    rv = view(healthy, reads)
     for event in detector.detect(rv, cfg):
         _check_event(event, who, healthy.first_step, healthy.last_step)
         _require(event.severity != "critical", who, f"a critical {event.kind!r} on a healthy run")
     steps = np.arange(50, dtype=np.int64)
     unrelated = _run({"unrelated_metric": np.ones(50)}, steps)
-    _require(detector.detect(view(unrelated), cfg) == [], who, "events without its metrics")
+    _require(detector.detect(view(unrelated, reads), cfg) == [], who, "events without its metrics")
     bad = np.where(steps % 2 == 0, np.nan, np.inf)
     broken = _run({m: bad for m in ("loss", "grad_norm", "loss_scale", "reward")}, steps)
-    for event in detector.detect(view(broken), cfg):
+    for event in detector.detect(view(broken, reads), cfg):
         _check_event(event, who, 0, 49)
 
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from proxydiag.errors import ProxydiagError
 from proxydiag.ingest.mlflow.files import run_name as mlflow_run_name
-from proxydiag.ingest.tail.tensorboard import MARK
 from proxydiag.ingest.tensorboard import GENERIC_DIRS, run_name
+from proxydiag.ingest.tensorboard.tail import MARK
 from proxydiag.run.sidecar import SIDECAR, read_sidecar, sidecar_for
 
 

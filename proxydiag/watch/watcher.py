@@ -6,7 +6,7 @@ new since the last check (:meth:`update` does both), so what is raised, and at w
 does not depend on how the points were split between checks. The watcher keeps, per metric, a
 bounded memory (:mod:`proxydiag.watch.buffers`) and cheap triggers
 (:mod:`proxydiag.watch.triggers`); when one fires, or every ``periodic_steps`` new steps, it
-re-runs the offline detectors on that memory (:mod:`proxydiag.watch._window`). So the cost of
+re-runs the offline detectors on that memory (:mod:`proxydiag.watch.window`). So the cost of
 a logged step is proportional to the metrics that got new points, plus a bounded re-fit when
 something looks wrong; never to the run's length.
 
@@ -32,20 +32,20 @@ from typing import Any
 
 import numpy as np
 
-from proxydiag.diagnose._view import RunView
-from proxydiag.diagnose.api import diagnose
+from proxydiag.diagnose.api import diagnose, metrics_read
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
 from proxydiag.diagnose.nonfinite import FP16
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.diagnose.taxonomy import Verdict
+from proxydiag.diagnose.view import RunView
 from proxydiag.metrics import SKIP_COUNTERS, AliasTable
 from proxydiag.run import Run
 from proxydiag.watch import triggers
-from proxydiag.watch._window import used, verdict, window_view
 from proxydiag.watch.alerts import Alert, alert_from_dict
 from proxydiag.watch.buffers import MetricBuffer
 from proxydiag.watch.checkpoints import Checkpoints
 from proxydiag.watch.rules import GROWTH, WatchLimits, calibration_hold, number, router_lead
+from proxydiag.watch.window import verdict, window_view
 
 #: grad-norm points looked back on: more than [scaler] benign_streak_points overflows among them
 #: is no lone overflow
@@ -93,6 +93,8 @@ class Watcher:
             else (load_config(config) if config is not None else DiagnoseConfig())
         )
         self.aliases = aliases or AliasTable.default()
+        #: the metrics held: what the detectors and the taxonomy declare they read
+        self.reads = metrics_read(self.config)
         self.precision = precision.strip().lower() if precision else None
         self.limits = limits or WatchLimits()
         self.checkpoints = checkpoints
@@ -167,7 +169,7 @@ class Watcher:
         return False
 
     def _add_point(self, name: str, step: int, value: float) -> None:
-        if not used(name):
+        if name not in self.reads:
             return  # only the metrics the detectors read are held
         if self.aliases.counter(name) == "cumulative":
             last = self._totals.get(name)
@@ -312,7 +314,7 @@ class Watcher:
         return [alert]
 
     def view(self) -> RunView:
-        """The :class:`~proxydiag.diagnose._view.RunView` of the points held now."""
+        """The :class:`~proxydiag.diagnose.view.RunView` of the points held now."""
         mapping = {name: key for key, name in self._names.items()}
         return window_view(
             self._buffers,
@@ -320,6 +322,7 @@ class Watcher:
             last_step=self._last,
             precision=self.precision,
             mapping=mapping,
+            reads=self.reads,
         )
 
     def _alert(self, v: Verdict, trigger: str, *, ended: bool, interval: float) -> Alert | None:

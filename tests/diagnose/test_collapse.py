@@ -15,10 +15,10 @@ import pytest
 
 from proxydiag.diagnose import collapse
 from proxydiag.diagnose._cusum import cusum
-from proxydiag.diagnose._view import RunView, from_arrays
 from proxydiag.diagnose.api import DETECTORS
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.taxonomy import Verdict, classify
+from proxydiag.diagnose.view import RunView, from_arrays
 from proxydiag.synth import FaultSpec, Scenario, simulate
 from proxydiag.synth.view import logged_steps, logged_values
 

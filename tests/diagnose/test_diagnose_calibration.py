@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from proxydiag.diagnose import nonfinite, scaler
-from proxydiag.diagnose._view import Series, from_arrays
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
+from proxydiag.diagnose.view import Series, from_arrays
 
 CFG = DiagnoseConfig()
 STEPS = np.arange(1, 401)

@@ -17,8 +17,8 @@ from proxydiag.diagnose._changepoint import (
     ramp_fit,
     step_fit,
 )
-from proxydiag.diagnose._view import from_arrays
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.view import from_arrays
 
 CFG = DiagnoseConfig()
 

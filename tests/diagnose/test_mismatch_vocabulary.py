@@ -8,9 +8,9 @@ import polars as pl
 import pytest
 
 from proxydiag.diagnose import mismatch
-from proxydiag.diagnose._view import from_arrays
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.view import from_arrays
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run
 

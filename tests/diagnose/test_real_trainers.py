@@ -16,9 +16,9 @@ import polars as pl
 import pytest
 
 from proxydiag.diagnose import nonfinite
-from proxydiag.diagnose._view import from_arrays
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.view import from_arrays
 from proxydiag.errors import IngestWarning
 from proxydiag.evaluate.diagnose import score
 from proxydiag.frame import raw

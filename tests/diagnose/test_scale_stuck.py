@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from proxydiag.diagnose._view import from_arrays
 from proxydiag.diagnose.api import diagnose
+from proxydiag.diagnose.view import from_arrays
 from proxydiag.frame import raw
 from proxydiag.run.build import build_run
 

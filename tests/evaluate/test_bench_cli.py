@@ -28,7 +28,10 @@ def test_unknown_format_is_one_line_before_any_work(
 ) -> None:
     code, err = cli(capsys, "bench", command, str(SAMPLES), "--format", "yaml")
     assert code == 2
-    assert err.strip() == "error: --format 'yaml': use text, json, markdown"
+    assert err.strip() == (
+        "error: Invalid value for '--format' / '-f': 'yaml' is not one of 'text', 'json', "
+        f"'markdown'. (see 'proxydiag bench {command} --help')"
+    )
 
 
 @pytest.mark.parametrize("command", ["compare", "diagnose"])

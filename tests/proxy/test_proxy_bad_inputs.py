@@ -79,7 +79,7 @@ CASES: dict[str, tuple[Callable[[Path], None], list[str], str]] = {
     "both counts": (lambda d: None, ["--keep", "0.5", "--experts", "2"], "exactly one"),
     "neither count": (lambda d: None, [], "exactly one"),
     "too many experts": (lambda d: None, ["--experts", "9"], "between 1 and the 8"),
-    "unknown method": (lambda d: None, ["--keep", "0.5", "--method", "x"], "is unknown"),
+    "unknown method": (lambda d: None, ["--keep", "0.5", "--method", "x"], "is not one of"),
 }
 
 

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from proxydiag.frame import SCHEMA, coerce_raw
-from proxydiag.ingest.tabular import _table as tabular
+from proxydiag.ingest.tabular import tables as tabular
 from proxydiag.metrics import AliasTable
 from proxydiag.run import _grouped, keys, wide
 from proxydiag.run import _segments as segments

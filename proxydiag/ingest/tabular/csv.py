@@ -4,7 +4,7 @@ The fast path is one typed ``polars.read_csv`` of the rows below the header (whi
 module reads) that takes quotes literally, so that a file with a quote in its body fails it (a
 number with a quote does not parse). Only when it refuses the file does a second, all-text read
 (quotes honoured) find the first bad cell (vectorised) so that the error names ``file:line`` and
-the column. The value spellings are those of :mod:`proxydiag.ingest.tabular._table`.
+the column. The value spellings are those of :mod:`proxydiag.ingest.tabular.tables`.
 
 The number of fields of every row is checked exactly (the csv module; a cheap count first when
 the body has no quote) only when polars could have hidden a wrong one: polars refuses a row
@@ -40,8 +40,7 @@ import polars as pl
 
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import ReadContext
-from proxydiag.ingest.tabular import _bytes, _holes, csv_monitor
-from proxydiag.ingest.tabular import _table as tabular
+from proxydiag.ingest.tabular import _bytes, _holes, csv_monitor, tables
 from proxydiag.run import Run
 from proxydiag.run.wide import Wide
 
@@ -57,7 +56,7 @@ def can_read(source: str | Path) -> bool:
     path = Path(source)
     if path.is_dir():
         return csv_monitor.is_monitor_dir(path)
-    return tabular.sniff(path, suffixes=SUFFIXES, peek_bytes=_PEEK_BYTES, looks_right=_step_header)
+    return tables.sniff(path, suffixes=SUFFIXES, peek_bytes=_PEEK_BYTES, looks_right=_step_header)
 
 
 def _step_header(head: bytes) -> bool:
@@ -65,7 +64,7 @@ def _step_header(head: bytes) -> bool:
     first = head.split(b"\n", 1)[0].removeprefix(b"\xef\xbb\xbf").decode("utf-8", "replace")
     for sep in (",", "\t"):
         cells = [c.strip().strip('"') for c in first.split(sep)]
-        if len(cells) >= 2 and tabular.find_column(cells, tabular.STEP_NAMES) in cells[:1]:
+        if len(cells) >= 2 and tables.find_column(cells, tables.STEP_NAMES) in cells[:1]:
             return True
     return False
 
@@ -76,7 +75,7 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
         return [csv_monitor.read(path, ctx)]
     table, notes = read_any(path)
     fmt = "csv" if _separator(path, b"") == "," else "tsv"
-    return [tabular.file_run(table, notes, path, fmt=fmt, aliases=ctx.aliases)]
+    return [tables.file_run(table, notes, path, fmt=fmt, aliases=ctx.aliases)]
 
 
 def read_table(
@@ -84,7 +83,7 @@ def read_table(
     *,
     skip: Callable[[str], bool] | None = None,
     holes: bool = True,
-) -> tuple[pl.DataFrame, tabular.Notes]:
+) -> tuple[pl.DataFrame, tables.Notes]:
     """Read one CSV/TSV file into a raw frame (``step, key, value, wall_time``).
 
     Columns for which ``skip(name)`` is true are left out before their cells are read (listed
@@ -93,7 +92,7 @@ def read_table(
     W&B export's columns are runs of their own lengths).
     """
     table, notes = read_any(path, skip=skip, holes=holes)
-    return tabular.as_raw(table), notes
+    return tables.as_raw(table), notes
 
 
 def read_any(
@@ -101,7 +100,7 @@ def read_any(
     *,
     skip: Callable[[str], bool] | None = None,
     holes: bool = True,
-) -> tuple[pl.DataFrame | Wide, tabular.Notes]:
+) -> tuple[pl.DataFrame | Wide, tables.Notes]:
     """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.run.wide.Wide`
     table (:func:`~proxydiag.run.wide.build_table` builds its run without a raw frame)."""
     mapped = _bytes.map_file(path)
@@ -112,9 +111,9 @@ def read_any(
     data = _drop_cut_tail(path, mapped, sep, len(header))
     if _blank(data, body_at):
         raise IngestError(f"{path}: a header and no data rows; nothing to ingest")
-    notes = tabular.Notes()
-    names = tabular.dedupe_names(header, notes)
-    layout = tabular.long_layout(names)
+    notes = tables.Notes()
+    names = tables.dedupe_names(header, notes)
+    layout = tables.long_layout(names)
     # an untouched file is read by polars from its path (its own mmap, no copy)
     source: Path | bytes = path if data is mapped else bytes(data)
     skipped = _skipped(names, layout, skip)
@@ -125,7 +124,7 @@ def read_any(
     if frame is None or _maybe_ragged(frame, data):
         _check_fields(path, data, body_at, sep, len(header))
     for new, old in notes.renamed_columns.items():
-        if tabular.is_index(old):  # a pandas MultiIndex: its levels are not read
+        if tables.is_index(old):  # a pandas MultiIndex: its levels are not read
             continue
         warnings.warn(
             IngestWarning(
@@ -133,7 +132,7 @@ def read_any(
             ),
             stacklevel=2,
         )
-    step = layout[0] if layout else tabular.step_column(names, where=f"{path}:1")
+    step = layout[0] if layout else tables.step_column(names, where=f"{path}:1")
     if frame is None:
         frame = _text(path, source, sep, names)
 
@@ -145,10 +144,10 @@ def read_any(
         notes.skipped_columns = skipped
         frame = frame.drop(skipped, strict=False)  # the typed read kept the last column only
     if layout:
-        raw = tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes)
-        return tabular.nonempty(raw, path), notes
-    wall = tabular.find_column(names, tabular.WALL_NAMES)
-    wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
+        raw = tables.long_to_raw(frame, layout=layout, locate=locate, notes=notes)
+        return tables.nonempty(raw, path), notes
+    wall = tables.find_column(names, tables.WALL_NAMES)
+    wide = tables.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
     if holes:
         _holes.warn_holes(
             path,
@@ -156,7 +155,7 @@ def read_any(
             writer="pandas' to_csv writes NaN as an empty cell",
             cure="write with na_rep='nan'",
         )
-    return tabular.nonempty(wide, path), notes
+    return tables.nonempty(wide, path), notes
 
 
 def _separator(path: Path, data: _bytes.Buffer) -> str:
@@ -241,7 +240,7 @@ def _skipped(
     """The columns of a wide table that ``skip`` leaves out (never the step column)."""
     if skip is None or layout:
         return []
-    step = tabular.find_column(names, tabular.STEP_NAMES)
+    step = tables.find_column(names, tables.STEP_NAMES)
     return [n for n in names if n != step and skip(n)]
 
 
@@ -261,12 +260,12 @@ def _typed(
 
     The ``skipped`` columns are not parsed, except the file's last one: a short row shows
     as a null there (:func:`_maybe_ragged`)."""
-    step = layout[0] if layout else tabular.find_column(names, tabular.STEP_NAMES)
+    step = layout[0] if layout else tables.find_column(names, tables.STEP_NAMES)
     key = layout[1] if layout else None
     if step is None:
         return None
     dtypes: list[pl.DataType] = [  # a row index (a pandas DatetimeIndex, say) stays text
-        pl.Int64() if n == step else pl.Utf8() if n == key or tabular.is_index(n) else pl.Float64()
+        pl.Int64() if n == step else pl.Utf8() if n == key or tables.is_index(n) else pl.Float64()
         for n in names
     ]
     left_out = set(skipped)
@@ -289,7 +288,7 @@ def _typed(
 
 
 def _text(path: Path, data: Path | bytes, sep: str, names: list[str]) -> pl.DataFrame:
-    """Every cell as text, so that :mod:`~proxydiag.ingest.tabular._table` finds the bad one."""
+    """Every cell as text, so that :mod:`~proxydiag.ingest.tabular.tables` finds the bad one."""
     try:
         return pl.read_csv(data, infer_schema=False, **_options(sep, names))
     except pl.exceptions.PolarsError as exc:
@@ -316,8 +315,8 @@ def _split(text: str, sep: str, where: str) -> list[str]:
 
 
 def _drop_repeated_headers(
-    frame: pl.DataFrame, header: list[str], step: str, locate: tabular.Locate
-) -> tuple[pl.DataFrame, tabular.Locate]:
+    frame: pl.DataFrame, header: list[str], step: str, locate: tables.Locate
+) -> tuple[pl.DataFrame, tables.Locate]:
     if frame[step].dtype != pl.Utf8:  # the typed read (which may leave columns out) ends here
         return frame, locate
     again = (frame[step].str.strip_chars() == header[frame.columns.index(step)].strip()).fill_null(

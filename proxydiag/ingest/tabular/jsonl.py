@@ -24,8 +24,7 @@ import polars as pl
 
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import ReadContext
-from proxydiag.ingest.tabular import _bytes
-from proxydiag.ingest.tabular import _table as tabular
+from proxydiag.ingest.tabular import _bytes, tables
 from proxydiag.ingest.tabular._jsonl_fast import fast_frame, flatten_record
 from proxydiag.run import Run
 from proxydiag.run.wide import Wide
@@ -45,7 +44,7 @@ def can_read(source: str | Path) -> bool:
     """
     if _swift_counter_only(Path(source)):
         return False
-    return tabular.sniff(source, suffixes=SUFFIXES, peek_bytes=1 << 16, looks_right=_step_record)
+    return tables.sniff(source, suffixes=SUFFIXES, peek_bytes=1 << 16, looks_right=_step_record)
 
 
 def _swift_counter_only(path: Path) -> bool:
@@ -57,7 +56,7 @@ def _swift_counter_only(path: Path) -> bool:
     if b'"global_step/max_steps"' not in first:
         return False
     keys = _record_keys(first)
-    return keys is not None and tabular.find_column(keys, tabular.STEP_NAMES) is None
+    return keys is not None and tables.find_column(keys, tables.STEP_NAMES) is None
 
 
 def _step_record(head: bytes) -> bool:
@@ -65,7 +64,7 @@ def _step_record(head: bytes) -> bool:
     if not first.startswith(b"{") or not first.endswith(b"}"):
         return False
     keys = _record_keys(first)
-    return keys is not None and tabular.find_column(keys, tabular.STEP_NAMES) is not None
+    return keys is not None and tables.find_column(keys, tables.STEP_NAMES) is not None
 
 
 def _record_keys(line: bytes) -> list[str] | None:
@@ -83,16 +82,16 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     attrs = notes.attrs()
     if verl:
         attrs["framework"] = "verl"
-    return [tabular.file_run(table, notes, path, fmt=FORMAT, aliases=ctx.aliases, attrs=attrs)]
+    return [tables.file_run(table, notes, path, fmt=FORMAT, aliases=ctx.aliases, attrs=attrs)]
 
 
-def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes, bool]:
+def read_table(path: Path) -> tuple[pl.DataFrame, tables.Notes, bool]:
     """Raw frame, notes, and whether the records had veRL's ``{"step", "data"}`` shape."""
     table, notes, verl = read_any(path)
-    return tabular.as_raw(table), notes, verl
+    return tables.as_raw(table), notes, verl
 
 
-def read_any(path: Path) -> tuple[pl.DataFrame | Wide, tabular.Notes, bool]:
+def read_any(path: Path) -> tuple[pl.DataFrame | Wide, tables.Notes, bool]:
     """As :func:`read_table`, with records of one step each as a
     :class:`~proxydiag.run.wide.Wide` table (:func:`~proxydiag.run.wide.build_table`
     builds its run without a raw frame); records of one point each (``step, key, value``: the
@@ -103,20 +102,20 @@ def read_any(path: Path) -> tuple[pl.DataFrame | Wide, tabular.Notes, bool]:
     data = _drop_cut_tail(path, mapped)
     if _NON_SPACE.search(data) is None:
         raise IngestError(f"{path}: no complete JSON line; nothing to ingest")
-    notes = tabular.Notes()
+    notes = tables.Notes()
     fast = fast_frame(data, _polars_input(path, data))
     frame, notes.null_as_nan = fast if fast is not None else (_exact_frame(path, bytes(data)), 0)
     verl = _is_verl(data)
-    layout = tabular.long_layout(frame.columns)
+    layout = tables.long_layout(frame.columns)
     if layout:
-        raw = tabular.long_to_raw(frame, layout=layout, locate=_locator(path, data), notes=notes)
-        return tabular.nonempty(raw, path), notes, verl
-    step = tabular.step_column(frame.columns, where=f"{path}:1")
-    wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
-    wide = tabular.wide_columns(
+        raw = tables.long_to_raw(frame, layout=layout, locate=_locator(path, data), notes=notes)
+        return tables.nonempty(raw, path), notes, verl
+    step = tables.step_column(frame.columns, where=f"{path}:1")
+    wall = tables.find_column(frame.columns, tables.WALL_NAMES)
+    wide = tables.wide_columns(
         frame, step=step, wall=wall, locate=_locator(path, data), notes=notes
     )
-    return tabular.nonempty(wide, path), notes, verl
+    return tables.nonempty(wide, path), notes, verl
 
 
 def _polars_input(path: Path, data: _bytes.Buffer) -> Path | bytes:
@@ -163,7 +162,7 @@ def _exact_frame(path: Path, data: bytes) -> pl.DataFrame:
     """Record-by-record parse (the fallback): exact, and names the first bad line.
 
     Every value becomes text (``repr`` of a float round-trips exactly; ``None`` is ``"null"``)
-    and :func:`proxydiag.ingest.tabular._table.values` parses the columns.
+    and :func:`proxydiag.ingest.tabular.tables.values` parses the columns.
     """
     rows: list[dict[str, str]] = []
     for number, line in enumerate(data.split(b"\n"), start=1):
@@ -185,7 +184,7 @@ def _exact_frame(path: Path, data: bytes) -> pl.DataFrame:
     return pl.from_dicts(rows, schema=dict.fromkeys(names, pl.Utf8))
 
 
-def _locator(path: Path, data: _bytes.Buffer) -> tabular.Locate:
+def _locator(path: Path, data: _bytes.Buffer) -> tables.Locate:
     """Map a record index to its file line (blank lines are not records)."""
 
     def locate(row: int) -> str:

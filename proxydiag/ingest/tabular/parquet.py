@@ -1,6 +1,6 @@
 """Parquet metric tables, wide (step + one column per metric) or long (step, key, value[, wall]).
 
-The same rules as the CSV reader apply (see :mod:`proxydiag.ingest.tabular._table`); Parquet is
+The same rules as the CSV reader apply (see :mod:`proxydiag.ingest.tabular.tables`); Parquet is
 typed, so the usual problems are a step column of floats or strings and text in a metric column. A
 frame written by proxydiag's own store (the canonical schema) is read back as it is.
 """
@@ -16,8 +16,7 @@ import pyarrow as pa
 from proxydiag.errors import IngestError
 from proxydiag.frame import SCHEMA
 from proxydiag.ingest import ReadContext
-from proxydiag.ingest.tabular import _holes
-from proxydiag.ingest.tabular import _table as tabular
+from proxydiag.ingest.tabular import _holes, tables
 from proxydiag.run import Run, threads
 from proxydiag.run.sidecar import sidecar_for
 from proxydiag.run.wide import Wide, build_wide_parts
@@ -55,16 +54,16 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     if run is not None:
         return [run]
     table, notes = read_any(path)
-    return [tabular.file_run(table, notes, path, fmt=FORMAT, aliases=ctx.aliases)]
+    return [tables.file_run(table, notes, path, fmt=FORMAT, aliases=ctx.aliases)]
 
 
-def read_table(path: Path) -> tuple[pl.DataFrame, tabular.Notes]:
+def read_table(path: Path) -> tuple[pl.DataFrame, tables.Notes]:
     """Read one Parquet file into a raw frame (``step, key, value, wall_time``)."""
     table, notes = read_any(path)
-    return tabular.as_raw(table), notes
+    return tables.as_raw(table), notes
 
 
-def read_any(path: Path) -> tuple[pl.DataFrame | Wide, tabular.Notes]:
+def read_any(path: Path) -> tuple[pl.DataFrame | Wide, tables.Notes]:
     """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.run.wide.Wide`
     table (:func:`~proxydiag.run.wide.build_table` builds its run without a raw frame)."""
     try:
@@ -74,24 +73,24 @@ def read_any(path: Path) -> tuple[pl.DataFrame | Wide, tabular.Notes]:
         raise IngestError(
             f"{path}: cannot read as Parquet ({reason}); is the file complete?"
         ) from exc
-    notes = tabular.Notes()
+    notes = tables.Notes()
 
     def locate(row: int) -> str:
         return f"{path}@row {row}"
 
     if set(SCHEMA) <= set(frame.columns):  # a canonical frame (e.g. a store file copied out)
         frame = frame.select("step", "key", "value", "wall_time")
-    if tabular.find_column(frame.columns, tabular.STEP_NAMES) is None:
+    if tables.find_column(frame.columns, tables.STEP_NAMES) is None:
         frame = _with_range_index(path, frame)
-    layout = tabular.long_layout(frame.columns)
+    layout = tables.long_layout(frame.columns)
     if layout:
-        raw = tabular.long_to_raw(frame, layout=layout, locate=locate, notes=notes)
-        return tabular.nonempty(raw, path), notes
-    step = tabular.step_column(frame.columns, where=str(path))
-    wall = tabular.find_column(frame.columns, tabular.WALL_NAMES)
-    wide = tabular.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
+        raw = tables.long_to_raw(frame, layout=layout, locate=locate, notes=notes)
+        return tables.nonempty(raw, path), notes
+    step = tables.step_column(frame.columns, where=str(path))
+    wall = tables.find_column(frame.columns, tables.WALL_NAMES)
+    wide = tables.wide_columns(frame, step=step, wall=wall, locate=locate, notes=notes)
     _holes.warn_holes(path, _holes.holes(wide), **_NAN_AS_NULL)
-    return tabular.nonempty(wide, path), notes
+    return tables.nonempty(wide, path), notes
 
 
 def _read(path: Path) -> pl.DataFrame:
@@ -135,22 +134,22 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
         return None
     schema = pl.read_parquet_schema(path)
     names = list(schema)
-    step = tabular.find_column(names, tabular.STEP_NAMES)
-    wall = tabular.find_column(names, tabular.WALL_NAMES)
+    step = tables.find_column(names, tables.STEP_NAMES)
+    wall = tables.find_column(names, tables.WALL_NAMES)
     if (
         step is None
         or set(SCHEMA) <= set(names)
-        or tabular.long_layout(names)
+        or tables.long_layout(names)
         or not (schema[step].is_integer() and schema[step] != pl.UInt64)
         or (wall is not None and not _numbers(schema[wall]))
     ):
         return None
-    notes = tabular.Notes(monotonic=True)
+    notes = tables.Notes(monotonic=True)
     keys = []
     for name, dtype in schema.items():
         if name in (step, wall):
             continue
-        if tabular.is_index(name):
+        if tables.is_index(name):
             notes.ignored_columns.append(name)
         elif _numbers(dtype):
             keys.append(name)
@@ -170,7 +169,7 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
         if steps.has_nulls():
             return None
         steps = steps.cast(pl.Int64).alias("step")
-        if not tabular.increasing(steps):
+        if not tables.increasing(steps):
             return None
         walls = frame.get_column(wall).cast(pl.Float64).alias("wall_time") if wall else None
         table = Wide(steps, walls, [frame.get_column(k).cast(pl.Float64) for k in part])
@@ -194,7 +193,7 @@ def _read_in_parts(path: Path, ctx: ReadContext) -> Run | None:
 
 
 def _numbers(dtype: pl.DataType) -> bool:
-    """A column that :func:`~proxydiag.ingest.tabular._table.values` casts to Float64 as it is."""
+    """A column that :func:`~proxydiag.ingest.tabular.tables.values` casts to Float64 as it is."""
     return dtype.is_numeric() or dtype == pl.Null
 
 
@@ -212,7 +211,7 @@ def _with_range_index(path: Path, frame: pl.DataFrame) -> pl.DataFrame:
             isinstance(index, dict)
             and index.get("kind") == "range"
             and isinstance(index.get("name"), str)
-            and tabular.find_column([index["name"]], tabular.STEP_NAMES)
+            and tables.find_column([index["name"]], tables.STEP_NAMES)
         ):
             continue
         try:

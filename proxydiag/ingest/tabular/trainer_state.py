@@ -22,7 +22,7 @@ import polars as pl
 
 from proxydiag.errors import IngestError
 from proxydiag.ingest import ReadContext
-from proxydiag.ingest.tabular import _table as tabular
+from proxydiag.ingest.tabular import tables
 from proxydiag.run import Run
 from proxydiag.run.build import build_run
 from proxydiag.run.sidecar import sidecar_for
@@ -124,8 +124,8 @@ def _raw(path: Path, entries: list[dict[str, Any]]) -> pl.DataFrame:
     def locate(row: int) -> str:
         return f"{path}: log_history[{row}]"
 
-    raw = tabular.wide_to_raw(frame, step="step", wall=None, locate=locate, notes=tabular.Notes())
-    return tabular.nonempty(raw, path)
+    raw = tables.wide_to_raw(frame, step="step", wall=None, locate=locate, notes=tables.Notes())
+    return tables.nonempty(raw, path)
 
 
 def _text(value: Any) -> str | None:

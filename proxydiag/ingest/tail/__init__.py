@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from proxydiag.errors import UnknownFormatError
 from proxydiag.ingest import ReadContext, detect
-from proxydiag.ingest.tail._chunk import Rows
+from proxydiag.ingest.tail.chunk import Rows
 
 #: a growing file whose first this many bytes tell no format is not waited for any longer
 SNIFF_BYTES = 2**20
@@ -38,8 +38,8 @@ def open_tail(source: str | Path, ctx: ReadContext | None = None) -> Tail:
     """
     ctx = ctx or ReadContext()
     if str(source).startswith("runs:/"):
+        from proxydiag.ingest.mlflow.tail import MlflowRunTail
         from proxydiag.ingest.mlflow.uri import resolve_tracking_uri
-        from proxydiag.ingest.tail.mlflow import MlflowRunTail
 
         return MlflowRunTail(resolve_tracking_uri(), str(source)[len("runs:/") :].strip("/"))
     path = Path(source)
@@ -56,9 +56,9 @@ def open_tail(source: str | Path, ctx: ReadContext | None = None) -> Tail:
 
 
 def _known(path: Path, ctx: ReadContext) -> Tail:
+    from proxydiag.ingest.mlflow.tail import MlflowFileTail
     from proxydiag.ingest.tail.lines import LineTail
-    from proxydiag.ingest.tail.mlflow import MlflowFileTail
-    from proxydiag.ingest.tail.tensorboard import MARK, TensorBoardTail
+    from proxydiag.ingest.tensorboard.tail import MARK, TensorBoardTail
 
     if path.is_dir() and (path / "meta.yaml").is_file() and (path / "metrics").is_dir():
         return MlflowFileTail(path)  # a run folder of an MLflow file store

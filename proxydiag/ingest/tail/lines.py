@@ -2,7 +2,7 @@
 
 Each :meth:`LineTail.poll` reads from the byte offset where the last one stopped up to the last
 newline (an unfinished last line waits for the next tick), and decodes those lines with the
-offline reader of the file's format (:mod:`proxydiag.ingest.tail._chunk`). A CSV's header is
+offline reader of the file's format (:mod:`proxydiag.ingest.tail.chunk`). A CSV's header is
 kept and put before every chunk. A console log's chunks are numbered as lines of the file
 and read with the parse state the earlier chunks left (the HF Trainer's running index of log
 lines, an open table's header), so they read as the whole file does. A file that was
@@ -20,7 +20,7 @@ from typing import Any
 
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.contract import Reader
-from proxydiag.ingest.tail._chunk import Rows, decode, vanished
+from proxydiag.ingest.tail.chunk import Rows, decode, vanished
 
 #: bytes read per poll at most (a huge backlog is read over several ticks)
 MAX_BYTES = 64 * 2**20

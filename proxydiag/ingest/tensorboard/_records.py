@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from proxydiag.ingest.tensorboard._crc import record_crc
 from proxydiag.ingest.tensorboard._jit import inlined, jit, read_u32, read_u64
+from proxydiag.ingest.tensorboard.crc import record_crc
 
 #: what :func:`next_record` found: an intact record, or a kind of damage
 INTACT, DATA_CRC, BAD_HEADER, TRUNCATED = 0, 1, 2, 3
@@ -120,7 +120,7 @@ def _frame(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:  
 def frame(buf: np.ndarray) -> Framing:
     """Frame every record of ``buf`` (a uint8 array of a whole event file).
 
-    >>> from proxydiag.ingest.tensorboard._crc import masked
+    >>> from proxydiag.ingest.tensorboard.crc import masked
     >>> import struct
     >>> data = b"hello"
     >>> head = struct.pack("<Q", len(data))

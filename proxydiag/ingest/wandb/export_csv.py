@@ -19,8 +19,7 @@ import polars as pl
 from proxydiag.errors import IngestError
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.contract import source_run
-from proxydiag.ingest.tabular import _table as tabular
-from proxydiag.ingest.tabular import csv
+from proxydiag.ingest.tabular import csv, tables
 from proxydiag.run import Run, keys
 
 NAME = "wandb_csv"
@@ -141,7 +140,7 @@ def _split_runs(
     ]
 
 
-def _notes_of(name: str, notes: tabular.Notes) -> tabular.Notes:
+def _notes_of(name: str, notes: tables.Notes) -> tables.Notes:
     """The file's notes that concern run ``name``, in its metric names (``null`` cells counted
     in that run's own columns)."""
     ignored = [metric for run, metric, _ in map(split_column, notes.ignored_columns) if run == name]
@@ -151,4 +150,4 @@ def _notes_of(name: str, notes: tabular.Notes) -> tabular.Notes:
         if split_column(new)[0] == name
     }
     nulls = sum(n for column, n in notes.null_columns.items() if split_column(column)[0] == name)
-    return tabular.Notes(null_as_nan=nulls, ignored_columns=ignored, renamed_columns=renamed)
+    return tables.Notes(null_as_nan=nulls, ignored_columns=ignored, renamed_columns=renamed)

@@ -21,11 +21,11 @@ from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
 from proxydiag.ingest.tensorboard import _crc as tb_crc
-from proxydiag.ingest.tensorboard._crc import masked
 from proxydiag.ingest.tensorboard._jit import jit
 from proxydiag.ingest.tensorboard._proto import decode_slow
 from proxydiag.ingest.tensorboard._records import frame
 from proxydiag.ingest.tensorboard._scalars import Scalars, read_buffer
+from proxydiag.ingest.tensorboard.crc import masked
 from tests._paths import TESTS
 from tests._tb_files import tensor_value
 

@@ -13,14 +13,14 @@ HERE = Path(__file__).parent
 
 
 def _record(data: bytes) -> bytes:
-    from proxydiag.ingest.tensorboard._crc import masked
+    from proxydiag.ingest.tensorboard.crc import masked
 
     head = len(data).to_bytes(8, "little")
     return head + masked(head).to_bytes(4, "little") + data + masked(data).to_bytes(4, "little")
 
 
 def main() -> None:
-    from proxydiag.ingest.tensorboard._crc import masked
+    from proxydiag.ingest.tensorboard.crc import masked
 
     # records that pass their CRC but are no Event: a varint running off the end, wire type 7,
     # a nested length pointing past its parent

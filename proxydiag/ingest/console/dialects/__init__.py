@@ -14,7 +14,7 @@ from typing import Protocol, runtime_checkable
 from proxydiag.ingest.console._records import Chunk, Extract
 from proxydiag.registry import Registry
 
-__all__ = ["DIALECTS", "Dialect"]
+__all__ = ["DIALECTS", "Chunk", "Dialect", "Extract"]
 
 
 @runtime_checkable

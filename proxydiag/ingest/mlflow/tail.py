@@ -22,7 +22,7 @@ from typing import Any
 from proxydiag.ingest.mlflow import _metricfiles as metricfiles
 from proxydiag.ingest.mlflow import rest
 from proxydiag.ingest.mlflow._meta import OWN_PREFIX, SQL_INF
-from proxydiag.ingest.tail._chunk import Rows, vanished
+from proxydiag.ingest.tail.chunk import Rows, vanished
 
 #: steps asked per history request (the bulk-interval endpoint returns at most 2,500 points
 #: per run, down-sampled above that: ``mlflow/server/handlers.py`` ``MAX_RESULTS_PER_RUN``)

@@ -17,7 +17,7 @@ import numpy as np
 
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest import tensorboard as tb  # the reader module
-from proxydiag.ingest.tail._chunk import Rows, decode, vanished
+from proxydiag.ingest.tail.chunk import Rows, decode, vanished
 from proxydiag.ingest.tensorboard._records import frame
 
 #: the part of an event file's name that marks it (``events.out.tfevents.*``)

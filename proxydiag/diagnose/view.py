@@ -1,7 +1,13 @@
-"""A run's metrics as numpy series, extracted once and shared by every detector."""
+"""A run's metrics as numpy series, extracted once and shared by every detector.
+
+The view holds the metrics the diagnosis reads (:class:`Reads`: what the registered detectors
+and the taxonomy declare, :func:`proxydiag.diagnose.api.metrics_read`); it is what a detector
+plug-in receives (:class:`~proxydiag.diagnose.contract.Detector`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -11,29 +17,39 @@ import polars as pl
 from proxydiag.metrics import is_mismatch
 from proxydiag.run import Run
 
-#: the canonical metrics the detectors read (plus every ``mismatch*`` metric)
-USED = (
-    "loss",
-    "pg_loss",
-    "grad_norm",
-    "loss_scale",
-    "skipped",
-    "skipped_total",
-    "nonfinite",
-    "lr",
-    "entropy",
-    "kl",
-    "reward",
-    "response_length",
-    "clip_frac",
-    "throughput",
-    "step_time",
-    "perplexity",
-    "router_aux_loss",
-    "router_z_loss",
-    "router_entropy",
-    "expert_load_max",
-)
+
+@dataclass(frozen=True)
+class Reads:
+    """A set of canonical metric names; a pattern ending in ``*`` stands for a prefix.
+
+    >>> r = Reads.of(["loss", "mismatch*"])
+    >>> "loss" in r, "mismatch_kl" in r, "lr" in r
+    (True, True, False)
+    """
+
+    names: frozenset[str]
+    prefixes: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, patterns: Iterable[str]) -> Reads:
+        found = list(patterns)
+        prefixes = tuple(sorted({p[:-1] for p in found if p.endswith("*")}))
+        return cls(frozenset(p for p in found if not p.endswith("*")), prefixes)
+
+    def __contains__(self, metric: object) -> bool:
+        return isinstance(metric, str) and (
+            metric in self.names or metric.startswith(self.prefixes)
+        )
+
+    def __or__(self, other: Reads) -> Reads:
+        return Reads(self.names | other.names, tuple(sorted({*self.prefixes, *other.prefixes})))
+
+    def expr(self) -> pl.Expr:
+        """A polars filter on a canonical frame's ``metric`` column."""
+        keep = pl.col("metric").is_in(sorted(self.names))
+        for prefix in self.prefixes:
+            keep = keep | pl.col("metric").str.starts_with(prefix)
+        return keep
 
 
 @dataclass(frozen=True)
@@ -102,8 +118,9 @@ class RunView:
         return max(self.last_step - self.first_step, 1)
 
 
-def view(run: Run | RunView) -> RunView:
-    """Extract the used metrics of ``run`` once (a :class:`RunView` passes through).
+def view(run: Run | RunView, reads: Reads | None = None) -> RunView:
+    """Extract the metrics ``reads`` (default: what the diagnosis reads with its default
+    settings) of ``run`` once (a :class:`RunView` passes through).
 
     >>> from proxydiag.frame import raw
     >>> from proxydiag.run.build import build_run
@@ -118,9 +135,11 @@ def view(run: Run | RunView) -> RunView:
     frame = run.frame
     if frame.height == 0:
         return RunView({}, None, None, dict(run.mapping), _precision(run))
-    wanted = frame.filter(
-        pl.col("metric").is_in(USED) | pl.col("metric").str.starts_with("mismatch")
-    ).select("metric", "step", "value")
+    if reads is None:
+        from proxydiag.diagnose.api import metrics_read
+
+        reads = metrics_read()
+    wanted = frame.filter(reads.expr()).select("metric", "step", "value")
     series: dict[str, Series] = {}
     if wanted.height:
         parts = wanted.sort("metric", "step").partition_by("metric", as_dict=True)
