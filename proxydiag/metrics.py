@@ -27,6 +27,8 @@ DEFAULT_ALIASES = Path(__file__).with_name("aliases.toml")
 MISMATCH_PREFIX = "mismatch"
 #: canonical metrics that count skipped optimizer steps (per step or interval, or a running
 #: total: the alias table's ``counter`` says which)
+#: metrics whose values span orders of magnitude: resampled and compared on a log scale
+LOG_SCALE_METRICS: tuple[str, ...] = ("grad_norm", "loss_scale")
 SKIP_COUNTERS = ("skipped", "skipped_total")
 
 

@@ -21,6 +21,7 @@ import polars as pl
 from proxydiag.align.alignment import ALIGNERS, Alignment, align_runs
 from proxydiag.align.resample import resample
 from proxydiag.errors import AnalysisError
+from proxydiag.metrics import LOG_SCALE_METRICS
 from proxydiag.run import Run
 
 Floats = npt.NDArray[np.float64]
@@ -36,10 +37,9 @@ _MIN_SHARED = 3
 BUCKETS = 1000
 #: default least number of finite points in every run for a metric to be resampled
 MIN_POINTS = 8
-#: metrics whose changes are taken on log scale when positive
-LOG_SCALE_METRICS: tuple[str, ...] = ("grad_norm", "loss_scale")
 __all__ = [
     "ALIGNERS",
+    "LOG_SCALE_METRICS",
     "Alignment",
     "Grid",
     "MetricGrid",

@@ -31,12 +31,11 @@ from proxydiag.cli._options import (
 )
 from proxydiag.cli.show import cell, show
 from proxydiag.errors import ProxydiagError
-from proxydiag.ingest import ReadContext, discover, is_uri
-from proxydiag.metrics import AliasTable
-from proxydiag.run import Run
 
 if TYPE_CHECKING:
     from rich.progress import Progress
+
+    from proxydiag.run import Run
 
 #: summary rows printed before eliding the rest
 MAX_ROWS = 40
@@ -62,7 +61,9 @@ def ingest(
     from proxydiag.fleet.digest import config_digest, file_digest
     from proxydiag.fleet.ingest import ingest_sources
     from proxydiag.fleet.tasks import ReadSpec, reader_name
+    from proxydiag.ingest import ReadContext, discover
     from proxydiag.ingest.mlflow import uri as mlflow_uri
+    from proxydiag.metrics import AliasTable
     from proxydiag.store import RunStore
 
     ctx = ReadContext(
@@ -127,6 +128,8 @@ def ingest(
 
 
 def _absolute(source: str) -> str:
+    from proxydiag.ingest import is_uri
+
     """Paths are made absolute so that a run's id does not depend on the working directory."""
     if is_uri(source):
         return source
@@ -134,6 +137,8 @@ def _absolute(source: str) -> str:
 
 
 def _summary_only(run: Run) -> Run:
+    from proxydiag.run import Run
+
     """Keep what the summary table needs, not the points (memory stays flat over many runs)."""
     frame = run.frame
     summary = frame.head(0)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -30,12 +30,14 @@ from proxydiag.cli._options import (
     TrackingOpt,
 )
 from proxydiag.cli._results import fail_classes, load, load_one
-from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
-from proxydiag.fidelity.result import Comparison
-from proxydiag.report.content import ReportContent
-from proxydiag.report.jobs import Job, comparison_jobs, group_runs
-from proxydiag.run import Run
+
+if TYPE_CHECKING:
+    from proxydiag.diagnose.result import Diagnosis
+    from proxydiag.fidelity.result import Comparison
+    from proxydiag.report.content import ReportContent
+    from proxydiag.report.jobs import Job
+    from proxydiag.run import Run
 
 
 def _load(sources: list[str], *, store: Path, aliases: Path | None) -> list[Run]:
@@ -52,6 +54,8 @@ def _jobs(
     output: Path,
     aliases: Path | None,
 ) -> list[Job]:
+    from proxydiag.report.jobs import Job, comparison_jobs, group_runs
+
     modes = sum([bool(sources), bool(full or proxy), group is not None])
     if modes != 1:
         raise AnalysisError(

@@ -5,16 +5,15 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Annotated
 
-import polars as pl
 import typer
 from rich.table import Table
 
 from proxydiag.cli._app import app, out
 from proxydiag.cli._options import DEFAULT_STORE, LineFormat, LineFormatOpt, MaybeStoreOpt, StoreOpt
 from proxydiag.cli.show import cell, show
-from proxydiag.run import Run
 
 if TYPE_CHECKING:
+    from proxydiag.run import Run
     from proxydiag.store import RunStore
 
 runs_app = typer.Typer(
@@ -138,6 +137,8 @@ def runs_rm(
 
 
 def _metrics_table(run: Run) -> Table:
+    import polars as pl
+
     """metric, the source key used (canonical -> key), points, non-finite, first/last step."""
     stats = (
         run.frame.group_by("metric", "key")

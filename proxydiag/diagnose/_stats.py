@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import polars as pl
 from numpy.lib.stride_tricks import sliding_window_view
@@ -164,3 +166,69 @@ def cluster_start(hit_steps: np.ndarray, step: float, *, gap_steps: float) -> in
         return int(step)
     breaks = np.flatnonzero(np.diff(upto) > gap_steps)
     return int(upto[breaks[-1] + 1]) if breaks.size else int(upto[0])
+
+
+def _tie_sums(values: np.ndarray) -> tuple[float, float, float]:
+    """Over groups of equal values of size t: sum t(t-1)/2, sum t(t-1)(t-2), sum t(t-1)(2t+5)."""
+    _, counts = np.unique(values, return_counts=True)
+    t = counts[counts > 1].astype(np.float64)
+    return (
+        float((t * (t - 1) / 2).sum()),
+        float((t * (t - 1) * (t - 2)).sum()),
+        float((t * (t - 1) * (2 * t + 5)).sum()),
+    )
+
+
+def kendall_tau(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Kendall's tau-b and its two-sided p-value: scipy's ``kendalltau`` (asymptotic variance
+    with ties), in numpy, so a diagnosis does not import ``scipy.stats`` (half a second of
+    docstring parsing at import). Where scipy computes an exact p-value (no ties and at most 33
+    points, or at most one discordant pair) it is asked instead.
+
+    >>> t, p = kendall_tau(np.arange(50.0), np.arange(50.0) ** 2)
+    >>> round(t, 6), p < 1e-10
+    (1.0, True)
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n = x.size
+    if n < 2:
+        return float("nan"), float("nan")
+    i, j = np.triu_indices(n, k=1)
+    sx, sy = np.sign(x[j] - x[i]), np.sign(y[j] - y[i])
+    s = float((sx * sy).sum())
+    total = n * (n - 1) / 2
+    xtie, x0, x1 = _tie_sums(x)
+    ytie, y0, y1 = _tie_sums(y)
+    if xtie == total or ytie == total:
+        return float("nan"), float("nan")
+    both = float(((sx == 0) & (sy == 0)).sum())
+    discordant = (total - xtie - ytie + both - s) / 2
+    if xtie == 0 and ytie == 0 and (n <= 33 or min(discordant, total - discordant) <= 1):
+        from scipy import stats
+
+        result = stats.kendalltau(x, y)
+        return float(result.statistic), float(result.pvalue)
+    tau = s / math.sqrt((total - xtie) * (total - ytie))
+    var = (
+        (n * (n - 1) * (2.0 * n + 5) - x1 - y1) / 18.0
+        + (2.0 * xtie * ytie) / (n * (n - 1))
+        + x0 * y0 / (9.0 * n * (n - 1) * (n - 2))
+    )
+    z = s / math.sqrt(var)
+    return float(min(1.0, max(-1.0, tau))), float(math.erfc(abs(z) / math.sqrt(2.0)))
+
+
+def theil_sen_slope(y: np.ndarray, x: np.ndarray) -> float:
+    """The Theil-Sen slope: the median of the slopes between every two points with different
+    ``x`` (scipy's ``theilslopes(y, x).slope``).
+
+    >>> theil_sen_slope(np.array([0.0, 2.0, 4.0, 6.0, 100.0]), np.arange(5.0))  # one outlier
+    2.0
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    dx = x[:, np.newaxis] - x
+    dy = y[:, np.newaxis] - y
+    keep = dx > 0
+    return float(np.median(dy[keep] / dx[keep])) if keep.any() else float("nan")

@@ -10,10 +10,9 @@ is a step down that stays.
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from proxydiag.diagnose._changepoint import step_fit
-from proxydiag.diagnose._stats import downsample, robust_level
+from proxydiag.diagnose._stats import downsample, kendall_tau, robust_level, theil_sen_slope
 from proxydiag.diagnose.config import DiagnoseConfig, DriftConfig
 from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event
@@ -66,8 +65,8 @@ def _trend(s: Series, c: DriftConfig) -> tuple[float, float, float, float]:
     """(tau, p-value, Theil-Sen change over the run, robust spread) of the finite values."""
     ok = s.finite
     t, y = downsample(s.steps[ok], s.values[ok], max_points=c.max_points)
-    tau, p = stats.kendalltau(t, y)
-    slope = stats.theilslopes(y, t).slope
+    tau, p = kendall_tau(t, y)
+    slope = theil_sen_slope(y, t)
     _, spread = robust_level(s.values[ok])
     return float(tau), float(p), float(slope * (t[-1] - t[0])), spread
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proxydiag.align.grid import LOG_SCALE_METRICS
 from proxydiag.errors import ConfigError
+from proxydiag.metrics import LOG_SCALE_METRICS
 from proxydiag.settings import check_ranges, override, ranged, read_toml
 
 #: the table of a ``--config`` file read here; the others (``[scaler]``, ``[spikes]`` ... of

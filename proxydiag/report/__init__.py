@@ -1,10 +1,7 @@
 """Outputs: the HTML/Markdown/JSON report, figures, notebook reprs and the fleet dashboard.
 
-The top-level function :func:`proxydiag.report` shares this package's name; the package is
-imported by ``proxydiag/__init__.py`` before that function is defined, so later imports of
-its modules (``proxydiag.report.api``, :mod:`proxydiag.report.plot`) leave the function in place —
-the same way ``proxydiag.diagnose`` and ``proxydiag.compare`` work.
+The top-level function :func:`proxydiag.report` shares this package's name; importing this
+package or its modules never rebinds ``proxydiag.report`` (``proxydiag/__init__.py``), the same
+way ``proxydiag.diagnose`` works. Notebook renderers (:mod:`proxydiag.report.notebook`) are
+imported by :func:`proxydiag.display.html` on first use.
 """
-
-# results render in notebooks through the renderers this module registers
-from proxydiag.report import notebook as _notebook  # noqa: F401

@@ -1,0 +1,80 @@
+"""The command line's start-up: ``proxydiag --help`` and ``diagnose`` of a small file, as whole
+processes, against the floor of any polars tool (``python -c "import polars, numpy"``).
+
+A linter of logs run per file in CI or a loop pays the start-up every time; the targets are
+``--help`` at most 1x the floor (it imports no analysis library) and ``diagnose`` of a 400-step
+JSONL at most 2x. The three commands alternate in one run (a loaded machine slows them alike).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import Context, Row, alternate
+
+
+def small_run(path: Path, steps: int) -> Path:
+    """A healthy JSONL run of ``steps`` steps and six metrics (written once, cached)."""
+    if path.exists():
+        return path
+    rng = np.random.default_rng(0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as f:
+        for step in range(steps):
+            record = {
+                "step": step,
+                "loss": 2.0 - step / steps + 0.02 * rng.standard_normal(),
+                "grad_norm": 1.0 + 0.1 * abs(rng.standard_normal()),
+                "lr": 1e-5,
+                "reward": step / steps + 0.05 * rng.standard_normal(),
+                "entropy": 1.0 + 0.01 * rng.standard_normal(),
+                "kl": 1e-3 * (1 + abs(rng.standard_normal())),
+            }
+            f.write(json.dumps(record) + "\n")
+    return path
+
+
+def _process(*args: str) -> None:
+    subprocess.run(args, check=True, capture_output=True)
+
+
+def run(ctx: Context) -> list[Row]:
+    run_file = small_run(ctx.cache / "cli" / "small-400.jsonl", 400)
+    python = sys.executable
+    cli = [python, "-m", "proxydiag"]
+    times = alternate(
+        {
+            "floor": lambda: _process(python, "-c", "import polars, numpy"),
+            "help": lambda: _process(*cli, "--help"),
+            "diagnose": lambda: _process(*cli, "diagnose", str(run_file)),
+        },
+        repeat=ctx.size(ctx.repeat * 2, 1),
+    )
+    floor = Row(
+        "CLI start-up: --help",
+        'python -c "import polars, numpy"',
+        times["floor"],
+        note="the floor of any polars tool",
+    )
+    return [
+        Row("CLI start-up: --help", "proxydiag", times["help"], note="target ≤ 1× the floor"),
+        floor,
+        Row(
+            "CLI start-up: diagnose 400 steps × 6 metrics (JSONL)",
+            "proxydiag",
+            times["diagnose"],
+            points=2400,
+            note="target ≤ 2× the floor",
+        ),
+        Row(
+            "CLI start-up: diagnose 400 steps × 6 metrics (JSONL)",
+            'python -c "import polars, numpy"',
+            times["floor"],
+            note="the floor of any polars tool",
+        ),
+    ]
