@@ -35,11 +35,7 @@ COMMAND_MODULES = (
 )
 
 for _name in COMMAND_MODULES:
-    try:
-        importlib.import_module(f"proxydiag.cli.{_name}")
-    except ModuleNotFoundError as _exc:  # a command still under construction
-        if _exc.name != f"proxydiag.cli.{_name}":
-            raise
+    importlib.import_module(f"proxydiag.cli.{_name}")
 
 
 def _show_warning(

@@ -124,11 +124,9 @@ def _keep(
 
 
 def _report_html(content: dict[str, Any]) -> str | None:
-    """The HTML report for the MLflow artifact (None without the report module or on failure)."""
-    try:
-        from proxydiag.report.api import report
-    except ImportError:
-        return None
+    """The HTML report for the MLflow artifact (None when it cannot be made)."""
+    from proxydiag.report.api import report
+
     try:
         return report(**content, fmt="html")
     except ProxydiagError:

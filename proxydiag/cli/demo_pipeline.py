@@ -160,9 +160,6 @@ def run_demo(*, samples: Path | None, store_path: Path, out_dir: Path) -> DemoRe
 def _stage(result: DemoResult, name: str, fn: Callable[[], Any], default: Any) -> Any:
     try:
         return fn()
-    except ImportError as exc:  # an analysis still under construction
-        result.unavailable[name] = f"{name} not available yet ({exc})"
-        return default
     except ProxydiagError as exc:
         result.unavailable[name] = f"{name} failed: {exc}"
         return default

@@ -26,6 +26,7 @@ from proxydiag.errors import AnalysisError
 from proxydiag.fidelity import (
     aggregate,
     assemble,
+    fault_match,
     increments,
     level,
     progress,
@@ -34,7 +35,6 @@ from proxydiag.fidelity import (
     verdicts,
     volatility,
 )
-from proxydiag.fidelity import fault_match as faults
 from proxydiag.fidelity import symptom_order as events
 from proxydiag.fidelity.config import FidelityConfig, load_config
 from proxydiag.fidelity.context import metric_context
@@ -95,7 +95,7 @@ def compare(
     )
     diagnoses = _diagnoses(fulls, proxy, full_diagnoses, proxy_diagnosis, diagnose_config)
     aligned = align_runs(fulls, proxy, align=align)
-    fault = faults.score(
+    fault = fault_match.score(
         fulls, proxy, aligned, full=diagnoses[:-1], proxy_diagnosis=diagnoses[-1], config=cfg
     )
     if fault.reproduced and fault.onset_lag_steps and fault.full.get("onset_progress") is not None:
@@ -257,7 +257,7 @@ def _diagnoses(
     ``config``."""
     given: list[Diagnosis | None] = list(full_diagnoses or [])[: len(fulls)]
     given += [None] * (len(fulls) - len(given)) + [proxy_diagnosis]
-    return faults.diagnose_runs([*fulls, proxy], given, config)
+    return fault_match.diagnose_runs([*fulls, proxy], given, config)
 
 
 def _score_metrics(

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
@@ -18,14 +16,13 @@ from proxydiag.run import Run
 FORMATS = ("html", "markdown", "json")
 
 
-def optional_analysis(module: str, name: str) -> Callable[..., Any] | None:
-    """An analysis entry point, or None while that part of proxydiag is not installed."""
-    try:
-        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and module.startswith(exc.name):
-            return None
-        raise
+def analyses() -> tuple[Callable[..., Diagnosis], Callable[..., Comparison]]:
+    """The analyses a report runs for what it is not given: ``(diagnose, compare)`` (imported
+    on use; tests hand in fakes here)."""
+    from proxydiag.diagnose.api import diagnose
+    from proxydiag.fidelity.api import compare
+
+    return diagnose, compare
 
 
 def _runs_list(full: Run | Sequence[Run] | None) -> list[Run]:
@@ -54,29 +51,19 @@ def resolve(
     every = report_runs(fulls, proxy, others)
     found = match_diagnoses(every, diagnoses)
     notes: list[str] = []
-    diagnose = optional_analysis("proxydiag.diagnose.api", "diagnose")
+    diagnose, compare = analyses()
     for run in every:
-        if run.id in found:
-            continue
-        if diagnose is None:
-            notes.append("Diagnosis is not available in this installation.")
-            break
-        found[run.id] = diagnose(run, config=settings.diagnose)
+        if run.id not in found:
+            found[run.id] = diagnose(run, config=settings.diagnose)
     if comparison is None and proxy is not None:
-        compare = optional_analysis("proxydiag.fidelity.api", "compare")
-        if compare is None:
-            notes.append("Fidelity comparison is not available in this installation.")
-        else:
-            comparison = compare(
-                fulls,
-                proxy,
-                align=align,
-                config=settings.compare,
-                full_diagnoses=[found[r.id] for r in fulls]
-                if all(r.id in found for r in fulls)
-                else None,
-                proxy_diagnosis=found.get(proxy.id),
-            )
+        comparison = compare(
+            fulls,
+            proxy,
+            align=align,
+            config=settings.compare,
+            full_diagnoses=[found[r.id] for r in fulls],
+            proxy_diagnosis=found.get(proxy.id),
+        )
     return ReportContent(
         full=tuple(fulls),
         proxy=proxy,

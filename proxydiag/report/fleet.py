@@ -202,16 +202,14 @@ def _analyse_missing(
     per-proxy work items run on it instead.
     """
     from proxydiag.fleet.analyse import group_fulls
-    from proxydiag.report.api import optional_analysis
+    from proxydiag.report.api import analyses
 
     if executor is not None and executor.name != "serial":
         return _analyse_on(executor, store, runs, diag, comps, settings)
 
-    diagnose = optional_analysis("proxydiag.diagnose.api", "diagnose")
-    memo = _Diagnoses(partial(diagnose, config=settings.diagnose) if diagnose else None)
-    compare: Callable[..., Any] | None = optional_analysis("proxydiag.fidelity.api", "compare")
-    if compare is not None:
-        compare = partial(compare, config=settings.compare)
+    diagnose_fn, compare_fn = analyses()
+    memo = _Diagnoses(partial(diagnose_fn, config=settings.diagnose))
+    compare: Callable[..., Any] | None = partial(compare_fn, config=settings.compare)
     have = set(diag["run"].to_list())
     proxies = runs.filter((pl.col("role") == "proxy") & pl.col("group").is_not_null())
     todo = proxies.filter(~pl.col("run").is_in(comps["proxy_run"].to_list()))

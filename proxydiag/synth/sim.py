@@ -11,8 +11,7 @@ import polars as pl
 from proxydiag.frame import raw
 from proxydiag.run import Run
 from proxydiag.run.build import build_run
-from proxydiag.synth import benign
-from proxydiag.synth import fault_effects as faults
+from proxydiag.synth import benign, fault_effects
 from proxydiag.synth.dynamics import Dynamics, draw_dynamics
 from proxydiag.synth.effects import Effects
 from proxydiag.synth.model import simulate_metrics
@@ -115,7 +114,7 @@ def simulate(scenario: Scenario | str, *, seed: int) -> SynthRun:
         fault_rng = np.random.default_rng(
             np.random.SeedSequence([sc.group_seed, VARIANT_SEED[sc.fault.variant], 29])
         )
-        faults.inject(eff, sc.fault, fault_rng)
+        fault_effects.inject(eff, sc.fault, fault_rng)
     values = simulate_metrics(dyn, eff, precision=sc.precision, rng=noise_rng)
     offset = (sc.group_seed * 7919 + int(seed) * 104_729 + sc.experts_kept * 31) % 20_000_000
     wall = _EPOCH_S + offset + np.cumsum(values["step_time"])

@@ -97,9 +97,7 @@ def test_dashboard_cli_from_a_real_store(tmp_path: Path, monkeypatch: Any) -> No
                 diagnose(run)
         return make_comparison(fulls, proxy)
 
-    monkeypatch.setattr(
-        api, "optional_analysis", lambda m, n: {"diagnose": diagnose, "compare": compare}[n]
-    )
+    monkeypatch.setattr(api, "analyses", lambda: (diagnose, compare))
     with pytest.raises(SystemExit) as exc:
         main(["dashboard", "--store", str(tmp_path / "store"), "-o", str(tmp_path / "dash")])
     assert exc.value.code == 0

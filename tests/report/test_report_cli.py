@@ -34,7 +34,7 @@ def fake_analyses(monkeypatch: pytest.MonkeyPatch) -> None:
         return make_comparison(full, proxy)
 
     found = {"diagnose": diagnose, "compare": compare}
-    monkeypatch.setattr(api, "optional_analysis", lambda module, name: found[name])
+    monkeypatch.setattr(api, "analyses", lambda: (found["diagnose"], found["compare"]))
 
 
 def _run_cli(argv: list[str]) -> int:
@@ -175,7 +175,7 @@ def test_group_diagnoses_each_run_once(tmp_path: Path, monkeypatch: pytest.Monke
         return make_diagnosis(run, onset=int(run.last_step * 0.6))
 
     found = {"diagnose": diagnose, "compare": lambda full, proxy, **_: make_comparison(full, proxy)}
-    monkeypatch.setattr(api, "optional_analysis", lambda module, name: found[name])
+    monkeypatch.setattr(api, "analyses", lambda: (found["diagnose"], found["compare"]))
     argv = [
         "report",
         "--store",

@@ -72,7 +72,7 @@ def _step_header(head: bytes) -> bool:
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     path = Path(source)
     if path.is_dir():
-        return [csv_monitor.read(path, ctx)]
+        return [csv_monitor.read(path, ctx, read_table)]
     table, notes = read_any(path)
     fmt = "csv" if _separator(path, b"") == "," else "tsv"
     return [tables.file_run(table, notes, path, fmt=fmt, aliases=ctx.aliases)]

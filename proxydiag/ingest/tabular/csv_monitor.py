@@ -9,7 +9,9 @@ DeepSpeed (``deepspeed/monitor/csv_monitor.py``) names each file
 from __future__ import annotations
 
 import csv as _csv
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -17,6 +19,12 @@ from proxydiag.ingest import IGNORED_NAMES, ReadContext
 from proxydiag.run import Run
 from proxydiag.run.build import build_run
 from proxydiag.run.sidecar import sidecar_for
+
+if TYPE_CHECKING:
+    from proxydiag.ingest.tabular.tables import Notes
+
+#: reads one CSV file into a raw frame and its notes (``csv.read_table``)
+TableReader = Callable[[Path], "tuple[pl.DataFrame, Notes]"]
 
 FORMAT = "deepspeed_csv_monitor"
 #: DeepSpeed's monitor tag prefixes as they appear in file names
@@ -86,9 +94,9 @@ def is_monitor_dir(path: Path) -> bool:
     return len(files) >= 2 or files[0].stem.startswith("Train_")
 
 
-def read(path: Path, ctx: ReadContext) -> Run:
-    from proxydiag.ingest.tabular.csv import read_table
-
+def read(path: Path, ctx: ReadContext, read_table: TableReader) -> Run:
+    """The monitor directory ``path`` as one run; each file is read by ``read_table`` (the CSV
+    reader's, which calls this: it hands its table reader in, so neither imports the other)."""
     frames = []
     attrs: dict[str, object] = {}
     for file in _files(path) or []:
