@@ -163,26 +163,11 @@ def _write_alert(folder: Path, alert: Alert) -> None:
 
 
 def history_run(history: list[dict[str, Any]], *, name: str, precision: str | None = None) -> Any:
-    """A :class:`~proxydiag.run.Run` of a trainer's ``log_history`` (numbers only)."""
-    from proxydiag.frame import raw
-    from proxydiag.run.build import build_run
+    """A :class:`~proxydiag.run.Run` of a trainer's ``log_history``: the ``trainer_state.json``
+    reader's conversion (:func:`proxydiag.ingest.tabular.trainer_state.history_run`), so the
+    final diagnosis and a later read of the run's ``trainer_state.json`` agree."""
+    from proxydiag.ingest.tabular.trainer_state import history_run as convert
 
-    steps, keys, values = [], [], []
-    for entry in history:
-        step = entry.get("step")
-        if step is None:
-            continue
-        for key, value in entry.items():
-            if (
-                key not in ("step", "epoch")
-                and isinstance(value, int | float)
-                and not isinstance(value, bool)
-                and not key.startswith("proxydiag/")
-            ):
-                steps.append(int(step))
-                keys.append(str(key))
-                values.append(float(value))
-    attrs = {"precision": precision} if precision else {}
-    return build_run(
-        raw(steps, keys, values), name=name, source=name, fmt="transformers", attrs=attrs
+    return convert(
+        history, name=name, source=name, attrs={"precision": precision} if precision else {}
     )

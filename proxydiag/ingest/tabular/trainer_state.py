@@ -23,6 +23,7 @@ import polars as pl
 from proxydiag.errors import IngestError
 from proxydiag.ingest import ReadContext
 from proxydiag.ingest.tabular import tables
+from proxydiag.metrics import AliasTable
 from proxydiag.run import Run
 from proxydiag.run.build import build_run
 from proxydiag.run.sidecar import sidecar_for
@@ -30,6 +31,8 @@ from proxydiag.run.sidecar import sidecar_for
 NAME = "trainer_state"
 FORMAT = "hf_trainer_state"
 FILENAME = "trainer_state.json"
+#: keys the trainer callback logs itself (its alerts), never training metrics
+OWN_PREFIX = "proxydiag/"
 _SUMMARY_KEYS = frozenset(
     {
         "train_runtime",
@@ -75,26 +78,56 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     history = state.get("log_history")
     if not isinstance(history, list) or not all(isinstance(e, dict) for e in history):
         raise IngestError(f"{path}: 'log_history' is missing or not a list of objects")
-    summary = [e for e in history if _SUMMARY_KEYS & set(e) and not {"loss", "eval_loss"} & set(e)]
-    entries = [e for e in history if e not in summary]
     attrs: dict[str, Any] = {
         target: state[key] for key, target in _STATE_ATTRS.items() if state.get(key) is not None
     }
-    attrs.update({"framework": "hf_trainer", "step_kind": "optimizer", "notes": [NAN_FILTER_NOTE]})
-    if summary:
-        attrs["summary"] = summary[-1]
-    raw = _raw(path, entries)
-    return [
-        build_run(
-            raw,
-            name=_run_name(path),
-            source=path,
-            fmt=FORMAT,
-            aliases=ctx.aliases,
-            attrs=attrs,
-            sidecar=sidecar_for(path),
-        )
+    run = history_run(
+        history,
+        name=_run_name(path),
+        source=path,
+        aliases=ctx.aliases,
+        attrs=attrs,
+        sidecar=sidecar_for(path),
+    )
+    return [run]
+
+
+def history_run(
+    history: list[dict[str, Any]],
+    *,
+    name: str,
+    source: str | Path,
+    aliases: AliasTable | None = None,
+    attrs: dict[str, Any] | None = None,
+    sidecar: Path | None = None,
+) -> Run:
+    """A :class:`~proxydiag.run.Run` of a Trainer's ``log_history``: the one conversion, used
+    by this reader and by the trainer callback's final diagnosis (so the callback and a later
+    read of the run's ``trainer_state.json`` see the same frame). The summary entry goes into
+    ``attrs["summary"]``; entries the callback added (``proxydiag/...`` keys: its alerts) and
+    values that are not numbers (a dict, a list) are no points."""
+    summary = [e for e in history if _SUMMARY_KEYS & set(e) and not {"loss", "eval_loss"} & set(e)]
+    entries = [
+        {k: v for k, v in e.items() if not str(k).startswith(OWN_PREFIX)}
+        for e in history
+        if e not in summary
     ]
+    entries = [e for e in entries if set(e) - {"step", "epoch"}]
+    run_attrs: dict[str, Any] = dict(attrs or {})
+    run_attrs.update(
+        {"framework": "hf_trainer", "step_kind": "optimizer", "notes": [NAN_FILTER_NOTE]}
+    )
+    if summary:
+        run_attrs["summary"] = summary[-1]
+    return build_run(
+        _raw(source, entries),
+        name=name,
+        source=source,
+        fmt=FORMAT,
+        aliases=aliases,
+        attrs=run_attrs,
+        sidecar=sidecar,
+    )
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -113,7 +146,7 @@ def _load(path: Path) -> dict[str, Any]:
     return state
 
 
-def _raw(path: Path, entries: list[dict[str, Any]]) -> pl.DataFrame:
+def _raw(path: str | Path, entries: list[dict[str, Any]]) -> pl.DataFrame:
     if not entries:
         raise IngestError(f"{path}: log_history has no logged steps; nothing to ingest")
     names = list(dict.fromkeys(k for e in entries for k in e))
