@@ -8,7 +8,13 @@ from proxydiag.fidelity.result import Comparison, MetricFidelity
 from proxydiag.report import phases
 from proxydiag.report.escape import md
 
-_SCORED = ("trend", "shape", "volatility", "increments")
+
+def scored_tests(config: FidelityConfig) -> list[str]:
+    """The registered fidelity tests that count in a metric's score (weight > 0 in
+    ``config.test_weights``), in the registry's order: a new registered test shows up."""
+    from proxydiag.fidelity.api import TESTS
+
+    return [name for name in TESTS.names() if config.test_weights.get(name, 0.0) > 0]
 
 
 def text(c: Comparison, config: FidelityConfig | None = None) -> str:
@@ -26,6 +32,7 @@ def text(c: Comparison, config: FidelityConfig | None = None) -> str:
         *phases.text_lines(c),
         "",
     ]
+    scored = set(scored_tests(config))
     for name, m in _ordered(c, config):
         unscored = (
             " (differs by design: not in the overall score)"
@@ -37,7 +44,7 @@ def text(c: Comparison, config: FidelityConfig | None = None) -> str:
             f"seed pairs {_num(m.seed_baseline)}{unscored}"
         )
         lines += [
-            f"    {t.explanation} → {t.score:.2f}" if k in _SCORED else f"    {t.explanation}"
+            f"    {t.explanation} → {t.score:.2f}" if k in scored else f"    {t.explanation}"
             for k, t in m.tests.items()
         ]
     skipped = c.events.get("skipped_metrics") or {}
@@ -50,7 +57,10 @@ def _ordered(c: Comparison, config: FidelityConfig) -> list[tuple[str, MetricFid
 
 
 def markdown(c: Comparison, config: FidelityConfig | None = None) -> str:
-    """A Markdown summary that fits a PR comment: verdict, reasons, fault, the metric table."""
+    """A Markdown summary that fits a PR comment: verdict, reasons, fault, the metric table
+    (one column per scored test)."""
+    config = config or FidelityConfig()
+    columns = scored_tests(config)
     lines = [
         f"**proxy fidelity: {c.verdict}** ({c.fidelity:.2f}) — `{md(c.proxy_run)}` vs "
         f"{', '.join(f'`{md(f)}`' for f in c.full_runs)}",
@@ -60,11 +70,11 @@ def markdown(c: Comparison, config: FidelityConfig | None = None) -> str:
         f"- alignment: {c.align}; {md(c.overlap)}",
         *phases.markdown_lines(c),
         "",
-        "| metric | verdict | score [CI] | seed pairs | trend | shape | volatility | increments |",
-        "|---|---|---|---:|---:|---:|---:|---:|",
+        "| metric | verdict | score [CI] | seed pairs | " + " | ".join(columns) + " |",
+        "|---|---|---|---:|" + "---:|" * len(columns),
     ]
-    for name, m in _ordered(c, config or FidelityConfig()):
-        cells = [f"{m.tests[k].score:.2f}" if k in m.tests else "" for k in _SCORED]
+    for name, m in _ordered(c, config):
+        cells = [f"{m.tests[k].score:.2f}" if k in m.tests else "" for k in columns]
         lines.append(
             f"| {md(name)} | {m.verdict} | {m.score:.2f} [{m.ci[0]:.2f}, {m.ci[1]:.2f}] | "
             f"{_num(m.seed_baseline)} | " + " | ".join(cells) + " |"
