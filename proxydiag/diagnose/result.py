@@ -65,6 +65,35 @@ class Diagnosis:
         span = max(self.last_step - self.first_step, 1)
         return (self.onset_step - self.first_step) / span
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Diagnosis:
+        """The diagnosis whose :meth:`to_dict` is ``data`` (a result kept in a store, reused).
+
+        >>> d = Diagnosis(source="s", run="r", label="loss_divergence", onset_step=7,
+        ...               confidence=0.5, root_cause=RootCause("divergence", "loss", 7),
+        ...               hints=("check lr",))
+        >>> Diagnosis.from_dict(d.to_dict()) == d
+        True
+        """
+        cause = data.get("root_cause")
+        return cls(
+            source=data["source"],
+            run=data["run"],
+            label=data["label"],
+            onset_step=data.get("onset_step"),
+            confidence=data["confidence"],
+            root_cause=RootCause(**cause) if cause else None,
+            events=tuple(Event(**e) for e in data.get("events", [])),
+            hints=tuple(data.get("hints", [])),
+            missing=tuple(data.get("missing", [])),
+            metrics=dict(data.get("metrics", {})),
+            first_step=data.get("first_step"),
+            last_step=data.get("last_step"),
+            summary=data.get("summary", ""),
+            rollbacks=tuple(dict(r) for r in data.get("rollbacks", [])),
+            precision_kind=dict(data["precision_kind"]) if data.get("precision_kind") else None,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         out = self._core_dict()
         if self.rollbacks:  # an optional key: present only when a rollback was diagnosed

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
 from proxydiag.fleet.digest import config_digest
 from proxydiag.fleet.executor import Executor
 from proxydiag.fleet.index import kept_results, run_index
-from proxydiag.fleet.results import diagnosis_from_dict
 from proxydiag.fleet.tasks import ProxyItem, compare_stored, diagnose_stored
 from proxydiag.store import RunStore, comparison_key
 
@@ -66,7 +66,7 @@ def diagnose_all(
     fresh = set(todo)
     for rid in runs["run"]:
         if rid not in fresh:
-            yield Result(rid, diagnosis_from_dict(kept[rid][1]), reused=True)
+            yield Result(rid, Diagnosis.from_dict(kept[rid][1]), reused=True)
             continue
         outcome = next(made)
         if not outcome.ok:
