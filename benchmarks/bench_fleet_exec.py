@@ -27,7 +27,7 @@ import json, os, sys, time
 from pathlib import Path
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.fleet.analyse import diagnose_all
-from proxydiag.fleet.executor import make_executor
+from proxydiag.fleet import make_executor
 from proxydiag.fleet.ingest import ingest_sources
 from proxydiag.fleet.tasks import ReadSpec
 from proxydiag.ingest import ReadContext, discover

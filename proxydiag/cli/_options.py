@@ -488,7 +488,7 @@ class Fleet:
 
     def executor(self) -> Executor:
         """The executor the flags ask for (a bad combination is a one-line usage error)."""
-        from proxydiag.fleet.executor import make_executor
+        from proxydiag.fleet import make_executor
 
         return make_executor(workers=self.workers, ray=self.ray, ray_address=self.ray_address)
 

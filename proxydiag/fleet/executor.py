@@ -119,27 +119,3 @@ def in_order(
             for new_index, item in itertools.islice(pending, 1):
                 submit(new_index, item)
                 outstanding += 1
-
-
-def make_executor(
-    *,
-    workers: int = 1,
-    ray: bool = False,
-    ray_address: str | None = None,
-) -> Executor:
-    """The executor the CLI flags ask for: ``--ray [--ray-address ADDR]`` or ``--workers N``."""
-    if workers < 1:
-        raise ConfigError(f"--workers {workers}: give 1 or more worker processes")
-    if ray_address is not None and not ray:
-        raise ConfigError("--ray-address needs --ray")
-    if ray:
-        if workers != 1:
-            raise ConfigError("--workers and --ray exclude each other: Ray sizes its own pool")
-        from proxydiag.fleet.ray_pool import RayPool
-
-        return RayPool(address=ray_address)
-    if workers == 1:
-        return Serial()
-    from proxydiag.fleet.local_pool import LocalPool
-
-    return LocalPool(workers=workers)

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from proxydiag.errors import LabError
-from proxydiag.fleet.executor import Executor, make_executor
+from proxydiag.fleet import make_executor
+from proxydiag.fleet.executor import Executor
 from proxydiag.lab.runner import DONE, LabRun, run_lab
 
 DEFAULT_FAULTS = (
