@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tensorboard.compat.proto import event_pb2, summary_pb2
 
-from proxydiag.ingest.tensorboard import _crc as tb_crc
+from proxydiag.ingest.tensorboard import crc as tb_crc
 from proxydiag.ingest.tensorboard._jit import jit
 from proxydiag.ingest.tensorboard._proto import decode_slow
 from proxydiag.ingest.tensorboard._records import frame
