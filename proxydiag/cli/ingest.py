@@ -65,6 +65,7 @@ def ingest(
     from proxydiag.ingest.mlflow import uri as mlflow_uri
     from proxydiag.metrics import AliasTable
     from proxydiag.store import RunStore
+    from proxydiag.tracking import resolve_tracking_uri
 
     ctx = ReadContext(
         AliasTable.load(aliases) if aliases else AliasTable.default(),
@@ -78,7 +79,7 @@ def ingest(
     if not sources and not mlflow_experiment:
         raise typer.BadParameter("give SOURCE... and/or --mlflow-experiment NAME")
     if mlflow_experiment:  # MLflow selects the runs; each is then read by the fastest route
-        uri = mlflow_uri.resolve_tracking_uri(tracking_uri)
+        uri = resolve_tracking_uri(tracking_uri)
         ids = mlflow_uri.search_ids(mlflow_experiment, mlflow_filter, uri)
         work.extend((reader_name(mlflow_uri), f"runs:/{rid}") for rid in ids)
     for source in sources or []:

@@ -47,8 +47,9 @@ def runs_command(
     tracking_uri: TrackingOpt = None,
 ) -> None:
     """List the MLflow runs of an experiment (with proxydiag's tags and fidelity if logged)."""
-    from proxydiag.ingest.mlflow.uri import resolve_tracking_uri, search_ids
+    from proxydiag.ingest.mlflow.uri import search_ids
     from proxydiag.mlflow.sink import fast_fail
+    from proxydiag.tracking import resolve_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     with fast_fail():

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from proxydiag.errors import MlflowError
-from proxydiag.ingest.mlflow.rest import probe, redact
 from proxydiag.run import PLAN_ATTRS
+from proxydiag.tracking import probe, redact
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

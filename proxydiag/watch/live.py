@@ -101,7 +101,8 @@ class Session:
         if self.experiment is None:
             return
         from proxydiag.ingest.mlflow.files import running_run_dirs
-        from proxydiag.ingest.mlflow.uri import file_store, resolve_tracking_uri, search_ids
+        from proxydiag.ingest.mlflow.uri import file_store, search_ids
+        from proxydiag.tracking import resolve_tracking_uri
 
         uri = resolve_tracking_uri(self.tracking_uri)
         known = {w.source for w in self.watched}
@@ -255,7 +256,7 @@ def tag_mlflow(source: str, alert: Alert, *, tracking_uri: str | None = None) ->
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
-    from proxydiag.ingest.mlflow.uri import resolve_tracking_uri
+    from proxydiag.tracking import resolve_tracking_uri
 
     if source.startswith("runs:/"):
         uri, run_id = resolve_tracking_uri(tracking_uri), source[len("runs:/") :].strip("/")

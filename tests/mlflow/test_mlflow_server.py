@@ -93,7 +93,7 @@ def test_bulk_and_paged_histories_agree(
     bulk = mlflow_uri.read_mlflow_runs(mlflow_server.uri, [logged["full"]])[0].frame
     assert calls.count("metrics/get-history-bulk") == 2 and "metrics/get-history" not in calls
     calls.clear()
-    monkeypatch.setattr(mlflow_rest, "_AJAX", "/no-such-api/2.0/mlflow")  # e.g. a proxy: 404
+    monkeypatch.setattr(mlflow_rest, "AJAX", "/no-such-api/2.0/mlflow")  # e.g. a proxy: 404
     fallback = mlflow_uri.read_mlflow_runs(mlflow_server.uri, [logged["full"]])[0].frame
     assert calls.count("metrics/get-history") == 2
     monkeypatch.setattr(mlflow_rest, "BULK_MAX", 1)  # a reply that may be cut: paged at once

@@ -23,9 +23,6 @@ fast: no retries and a 10 s timeout unless ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` /
 
 from __future__ import annotations
 
-import json
-import os
-import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -36,93 +33,15 @@ import polars as pl
 from proxydiag.errors import MlflowError
 from proxydiag.frame import empty_raw
 from proxydiag.ingest.mlflow._meta import OWN_PREFIX, decode_values
+from proxydiag.tracking import AJAX, get_json, redact
 
 #: points per page: MLflow's own GET_METRIC_HISTORY_MAX_RESULTS
 PAGE_SIZE = 25_000
 #: concurrent requests (the server does the work; threads overlap its latency with parsing)
 WORKERS = 8
-_API = "/api/2.0/mlflow"
-_AJAX = "/ajax-api/2.0/mlflow"
 #: the bulk endpoint's cap per run and key (MLflow's MAX_HISTORY_RESULTS): a reply this long
 #: may be cut short, so that history is read again page by page
 BULK_MAX = 25_000
-
-
-def redact(uri: str) -> str:
-    """A URI without user-info, safe to print.
-
-    >>> redact("https://alice:s3cret@mlflow.example.com/")
-    'https://***@mlflow.example.com/'
-    """
-    return re.sub(r"(?<=://)[^/@\s]+@", "***@", uri)
-
-
-def _timeouts() -> dict[str, Any]:
-    return {
-        "max_retries": int(os.environ.get("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")),
-        "timeout": int(os.environ.get("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")),
-    }
-
-
-def get_json(
-    tracking_uri: str,
-    endpoint: str,
-    params: dict[str, Any],
-    *,
-    api: str = _API,
-) -> dict[str, Any]:
-    """``GET`` an MLflow REST endpoint; any failure is one :class:`MlflowError` line."""
-    from mlflow.utils.credentials import get_default_host_creds
-    from mlflow.utils.rest_utils import http_request
-
-    where = f"MLflow server {redact(tracking_uri)}"
-    try:
-        creds = get_default_host_creds(tracking_uri)  # type: ignore[no-untyped-call]
-        resp = http_request(  # type: ignore[no-untyped-call]
-            creds, f"{api}/{endpoint}", "GET", params=params, raise_on_status=False, **_timeouts()
-        )
-    except Exception as exc:  # requests/urllib3 raise many types; all mean "not reachable"
-        text = str(exc).lower()
-        reason = (
-            "connection refused"
-            if "refused" in text
-            else "timed out"
-            if "timed out" in text or "timeout" in text
-            else "connection failed"
-        )
-        raise MlflowError(
-            f"{where} is not answering ({reason}); start it, or check MLFLOW_TRACKING_URI"
-        ) from None
-    if resp.status_code in (401, 403):
-        raise MlflowError(
-            f"{where} refused the request (HTTP {resp.status_code}); set MLFLOW_TRACKING_USERNAME"
-            "/MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN"
-        )
-    if resp.status_code != 200:
-        detail = _error_message(resp.text)
-        raise MlflowError(f"{where}: {endpoint} failed (HTTP {resp.status_code}: {detail})")
-    try:
-        data = json.loads(resp.content)
-    except ValueError:  # a proxy's HTML page, a cut reply
-        data = None
-    if not isinstance(data, dict):
-        raise MlflowError(
-            f"{where}: {endpoint} did not answer with a JSON object "
-            f"(HTTP 200, {len(resp.content)} bytes); is this an MLflow server?"
-        )
-    return data
-
-
-def _error_message(text: str) -> str:
-    try:
-        return str(json.loads(text).get("message", ""))[:200].replace("\n", " ")
-    except (ValueError, AttributeError):
-        return text[:100].replace("\n", " ")
-
-
-def probe(tracking_uri: str) -> None:
-    """Raise :class:`MlflowError` at once when the server is down or refuses us."""
-    get_json(tracking_uri, "experiments/search", {"max_results": 1})
 
 
 def get_run(tracking_uri: str, run_id: str) -> dict[str, Any]:
@@ -186,7 +105,7 @@ def _bulk(tracking_uri: str, run_id: str, key: str) -> list[dict[str, Any]] | No
             tracking_uri,
             "metrics/get-history-bulk",
             {"run_id": run_id, "metric_key": key, "max_results": BULK_MAX},
-            api=_AJAX,
+            api=AJAX,
         )
     except MlflowError:
         return None  # get-history says what is wrong, if anything is

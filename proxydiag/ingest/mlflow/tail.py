@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proxydiag.ingest.mlflow import _metricfiles as metricfiles
-from proxydiag.ingest.mlflow import rest
+from proxydiag.ingest.mlflow import _metricfiles, rest
 from proxydiag.ingest.mlflow._meta import OWN_PREFIX, SQL_INF
 from proxydiag.ingest.tail.chunk import Rows, vanished
+from proxydiag.tracking import AJAX, get_json
 
 #: steps asked per history request (the bulk-interval endpoint returns at most 2,500 points
 #: per run, down-sampled above that: ``mlflow/server/handlers.py`` ``MAX_RESULTS_PER_RUN``)
@@ -72,7 +72,7 @@ class MlflowRunTail:
             start = self.seen[key] + 1 if key in self.seen else 0  # MLflow's default step
             while start <= last:
                 end = min(last, start + MAX_STEPS - 1)
-                body = rest.get_json(
+                body = get_json(
                     self.tracking_uri,
                     "metrics/get-history-bulk-interval",
                     {
@@ -82,7 +82,7 @@ class MlflowRunTail:
                         "end_step": end,
                         "max_results": MAX_STEPS,
                     },
-                    api=rest._AJAX,
+                    api=AJAX,
                 )
                 for point in body.get("metrics", []):
                     rows.setdefault(int(point.get("step", 0)), {})[key] = _value(point["value"])
@@ -118,13 +118,13 @@ class MlflowFileTail:
         self.missing = False
         self.status = _file_status(self.path / "meta.yaml")
         rows: dict[int, dict[str, float]] = {}
-        for key, file in metricfiles.metric_files(self.path / "metrics"):
+        for key, file in _metricfiles.metric_files(self.path / "metrics"):
             data = self._appended(key, file)
             if not data:
                 continue
-            parsed = metricfiles._parse_fast(data, data.count(b"\n"))
+            parsed = _metricfiles._parse_fast(data, data.count(b"\n"))
             if parsed is None:
-                parsed = metricfiles._parse_slow(file, data)
+                parsed = _metricfiles._parse_slow(file, data)
             for step, value in zip(
                 parsed["step"].to_list(), parsed["value"].to_list(), strict=True
             ):

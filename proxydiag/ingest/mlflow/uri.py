@@ -15,7 +15,6 @@ A server page such as ``http://host:5000/#/experiments/3/runs/<run_id>`` is read
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from proxydiag.ingest.mlflow import sql as mlflow_sql
 from proxydiag.ingest.mlflow._meta import RUN_NAME_TAG, has_points, proxydiag_run_id, run_attrs
 from proxydiag.run import Run
 from proxydiag.run.build import build_run
+from proxydiag.tracking import probe, redact, resolve_tracking_uri
 
 NAME = "mlflow_uri"
 _RUN_PAGE = re.compile(r"#/experiments/[^/]+/runs/([0-9a-fA-F]{32})")
@@ -59,14 +59,6 @@ def read(source: str | Path, ctx: ReadContext) -> list[Run]:
     return read_mlflow_runs(text[: text.index("#")].rstrip("/"), [match.group(1)], ctx=ctx)
 
 
-def resolve_tracking_uri(explicit: str | None = None) -> str:
-    """``explicit``, else ``MLFLOW_TRACKING_URI``; an error says how to set one."""
-    uri = explicit or os.environ.get("MLFLOW_TRACKING_URI")
-    if not uri:
-        raise MlflowError("no MLflow tracking URI: pass --tracking-uri or set MLFLOW_TRACKING_URI")
-    return uri
-
-
 def read_mlflow_runs(uri: str, run_ids: list[str], *, ctx: ReadContext | None = None) -> list[Run]:
     """Read the runs ``run_ids`` of the tracking store ``uri`` by the fastest route."""
     ctx = ctx or ReadContext()
@@ -78,7 +70,7 @@ def read_mlflow_runs(uri: str, run_ids: list[str], *, ctx: ReadContext | None = 
     if root is not None:
         return [run for rid in run_ids for run in mlflow_files.read(_find_run_dir(root, rid), ctx)]
     raise MlflowError(
-        f"{mlflow_rest.redact(uri)}: unsupported tracking URI scheme for reading "
+        f"{redact(uri)}: unsupported tracking URI scheme for reading "
         "(use http(s)://, sqlite:/// or a file store)"
     )
 
@@ -105,12 +97,12 @@ def search_ids(experiment: str, filter_string: str, uri: str) -> list[str]:
     from mlflow.exceptions import MlflowException
 
     if uri.startswith(("http://", "https://")):
-        mlflow_rest.probe(uri)
+        probe(uri)
     try:
         client = MlflowClient(uri)
         exp = client.get_experiment_by_name(experiment)
         if exp is None:
-            raise MlflowError(f"{mlflow_rest.redact(uri)}: no MLflow experiment {experiment!r}")
+            raise MlflowError(f"{redact(uri)}: no MLflow experiment {experiment!r}")
         ids: list[str] = []
         token: str | None = None
         while True:
@@ -127,11 +119,11 @@ def search_ids(experiment: str, filter_string: str, uri: str) -> list[str]:
                 return ids
     except MlflowException as exc:
         first = str(exc.message).splitlines()[0] if exc.message else type(exc).__name__
-        raise MlflowError(f"{mlflow_rest.redact(uri)}: {first}") from None
+        raise MlflowError(f"{redact(uri)}: {first}") from None
 
 
 def _read_http(uri: str, run_ids: list[str], ctx: ReadContext) -> list[Run]:
-    mlflow_rest.probe(uri)
+    probe(uri)
     bodies = [mlflow_rest.get_run(uri, rid) for rid in run_ids]
     raws = mlflow_rest.histories(
         uri,
@@ -142,7 +134,7 @@ def _read_http(uri: str, run_ids: list[str], ctx: ReadContext) -> list[Run]:
     return [
         _build(uri, body, raw, ctx)
         for body, raw in zip(bodies, raws, strict=True)
-        if has_points(raw, where=f"{mlflow_rest.redact(uri)} run {body['info']['run_id']}")
+        if has_points(raw, where=f"{redact(uri)} run {body['info']['run_id']}")
     ]
 
 

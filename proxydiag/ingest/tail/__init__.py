@@ -39,7 +39,7 @@ def open_tail(source: str | Path, ctx: ReadContext | None = None) -> Tail:
     ctx = ctx or ReadContext()
     if str(source).startswith("runs:/"):
         from proxydiag.ingest.mlflow.tail import MlflowRunTail
-        from proxydiag.ingest.mlflow.uri import resolve_tracking_uri
+        from proxydiag.tracking import resolve_tracking_uri
 
         return MlflowRunTail(resolve_tracking_uri(), str(source)[len("runs:/") :].strip("/"))
     path = Path(source)
