@@ -89,6 +89,7 @@ class _Out:
         return f"{s.metric} {before:.3g} -> {after:.3g} ({size}, from step {self.onset})"
 
 
+NAME = "collapse"
 #: its events decide labels (loss_divergence: a policy collapse)
 DECIDES = True
 

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 class Detector(Protocol):
     """Finds one kind of event in a run."""
 
+    #: its name in :data:`proxydiag.diagnose.api.DETECTORS`
+    NAME: str
     #: whether its events can decide a label (False: context only)
     DECIDES: bool
 

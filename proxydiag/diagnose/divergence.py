@@ -61,6 +61,7 @@ def _rules(rv: RunView) -> tuple[_Rule, ...]:
     )
 
 
+NAME = "divergence"
 #: its events decide labels (loss_divergence)
 DECIDES = True
 

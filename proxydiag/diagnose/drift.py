@@ -22,6 +22,7 @@ from proxydiag.run import Run
 DRIFTS = {"loss": 1, "grad_norm": 1, "reward": -1, "mismatch_prob_diff": 1, "mismatch_k3": 1}
 
 
+NAME = "drift"
 #: context only: slow drift, stalls and throughput drops are ``info`` events, which the
 #: taxonomy never reads for a label (the watcher skips it between final diagnoses)
 DECIDES = False

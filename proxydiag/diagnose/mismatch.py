@@ -123,6 +123,7 @@ def _beyond_bound(
     return None
 
 
+NAME = "mismatch"
 #: its events decide labels (precision_fault)
 DECIDES = True
 

@@ -25,6 +25,7 @@ from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event, Severity
 from proxydiag.run import Run
 
+NAME = "nonfinite"
 #: its events decide labels (gradient_overflow, precision_fault)
 DECIDES = True
 

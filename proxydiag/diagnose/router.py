@@ -52,6 +52,7 @@ RULES = (
 )
 
 
+NAME = "router"
 #: its events decide labels (loss_divergence: router evidence)
 DECIDES = True
 

@@ -25,6 +25,7 @@ from proxydiag.run import Run
 _MIN_POINTS = 8
 
 
+NAME = "scaler"
 #: its events decide labels (gradient_overflow)
 DECIDES = True
 

@@ -47,6 +47,7 @@ MIN_CONFIDENCE = 0.4
 MAX_CONFIDENCE = 0.8
 
 
+NAME = "short"
 #: its events decide labels (loss_divergence)
 DECIDES = True
 

@@ -20,6 +20,7 @@ from proxydiag.run import Run
 MAX_EVENTS = 20
 
 
+NAME = "spikes"
 #: its events decide labels (gradient_overflow, loss_divergence)
 DECIDES = True
 

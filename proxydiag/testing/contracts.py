@@ -107,7 +107,10 @@ def check_detector(detector: Detector, *, name: str | None = None) -> None:
     a healthy run (none critical), nothing for a run without its metrics, and does not raise on
     a run whose values are all NaN or ±inf."""
     who = f"detector {name or detector!r}"
-    _require(isinstance(detector, Detector), who, "needs DECIDES, reads(cfg), detect(run, cfg)")
+    _require(
+        isinstance(detector, Detector), who, "needs NAME, DECIDES, reads(cfg), detect(run, cfg)"
+    )
+    _require(name is None or name == detector.NAME, who, f"NAME {detector.NAME!r} != {name!r}")
     cfg = DiagnoseConfig()
     _require(isinstance(detector.DECIDES, bool), who, "DECIDES must be True or False")
     declared = tuple(detector.reads(cfg))
