@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from proxydiag.diagnose._view import RunView
 from proxydiag.diagnose._warmup import warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
-from proxydiag.diagnose.precision_kind import Kind
+from proxydiag.diagnose.precision_kind import CHANGE_KINDS, Kind
 from proxydiag.diagnose.precision_kind import classify as precision_kind
 from proxydiag.events import Event
 from proxydiag.metrics import SKIP_COUNTERS
@@ -53,9 +53,9 @@ SYMPTOMS = frozenset(
 )
 #: symptoms that mark a policy breaking down (reward, entropy), not just moving
 SYMPTOM_CORE = frozenset({"reward_collapse", "entropy_collapse", "entropy_explosion"})
-MISMATCH = frozenset(
-    {"mismatch_step", "mismatch_climb", "mismatch_corr_drop", "mismatch_level", "mismatch_bump"}
-)
+#: a precision fault's root-cause candidates: a mismatch change (a routing-replay or routing
+#: consistency share among them), or the gradient norm moving onto the bf16 grid
+MISMATCH = CHANGE_KINDS | {"master_weights_lost"}
 
 HINTS: dict[str, tuple[str, ...]] = {
     "gradient_overflow": (

@@ -59,7 +59,8 @@ def direction(metric: str) -> int | None:
     (-1, -1, 1, None)
     """
     if is_mismatch(metric):
-        return -1 if metric.startswith(("mismatch_corr", "mismatch_is_ess")) else 1
+        falls = ("mismatch_corr", "mismatch_is_ess", "mismatch_route_replay")
+        return -1 if metric.startswith(falls) else 1
     return DIRECTIONS.get(metric)
 
 
