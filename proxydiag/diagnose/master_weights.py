@@ -13,7 +13,7 @@ The test is against the run's own earlier steps: a point counts as *on the grid*
 is a bf16 number that is not also a short decimal (at most :data:`SHORT_DIGITS` significant
 digits: a console that prints ``0.75`` or ``12`` says nothing about the grid), *off* when it is
 not a bf16 number; short decimals on the grid are left out. The event is a change from a stretch
-of at least :data:`MIN_POINTS` points at most :data:`OFF_SHARE` on the grid to a stretch to the
+of at least :data:`MIN_BEFORE` points at most :data:`OFF_SHARE` on the grid to a stretch to the
 end of the run, of at least ``max(MIN_POINTS, MIN_SHARE of the points)``, at least
 :data:`ON_SHARE` on it, holding :data:`MIN_DISTINCT` distinct values (a norm clipped to a
 constant is no grid). A run on the grid from its first step (pure bf16 by design) has no
@@ -35,6 +35,8 @@ METRICS = ("grad_norm",)
 _LOW_BITS = np.uint64((1 << 45) - 1)
 SHORT_DIGITS = 4
 MIN_POINTS = 10
+#: points off the grid before the change (each is on it by chance once in 2^16)
+MIN_BEFORE = 5
 MIN_SHARE = 0.05
 OFF_SHARE = 0.1
 ON_SHARE = 0.9
@@ -94,7 +96,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     rv = view(run)
     for metric in METRICS:
         s = rv.get(metric)
-        if s is not None and len(s) >= 2 * MIN_POINTS:
+        if s is not None and len(s) >= MIN_BEFORE + MIN_POINTS:
             event = _check(s)
             if event is not None:
                 return [event]
@@ -107,12 +109,12 @@ def _check(s: Series) -> Event | None:
     where = np.flatnonzero(keep)
     z, x = state[keep].astype(np.float64), s.values[keep]
     n = z.size
-    if n < 2 * MIN_POINTS or z.sum() < MIN_POINTS:
+    if n < MIN_BEFORE + MIN_POINTS or z.sum() < MIN_POINTS:
         return None
     least = max(MIN_POINTS, int(np.ceil(MIN_SHARE * n)))
     on_before = np.r_[0.0, np.cumsum(z)]  # on-grid points in z[:k]
     for k in np.flatnonzero((z == 1) & (np.r_[0.0, z[:-1]] == 0)):
-        if k < MIN_POINTS or n - k < least:
+        if k < MIN_BEFORE or n - k < least:
             continue
         before = on_before[k] / k
         after = (on_before[n] - on_before[k]) / (n - k)

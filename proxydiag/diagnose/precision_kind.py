@@ -61,6 +61,8 @@ RESUME_STEPS = 10
 LAG_STEPS = (20, 200)
 #: orders of magnitude beyond the bound that read as garbage
 GARBAGE_FOLD = 100.0
+#: share of the run within which a cause's own series may lag the root cause
+CAUSE_SHARE = 0.05
 #: events of a mismatch change (the taxonomy's precision-fault candidates, with
 #: ``master_weights_lost``)
 CHANGE_KINDS = frozenset(
@@ -69,6 +71,16 @@ CHANGE_KINDS = frozenset(
 #: routing-replay shares, and routing-consistency shares (``aliases.toml``)
 ROUTE_REPLAY = ("mismatch_route_replay", "mismatch_route_fallback")
 ROUTE_CHANGE = ("mismatch_route_change", "mismatch_route_order_change")
+
+
+def is_cause(event: Event) -> bool:
+    """Whether ``event`` measures a cause of a token-probability mismatch on its own series
+    (a routing share, the gradient norm on the bf16 grid) rather than the mismatch itself."""
+    return event.kind == "master_weights_lost" or (event.metric or "").startswith(
+        (*ROUTE_REPLAY, *ROUTE_CHANGE)
+    )
+
+
 #: events that a precision fault may lead (its lead is reported in steps)
 FOLLOWERS = frozenset({"divergence", "policy_collapse", "reward_collapse", "nonfinite"})
 
@@ -165,7 +177,11 @@ def classify(rv: RunView, events: list[Event], root: Event, c: MismatchConfig) -
 
 
 def _near(rv: RunView) -> int:
-    return int(max(RESUME_INTERVALS * rv.interval, RESUME_STEPS))
+    """How far after the root cause a cause measured on its own series may start and still be
+    the cause: a few log intervals, or :data:`CAUSE_SHARE` of the run (a first-order routing
+    share and a second-order token quantity reach significance at different points of one
+    climb)."""
+    return int(max(RESUME_INTERVALS * rv.interval, RESUME_STEPS, CAUSE_SHARE * rv.span))
 
 
 def _by(
@@ -373,4 +389,4 @@ def _step(
     )
 
 
-__all__ = ["CHANGE_KINDS", "HINTS", "Kind", "classify", "lead"]
+__all__ = ["CHANGE_KINDS", "HINTS", "Kind", "classify", "is_cause", "lead"]

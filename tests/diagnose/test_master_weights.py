@@ -126,3 +126,16 @@ def test_real_and_sample_runs_stay_quiet(corpus: str) -> None:
                     checked += 1
                     assert master_weights.detect(view(run), DiagnoseConfig()) == [], run.name
     assert checked >= 5
+
+
+def test_a_few_points_before_are_enough_when_logged_sparsely() -> None:
+    # logged every 10 steps, the master weights lost at step 70: six fp32 points before
+    g = _norms(9, 40)
+    i = np.arange(40)
+    logged = np.where(i < 6, to_fp32(g), to_bf16(g))
+    d = diagnose(_run({"grad_norm": logged}, (i + 1) * 10))
+    assert (d.label, (d.precision_kind or {}).get("kind"), d.onset_step) == (
+        "precision_fault",
+        "lost_master_weights",
+        70,
+    )

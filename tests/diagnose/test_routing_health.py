@@ -142,3 +142,27 @@ def test_healthy_routing_counters_raise_nothing(seed: int) -> None:
         n,
     )
     assert _diagnosed(run)[0] == "healthy"
+
+
+def test_the_routing_share_dates_the_fault_when_the_token_mismatch_follows_it() -> None:
+    # the routers drift apart from step 200; the token-probability quantities (three of them,
+    # whose consensus alone would date it) only climb visibly from step 280
+    rng = np.random.default_rng(21)
+    n, drift, follows = 500, 200, 280
+    i = np.arange(1, n + 1)
+    change = 0.004 * np.exp(rng.normal(0, 0.1, n)) * (1 + 0.06 * np.clip(i - drift, 0, None))
+    late = 1 + 0.03 * np.clip(i - follows, 0, None)
+    run = _run(
+        {
+            "train/router/compare_current_set_change_fraction": change,
+            "rollout_corr/k3_kl": 3e-4 * np.exp(rng.normal(0, 0.1, n)) * late**2,
+            "training/rollout_probs_diff_mean": 0.003 * np.exp(rng.normal(0, 0.08, n)) * late,
+            "train/train_rollout_logprob_abs_diff": 0.02 * np.exp(rng.normal(0, 0.08, n)) * late,
+            "loss": 2 - i / 1e3,
+        },
+        n,
+    )
+    label, at, kind, evidence = _diagnosed(run)
+    assert (label, kind) == ("precision_fault", "routing_mismatch")
+    assert at is not None and abs(at - drift) <= 25, at
+    assert "token-probability mismatch moves with it" in evidence
