@@ -158,16 +158,16 @@ class Kind:
 def classify(rv: RunView, events: list[Event], root: Event, c: MismatchConfig) -> Kind:
     """The kind of the precision fault whose root cause is ``root`` (``c``: the bounds the
     mismatch detector used)."""
+    for cause in (_master, _routing):  # read on their own series, whatever the root's
+        found = cause(rv, events, root)
+        if found is not None:
+            return found
     s = rv.get(root.metric or "")
     if s is None or root.onset_step is None or s.finite.sum() < 6:
         return Kind("drift", "too few points of the mismatch to read its shape")
     ok = s.finite
     steps, x = s.steps[ok], np.abs(disagreement(s.name, s.values[ok]))
     onset = int(root.onset_step)
-    for special in (_master, _routing):
-        found = special(rv, events, root)
-        if found is not None:
-            return found
     for rule in (_on_policy, _from_start, _resume, _lag, _sawtooth, _step):
         found = rule(s.name, steps, x, onset, root=root, rv=rv, events=events, c=c)
         if found is not None:
@@ -187,8 +187,8 @@ def _near(rv: RunView) -> int:
 def _by(
     events: list[Event], root: Event, rv: RunView, kinds: frozenset[str], metrics: tuple[str, ...]
 ) -> Event | None:
-    """The earliest critical event of ``kinds`` on one of ``metrics`` starting no later than a
-    few log intervals after the root cause."""
+    """The earliest critical event of ``kinds`` on one of ``metrics`` starting no later than
+    :func:`_near` after the root cause."""
     at = int(root.onset_step or 0) + _near(rv)
     found = [
         e
@@ -234,15 +234,18 @@ def _routing(rv: RunView, events: list[Event], root: Event) -> Kind | None:
         e = _by(events, root, rv, CHANGE_KINDS, metrics)
         if e is None:
             continue
-        with_it = [
-            o
-            for o in events
-            if o is not e
-            and o.kind in CHANGE_KINDS
-            and o.severity == "critical"
-            and o.metric is not None
-            and not o.metric.startswith((*ROUTE_REPLAY, *ROUTE_CHANGE))
-        ]
+        with_it = sorted(
+            (
+                o
+                for o in events
+                if o is not e
+                and o.kind in CHANGE_KINDS
+                and o.severity == "critical"
+                and o.metric is not None
+                and not o.metric.startswith((*ROUTE_REPLAY, *ROUTE_CHANGE))
+            ),
+            key=lambda o: int(o.onset_step or 0),
+        )
         also = (
             f"; the token-probability mismatch moves with it ({with_it[0].metric} from step "
             f"{with_it[0].onset_step})"
