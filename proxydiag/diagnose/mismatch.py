@@ -248,9 +248,37 @@ def _disagreements(rv: RunView, events: list[Event], c: MismatchConfig) -> list[
     return out
 
 
+#: points of the median a routing share is read through
+ROUTE_SMOOTH_POINTS = 5
+
+
+def route_level(x: np.ndarray) -> np.ndarray:
+    """A routing share as the median of :data:`ROUTE_SMOOTH_POINTS` points around each (at
+    the ends, of the last or first ones): its baseline is exactly its perfect value (all routes
+    replayed, none changed) but for a skipped micro-batch now and then (a rollout abort), and
+    one or two such points — at the end of a run being watched too — are no level.
+
+    >>> route_level(np.array([0, 0, 0, 0, 0.02, 0, 0, 0, 0.01, 0.02])).tolist()
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    >>> route_level(np.array([0, 0, 0, 0, 0.3, 0.3, 0.3, 0.3])).tolist()[3:]
+    [0.0, 0.3, 0.3, 0.3, 0.3]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    w = ROUTE_SMOOTH_POINTS
+    if x.size < w:
+        return x
+    h = w // 2
+    out = rolling_median(x, window_points=w, center=True)
+    out[:h] = float(np.median(x[:w]))
+    out[x.size - h :] = float(np.median(x[-w:]))
+    return out
+
+
 def _check(s: Series, c: MismatchConfig) -> Event | None:
     ok = s.finite
     steps, x = s.steps[ok], s.values[ok]
+    if s.name.startswith(tuple(ROUTE_FLOORS)):
+        x = route_level(x)
     y = _badness(s.name, _floor(s.name, x, c))(x)
     n = y.size
     level = block_level(x, window_points=max(3, n // 20))

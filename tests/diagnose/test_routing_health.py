@@ -166,3 +166,14 @@ def test_the_routing_share_dates_the_fault_when_the_token_mismatch_follows_it() 
     assert (label, kind) == ("precision_fault", "routing_mismatch")
     assert at is not None and abs(at - drift) <= 25, at
     assert "token-probability mismatch moves with it" in evidence
+
+
+@pytest.mark.parametrize("end", [40, 85, 160])
+def test_a_watched_prefix_ending_in_two_skipped_batches_raises_nothing(end: int) -> None:
+    # a healthy R3 run logged every 5 steps: two rollout aborts in a row at the end of what
+    # the watcher has seen so far are no replay gone off
+    n = end // 5
+    fallback = np.zeros(n)
+    fallback[-2:] = [0.0144, 0.0139]
+    run = _run({"r3/skip_fraction_active": fallback, "loss": 2 - np.arange(n) / 1e3}, n, every=5)
+    assert _diagnosed(run)[0] == "healthy"
