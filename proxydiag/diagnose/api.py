@@ -32,6 +32,7 @@ DETECTORS: Registry[Detector] = Registry(
             "collapse",
             "short",
             "mismatch",
+            "master_weights",
             "router",
             "drift",
         )

@@ -164,6 +164,12 @@ class MismatchConfig:
     #: NeMo-RL's multiplicative token probability error: 1.0 perfect, above 1.05 "needs
     #: investigation" (NeMo-RL docs/adding-new-models.md); 1.03-1.05 is an fp8 rollout
     prob_error_bound: float = ranged(1.05, lo=1.0, hi=1e6)
+    #: routing replay (R3): the share of router micro-batches replayed "should be near 1.0"
+    #: (AReaL r3/README.md); below this it is off for a part of the batch
+    route_replay_bound: float = ranged(0.95, lo=0.0, hi=1.0)
+    #: the share of token routes that fell back to the learner's router "should normally be
+    #: zero or near-zero" (NeMo-RL docs/guides/router-replay.md); above this it is not
+    route_fallback_bound: float = ranged(0.01, lo=0.0, hi=1.0)
     #: two mismatch quantities disagree when one changes by this fold while another stays
     #: within ``agree_fold`` of its own baseline
     disagree_fold: float = ranged(5.0, lo=1.5, hi=1e6)

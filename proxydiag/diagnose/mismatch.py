@@ -41,7 +41,7 @@ def disagreement(metric: str, x: np.ndarray) -> np.ndarray:
     [0.001]
     """
     x = np.asarray(x, dtype=np.float64)
-    if metric.startswith(("mismatch_corr", "mismatch_is_ess")):
+    if metric.startswith(("mismatch_corr", "mismatch_is_ess", "mismatch_route_replay")):
         return 1.0 - x
     if metric.startswith(("mismatch_is_mean", "mismatch_prob_error")):
         return safe_log(x, floor=1e-12)
@@ -57,8 +57,20 @@ def upper_bound(metric: str, c: MismatchConfig) -> float | None:
         "mismatch_is_ess": c.ess_bound,
         "mismatch_corr": c.corr_bound,
         "mismatch_prob_error": c.prob_error_bound,
+        "mismatch_route_replay": c.route_replay_bound,
+        "mismatch_route_fallback": c.route_fallback_bound,
     }.get(metric)
     return None if value is None else float(np.abs(disagreement(metric, np.array([value])))[0])
+
+
+#: routing shares (replayed, fallen back, changed top-k set) are counts over a batch's token
+#: routes: a share below these is a handful of routes (rollout aborts, ties), not a level
+ROUTE_FLOORS = {
+    "mismatch_route_replay": 1e-3,
+    "mismatch_route_fallback": 1e-3,
+    "mismatch_route_change": 1e-4,
+    "mismatch_route_order_change": 1e-4,
+}
 
 
 def _badness(metric: str, floor: float = 1e-9) -> Badness:
@@ -66,6 +78,8 @@ def _badness(metric: str, floor: float = 1e-9) -> Badness:
     smallest |value| told apart (see :func:`_floor`)."""
     if metric.startswith("mismatch_corr"):
         floor = 1e-6
+    elif metric.startswith(tuple(ROUTE_FLOORS)):
+        floor = ROUTE_FLOORS[next(p for p in ROUTE_FLOORS if metric.startswith(p))]
     elif metric.startswith(("mismatch_is_mean", "mismatch_prob_error")):
         floor = 1e-5
     elif metric.startswith("mismatch_is_ess"):
@@ -120,6 +134,13 @@ def _beyond_bound(
         return level < c.corr_bound, f"< {c.corr_bound:g} (healthy Pearson ≈ 0.999)"
     if metric == "mismatch_prob_error":
         return level > c.prob_error_bound, f"> {c.prob_error_bound:g} (NeMo-RL)"
+    if metric == "mismatch_route_replay":
+        return level < c.route_replay_bound, f"< {c.route_replay_bound:g} (R3 replay near 1.0)"
+    if metric == "mismatch_route_fallback":
+        return (
+            level > c.route_fallback_bound,
+            f"> {c.route_fallback_bound:g} (R3 fallback near zero)",
+        )
     return None
 
 
@@ -171,6 +192,10 @@ FAMILIES = (
     ("mismatch_corr", "correlation"),
     ("mismatch_tail", "tail share"),
     ("mismatch_masked", "masked share"),
+    ("mismatch_route_replay", "routing replay"),
+    ("mismatch_route_fallback", "routing replay"),
+    ("mismatch_route_change", "routing change"),
+    ("mismatch_route_order_change", "routing change"),
 )
 
 
@@ -233,9 +258,37 @@ def _disagreements(rv: RunView, events: list[Event], c: MismatchConfig) -> list[
     return out
 
 
+#: points of the median a routing share is read through
+ROUTE_SMOOTH_POINTS = 5
+
+
+def route_level(x: np.ndarray) -> np.ndarray:
+    """A routing share as the median of :data:`ROUTE_SMOOTH_POINTS` points around each (at
+    the ends, of the last or first ones): its baseline is exactly its perfect value (all routes
+    replayed, none changed) but for a skipped micro-batch now and then (a rollout abort), and
+    one or two such points — at the end of a run being watched too — are no level.
+
+    >>> route_level(np.array([0, 0, 0, 0, 0.02, 0, 0, 0, 0.01, 0.02])).tolist()
+    [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    >>> route_level(np.array([0, 0, 0, 0, 0.3, 0.3, 0.3, 0.3])).tolist()[3:]
+    [0.0, 0.3, 0.3, 0.3, 0.3]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    w = ROUTE_SMOOTH_POINTS
+    if x.size < w:
+        return x
+    h = w // 2
+    out = rolling_median(x, window_points=w, center=True)
+    out[:h] = float(np.median(x[:w]))
+    out[x.size - h :] = float(np.median(x[-w:]))
+    return out
+
+
 def _check(s: Series, c: MismatchConfig) -> Event | None:
     ok = s.finite
     steps, x = s.steps[ok], s.values[ok]
+    if s.name.startswith(tuple(ROUTE_FLOORS)):
+        x = route_level(x)
     y = _badness(s.name, _floor(s.name, x, c))(x)
     n = y.size
     level = block_level(x, window_points=max(3, n // 20))
@@ -285,7 +338,7 @@ def _bump(
         onset = int(steps[left])
         peak = (
             float(np.max(x[a:b]))
-            if not s.name.startswith("mismatch_corr")
+            if not s.name.startswith(("mismatch_corr", "mismatch_route_replay"))
             else float(np.min(x[a:b]))
         )
         base_x = float(np.median(x[:base_n]))
@@ -419,7 +472,7 @@ def _event(
     else:  # the most extreme level: the largest disagreement (lowest Pearson or ESS, ...)
         levels = block_level(x[k:], window_points=max(3, x.size // 20))
         peak_x = float(levels[np.nanargmax(_badness(s.name)(levels))])
-    if s.name.startswith("mismatch_corr"):
+    if s.name.startswith(("mismatch_corr", "mismatch_route_replay")):
         kind, shape = "mismatch_corr_drop", "drops"
     elif change.kind == "step":  # the disagreement grows: ESS and an IS mean below 1 fall
         kind, shape = "mismatch_step", "steps up" if peak_x >= base_x else "steps down"

@@ -4,6 +4,17 @@ A ``precision_fault`` (rollout and learner disagreeing about token probabilities
 that leave different shapes in the mismatch series that decided it (the root cause's metric),
 read in this order:
 
+``lost_master_weights``
+    the gradient norm moved onto the bf16 grid and stayed there (:mod:`.master_weights`): the
+    learner lost its fp32 master weights, small updates vanish; seen even where no mismatch
+    metric is logged;
+``routing_replay_off``
+    a routing-replay share changed with (or before) the onset: the replayed share fell or the
+    fallback share rose (R3 silently off for part of the batches: the learner routes tokens
+    on its own router, not on the rollout's expert choices);
+``routing_mismatch``
+    the share of tokens whose top-k expert set differs between the two routers rose with (or
+    before) the onset: a rollout router computed from stale or lower-precision router weights;
 ``on_policy_nonzero``
     the mismatch was logged as exactly 0 at the start (a true on-policy setup: the sampler and
     the learner are meant to agree bit for bit) and is not 0 later;
@@ -50,8 +61,48 @@ RESUME_STEPS = 10
 LAG_STEPS = (20, 200)
 #: orders of magnitude beyond the bound that read as garbage
 GARBAGE_FOLD = 100.0
+#: share of the run within which a cause's own series may lag the root cause
+CAUSE_SHARE = 0.05
+#: events of a mismatch change (the taxonomy's precision-fault candidates, with
+#: ``master_weights_lost``)
+CHANGE_KINDS = frozenset(
+    {"mismatch_step", "mismatch_climb", "mismatch_corr_drop", "mismatch_level", "mismatch_bump"}
+)
+#: routing-replay shares, and routing-consistency shares (``aliases.toml``)
+ROUTE_REPLAY = ("mismatch_route_replay", "mismatch_route_fallback")
+ROUTE_CHANGE = ("mismatch_route_change", "mismatch_route_order_change")
+
+
+def is_cause(event: Event) -> bool:
+    """Whether ``event`` measures a cause of a token-probability mismatch on its own series
+    (a routing share, the gradient norm on the bf16 grid) rather than the mismatch itself."""
+    return event.kind == "master_weights_lost" or (event.metric or "").startswith(
+        (*ROUTE_REPLAY, *ROUTE_CHANGE)
+    )
+
+
+#: events that a precision fault may lead (its lead is reported in steps)
+FOLLOWERS = frozenset({"divergence", "policy_collapse", "reward_collapse", "nonfinite"})
 
 HINTS: dict[str, tuple[str, ...]] = {
+    "lost_master_weights": (
+        "The gradient norm is a bf16 number from then on: check that the fp32 master weights "
+        "(and fp32 main gradients) exist — what the last resume restored, the optimizer "
+        "wrapper's master-weight setting, a switch to pure-bf16 parameters; updates below "
+        "half a bf16 ulp of a weight (2^-9 relative) are rounded away.",
+    ),
+    "routing_replay_off": (
+        "Routing replay is off for part of the batches: check the rollout engine returns the "
+        "routed experts for every sample (SGLang/vLLM return_routed_experts), that the "
+        "learner's MoE layer and top-k match the engine's, that no fused router path bypasses "
+        "replay, and why samples fell back (the R3 skip reasons, rollout aborts).",
+    ),
+    "routing_mismatch": (
+        "The two routers pick different experts for more and more tokens: compare the router "
+        "weights the rollout engine serves with the learner's (a stale or partial weight sync "
+        "skipping the router), their precision (router logits in fp32 on both sides), and turn "
+        "on routing replay (R3).",
+    ),
     "on_policy_nonzero": (
         "The run is meant to be exactly on-policy (the mismatch was 0): look for what made "
         "sampler and learner differ from then on — a kernel or batch-invariance setting "
@@ -107,6 +158,10 @@ class Kind:
 def classify(rv: RunView, events: list[Event], root: Event, c: MismatchConfig) -> Kind:
     """The kind of the precision fault whose root cause is ``root`` (``c``: the bounds the
     mismatch detector used)."""
+    for cause in (_master, _routing):  # read on their own series, whatever the root's
+        found = cause(rv, events, root)
+        if found is not None:
+            return found
     s = rv.get(root.metric or "")
     if s is None or root.onset_step is None or s.finite.sum() < 6:
         return Kind("drift", "too few points of the mismatch to read its shape")
@@ -119,6 +174,86 @@ def classify(rv: RunView, events: list[Event], root: Event, c: MismatchConfig) -
             return found
     before, after = _medians(steps, x, onset)
     return Kind("drift", f"{s.name} climbs from step {onset} ({_ratio(before, after)})")
+
+
+def _near(rv: RunView) -> int:
+    """How far after the root cause a cause measured on its own series may start and still be
+    the cause: a few log intervals, or :data:`CAUSE_SHARE` of the run (a first-order routing
+    share and a second-order token quantity reach significance at different points of one
+    climb)."""
+    return int(max(RESUME_INTERVALS * rv.interval, RESUME_STEPS, CAUSE_SHARE * rv.span))
+
+
+def _by(
+    events: list[Event], root: Event, rv: RunView, kinds: frozenset[str], metrics: tuple[str, ...]
+) -> Event | None:
+    """The earliest critical event of ``kinds`` on one of ``metrics`` starting no later than
+    :func:`_near` after the root cause."""
+    at = int(root.onset_step or 0) + _near(rv)
+    found = [
+        e
+        for e in events
+        if e.kind in kinds
+        and e.severity == "critical"
+        and e.onset_step is not None
+        and (e.metric or "").startswith(metrics)
+        and e.onset_step <= at
+    ]
+    return min(found, key=lambda e: int(e.onset_step or 0)) if found else None
+
+
+def lead(events: list[Event], onset: int) -> str:
+    """The lead of a precision fault starting at ``onset`` over the divergence or collapse
+    that followed it ("" when none did)."""
+    after = [
+        e
+        for e in events
+        if e.kind in FOLLOWERS
+        and e.severity == "critical"
+        and e.onset_step is not None
+        and e.onset_step > onset
+    ]
+    if not after:
+        return ""
+    first = min(after, key=lambda e: int(e.onset_step or 0))
+    return (
+        f"; it leads the {first.kind.replace('_', ' ')} in {first.metric} at step "
+        f"{first.onset_step} by {int(first.onset_step or 0) - onset} steps"
+    )
+
+
+def _master(rv: RunView, events: list[Event], root: Event) -> Kind | None:
+    e = _by(events, root, rv, frozenset({"master_weights_lost"}), ("",))
+    if e is None:
+        return None
+    return Kind("lost_master_weights", e.evidence + lead(events, int(e.onset_step or 0)))
+
+
+def _routing(rv: RunView, events: list[Event], root: Event) -> Kind | None:
+    for name, metrics in (("routing_replay_off", ROUTE_REPLAY), ("routing_mismatch", ROUTE_CHANGE)):
+        e = _by(events, root, rv, CHANGE_KINDS, metrics)
+        if e is None:
+            continue
+        with_it = sorted(
+            (
+                o
+                for o in events
+                if o is not e
+                and o.kind in CHANGE_KINDS
+                and o.severity == "critical"
+                and o.metric is not None
+                and not o.metric.startswith((*ROUTE_REPLAY, *ROUTE_CHANGE))
+            ),
+            key=lambda o: int(o.onset_step or 0),
+        )
+        also = (
+            f"; the token-probability mismatch moves with it ({with_it[0].metric} from step "
+            f"{with_it[0].onset_step})"
+            if with_it
+            else ""
+        )
+        return Kind(name, e.evidence + also + lead(events, int(e.onset_step or 0)))
+    return None
 
 
 def _medians(steps: np.ndarray, x: np.ndarray, onset: int) -> tuple[float, float]:
@@ -257,4 +392,4 @@ def _step(
     )
 
 
-__all__ = ["HINTS", "Kind", "classify"]
+__all__ = ["CHANGE_KINDS", "HINTS", "Kind", "classify", "is_cause", "lead"]

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from proxydiag.diagnose._warmup import warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
-from proxydiag.diagnose.precision_kind import Kind
+from proxydiag.diagnose.precision_kind import CHANGE_KINDS, Kind, is_cause
 from proxydiag.diagnose.precision_kind import classify as precision_kind
 from proxydiag.diagnose.view import RunView
 from proxydiag.events import Event
@@ -53,9 +53,9 @@ SYMPTOMS = frozenset(
 )
 #: symptoms that mark a policy breaking down (reward, entropy), not just moving
 SYMPTOM_CORE = frozenset({"reward_collapse", "entropy_collapse", "entropy_explosion"})
-MISMATCH = frozenset(
-    {"mismatch_step", "mismatch_climb", "mismatch_corr_drop", "mismatch_level", "mismatch_bump"}
-)
+#: a precision fault's root-cause candidates: a mismatch change (a routing-replay or routing
+#: consistency share among them), or the gradient norm moving onto the bf16 grid
+MISMATCH = CHANGE_KINDS | {"master_weights_lost"}
 
 HINTS: dict[str, tuple[str, ...]] = {
     "gradient_overflow": (
@@ -127,7 +127,7 @@ def classify(events: list[Event], rv: RunView, cfg: DiagnoseConfig) -> Verdict:
     """Label a run from its events (see the module docstring for the rules)."""
     tol = max(cfg.taxonomy.order_tolerance_steps, int(rv.interval))
     crit = [e for e in events if e.severity == "critical" and e.onset_step is not None]
-    mismatch = _consensus([e for e in crit if e.kind in MISMATCH])
+    mismatch = _mismatch_root([e for e in crit if e.kind in MISMATCH])
     direct = [e for e in crit if e.kind == "divergence"]
     diverge = _first(direct) or _first(
         [
@@ -317,6 +317,15 @@ def _at(event: Event) -> int:
 def _first(events: Iterable[Event]) -> Event | None:
     found = sorted(events, key=lambda e: (_at(e), -e.confidence))
     return found[0] if found else None
+
+
+def _mismatch_root(events: list[Event]) -> Event | None:
+    """The precision fault's candidate root cause: the consensus of the token-probability
+    mismatch quantities (several measure one disagreement), or, when earlier, a cause of
+    such a disagreement measured on its own series — a routing share (replay off, routers
+    apart) or the gradient norm on the bf16 grid — which the others follow."""
+    causes = [e for e in events if is_cause(e)]
+    return _first([*filter(None, [_consensus([e for e in events if not is_cause(e)])]), *causes])
 
 
 def _consensus(events: list[Event]) -> Event | None:

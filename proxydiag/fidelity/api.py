@@ -30,6 +30,7 @@ from proxydiag.fidelity import (
     increments,
     level,
     progress,
+    routing,
     shape,
     trend,
     verdicts,
@@ -105,6 +106,10 @@ def compare(
             full_progress=float(fault.full["onset_progress"]),
         )
     series = shared_series(fulls, proxy)
+    unrouted = routing.no_routing(proxy)
+    dropped = sorted(m for m in series[-1] if routing.is_routing(m)) if unrouted else []
+    if dropped:
+        series = [{m: v for m, v in s.items() if m not in dropped} for s in series]
     grid = _resampled(aligned, fulls, proxy, series, cfg)
     ev = events.score(grid, diagnoses, config=cfg)
     rng = np.random.default_rng(seed)
@@ -132,6 +137,11 @@ def compare(
             *reasons,
             f"undecidable, left out: {', '.join(undecidable)} (no finite point in any run)",
         )
+    if dropped:
+        reasons = (
+            *reasons,
+            f"{unrouted}: its routing metrics are not scored ({', '.join(dropped)})",
+        )
     hint = _consumption_hint(fulls, proxy) if align == "step" else None
     if hint:
         reasons = (*reasons, hint)
@@ -150,7 +160,10 @@ def compare(
         reasons=reasons,
         events={
             **ev.to_dict(),
-            "skipped_metrics": dict(grid.skipped),
+            "skipped_metrics": {
+                **dict(grid.skipped),
+                **{m: f"not scored: {unrouted}" for m in dropped},
+            },
             "baseline": _baseline_words(len(fulls), cfg),
         },
         phases=phases,

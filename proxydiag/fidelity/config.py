@@ -44,6 +44,10 @@ KEY_METRICS: tuple[str, ...] = (
     # weight 1, like any shared metric)
     "router_aux_loss",
     "router_z_loss",
+    # routing consistency (the share of tokens whose top-k set changed between the rollout's
+    # and the learner's router): a proxy must keep it like the loss curves
+    "mismatch_route_change",
+    "mismatch_route_order_change",
 )
 #: metrics that differ by design between a proxy and its full run: reported, weight 0
 UNSCORED_METRICS: tuple[str, ...] = (

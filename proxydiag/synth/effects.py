@@ -34,6 +34,12 @@ class Effects:
     learn_gain: np.ndarray
     #: extra scale of the policy-loss noise (0 = none)
     loss_spike: np.ndarray
+    #: share of token routes not replayed from the rollout (0 = routing replay on)
+    route_off: np.ndarray
+    #: multiplies the share of tokens whose top-k experts differ between the routers
+    route_change_mult: np.ndarray
+    #: steps whose grad norm is reduced in bf16 (the fp32 master weights lost)
+    grad_bf16: np.ndarray
     #: in a divergence, entropy explodes (True) or collapses (False)
     entropy_explodes: bool = False
     #: the collapse leaves the losses alone (an RL policy collapse without a loss spike)
@@ -57,6 +63,9 @@ class Effects:
             nan=np.zeros(n_steps, dtype=bool),
             learn_gain=np.ones(n_steps),
             loss_spike=zeros.copy(),
+            route_off=zeros.copy(),
+            route_change_mult=np.ones(n_steps),
+            grad_bf16=np.zeros(n_steps, dtype=bool),
         )
 
 

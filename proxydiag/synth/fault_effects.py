@@ -123,6 +123,43 @@ def _sync_sawtooth(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> 
     eff.learn_gain *= np.where(dt >= 0, 0.8, 1.0)
 
 
+def _routing_replay_off(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    # replay silently stops for part of the routes (samples without routed experts, a fused
+    # router path): the learner routes those tokens itself and the probabilities disagree
+    # more (AReaL R3, Moonlight-16B: k3 25x without replay, |d log p| 5x)
+    dt = since(len(eff.grad_log), fault.onset_step)
+    share = rng.uniform(0.2, 0.8) * np.clip((dt + 1.0) / rng.uniform(1.0, 4.0), 0.0, 1.0)
+    off = np.where(dt >= 0, share, 0.0)
+    eff.route_off = np.maximum(eff.route_off, off)
+    eff.mismatch_mult *= 1.0 + (rng.uniform(3.0, 6.0) - 1.0) * off / max(float(off.max()), 1e-9)
+    eff.learn_gain *= np.where(dt >= 0, 0.85, 1.0)
+
+
+def _routing_mismatch(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    # the rollout's router drifts from the learner's (stale or lower-precision router weights):
+    # the share of tokens whose top-k set differs climbs, the token mismatch follows in part;
+    # half the time the run later tips into divergence (the routing signal leads it)
+    n = len(eff.grad_log)
+    length = rng.uniform(0.15, 0.3) * n
+    frac = np.clip(since(n, fault.onset_step) / length, 0.0, 1.0)
+    eff.route_change_mult *= 1.0 + (rng.uniform(6.0, 12.0) - 1.0) * frac
+    eff.mismatch_mult *= 1.0 + (rng.uniform(1.5, 2.5) - 1.0) * frac
+    eff.learn_gain *= 1.0 - 0.3 * frac
+    if rng.random() < 0.5:
+        tip = fault.onset_step + int(length * rng.uniform(0.8, 1.2))
+        if tip < n - 10:
+            _divergence(eff, FaultSpec("divergence", tip, None), rng)
+
+
+def _lost_master_weights(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    # the learner keeps only bf16 weights from the onset (a resume that restored the bf16
+    # copy, a wrapper that dropped the fp32 one): its grad norm is reduced in bf16 and
+    # updates below half a bf16 ulp vanish, so learning slows
+    after = since(len(eff.grad_log), fault.onset_step) >= 0
+    eff.grad_bf16 |= after
+    eff.learn_gain *= np.where(after, rng.uniform(0.3, 0.6), 1.0)
+
+
 INJECTORS: dict[str, Injector] = {
     "fp16_scaler_collapse": _scaler_collapse,
     "bf16_nonfinite": _nonfinite,
@@ -134,4 +171,7 @@ INJECTORS: dict[str, Injector] = {
     "climb_then_divergence": _climb_then_divergence,
     "export_lag": _export_lag,
     "sync_sawtooth": _sync_sawtooth,
+    "routing_replay_off": _routing_replay_off,
+    "routing_mismatch": _routing_mismatch,
+    "lost_master_weights": _lost_master_weights,
 }

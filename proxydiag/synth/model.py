@@ -36,6 +36,44 @@ def learning_rate(dyn: Dynamics, *, n_steps: int) -> np.ndarray:
     return dyn.lr_peak * warm * (0.1 + 0.9 * 0.5 * (1.0 + np.cos(np.pi * frac)))
 
 
+#: share of tokens whose top-k expert set differs between two routers computing the same
+#: routing in different precision (bf16 vs fp32 logits): near-ties flip; relative only
+ROUTE_CHANGE_BASE = 0.004
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """Values rounded to the nearest bf16 number (ties to even), as float64; NaN/inf kept.
+
+    >>> to_bf16(np.array([0.7, 1.0, np.inf])).tolist()
+    [0.69921875, 1.0, inf]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x)
+    bits = np.where(finite, x, 0.0).astype(np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    return np.where(finite, rounded.view(np.float32).astype(np.float64), x)
+
+
+def simulate_routing(
+    dyn: Dynamics, eff: Effects, *, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
+    """The routing shares of an MoE run with routing replay: the replayed share (1 but for a
+    rare skipped micro-batch, a rollout abort), the share fallen back to the learner's router,
+    the share of tokens whose top-k set differs between the rollout's and learner's router."""
+    n = len(eff.route_off)
+    spread = min(dyn.noise, 1.5)
+    blip = np.where(rng.random(n) < 0.03, rng.uniform(0.002, 0.02, n), 0.0)
+    off = np.clip(eff.route_off * np.exp(ar1_t(rng, n_steps=n, phi=0.5, scale=0.1)) + blip, 0, 1)
+    change = ROUTE_CHANGE_BASE * eff.route_change_mult
+    change = change * np.exp(ar1_t(rng, n_steps=n, phi=0.7, scale=0.12 * spread))
+    out = {
+        "mismatch_route_replay": 1.0 - off,
+        "mismatch_route_fallback": off,
+        "mismatch_route_change": np.clip(change, 0.0, 1.0),
+    }
+    return {k: np.where(eff.nan, np.nan, v) for k, v in out.items()}
+
+
 def simulate_metrics(
     dyn: Dynamics, eff: Effects, *, precision: str, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
@@ -69,6 +107,8 @@ def simulate_metrics(
     progress = np.cumsum(np.where(skipped, 0.0, lr / dyn.lr_peak * eff.learn_gain))
     out.update(_policy(dyn, eff, progress, t, rng))
     out.update(_mismatch(dyn, eff, precision, rng))
+    # reduced in bf16 once the master weights are lost (else a full-precision number)
+    grad_norm = np.where(eff.grad_bf16, to_bf16(grad_norm), grad_norm)
     grad_norm = np.where(overflow, np.inf, grad_norm)
     bad = rng.random(n) < 0.7
     grad_norm = np.where(eff.nonfinite & ~eff.nan, np.where(bad, np.nan, np.inf), grad_norm)

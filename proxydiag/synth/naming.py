@@ -31,10 +31,13 @@ class Naming:
     bf16_loss_scale: float | None = None
     formats: tuple[str, ...] = ("tensorboard", "mlflow", "csv", "jsonl")
     extra: dict[str, str] = field(default_factory=dict)
+    #: the routing shares it logs when the run logs routing (:attr:`Scenario.routing`)
+    routing: dict[str, str] = field(default_factory=dict)
 
-    def key_map(self, *, precision: str, fmt: str) -> dict[str, str]:
-        """canonical -> key this naming logs for a run of ``precision`` written as ``fmt``."""
-        keys = dict(self.keys)
+    def key_map(self, *, precision: str, fmt: str, routing: bool = False) -> dict[str, str]:
+        """canonical -> key this naming logs for a run of ``precision`` written as ``fmt``
+        (with its routing shares when ``routing``)."""
+        keys = {**self.keys, **(self.routing if routing else {})}
         if precision != "fp16" and self.bf16_loss_scale is None:
             keys = {m: k for m, k in keys.items() if m not in self.fp16_only}
         if fmt == "tensorboard" and self.tb_prefix:
@@ -62,6 +65,10 @@ VERL = Naming(
         "throughput": "perf/throughput",
         "loss_scale": "actor/loss_scale",
     },
+    routing={
+        "mismatch_route_replay": "r3/replay_fraction_active",
+        "mismatch_route_change": "train/router/compare_current_set_change_fraction",
+    },
 )
 OPENRLHF = Naming(
     "openrlhf",
@@ -75,6 +82,10 @@ OPENRLHF = Naming(
         "clip_frac": "train/ppo_clip_ratio",
         "lr": "train/actor_lr",
         "mismatch_kl": "train/vllm_kl",
+    },
+    routing={
+        "mismatch_route_fallback": "r3/routed_experts_fallback_token_route_fraction",
+        "mismatch_route_change": "train/router/compare_current_set_change_fraction",
     },
 )
 TRL = Naming(
@@ -93,6 +104,10 @@ TRL = Naming(
         "tokens": "num_tokens",
     },
     tb_prefix="train/",
+    routing={
+        "mismatch_route_fallback": "router_replay_replace_rate",
+        "mismatch_route_change": "router/compare_current_set_change_fraction",
+    },
 )
 SLIME = Naming(
     "slime",
@@ -107,6 +122,10 @@ SLIME = Naming(
         "reward": "rollout/raw_reward",
         "response_length": "rollout/response_len/mean",
         "step_time": "perf/step_time",
+    },
+    routing={
+        "mismatch_route_fallback": "r3/skip_fraction_active",
+        "mismatch_route_change": "train/router/compare_current_set_change_fraction",
     },
 )
 MEGATRON = Naming(
@@ -150,7 +169,13 @@ _SHOWS: dict[str, frozenset[str]] = {
     "sync_step": frozenset(
         {m for m in VERL.keys | TRL.keys | SLIME.keys | OPENRLHF.keys if m.startswith("mismatch")}
     ),
+    # a replayed or fallen-back share; a top-k set-change share
+    "routing_replay_off": frozenset({"mismatch_route_replay", "mismatch_route_fallback"}),
+    "routing_mismatch": frozenset({"mismatch_route_change"}),
+    "lost_master_weights": frozenset({"grad_norm"}),
 }
+#: formats that write a value's every digit (console lines round: a grid of bits is lost)
+FULL_PRECISION = frozenset({"tensorboard", "mlflow", "csv", "jsonl"})
 for _v in ("gradual_climb", "climb_then_divergence", "export_lag", "sync_sawtooth"):
     _SHOWS[_v] = _SHOWS["sync_step"]
 
@@ -180,7 +205,7 @@ def shows_relation(naming: str, relation: str, *, precision: str) -> bool:
     return bool(needs & set(keys))
 
 
-def can_show(naming: str, fmt: str, *, variant: str, precision: str) -> bool:
+def can_show(naming: str, fmt: str, *, variant: str, precision: str, routing: bool = False) -> bool:
     """Whether a run in ``naming`` written as ``fmt`` can show ``variant`` ("" = healthy).
 
     >>> can_show("megatron", "megatron", variant="sync_step", precision="bf16")
@@ -195,7 +220,9 @@ def can_show(naming: str, fmt: str, *, variant: str, precision: str) -> bool:
         precision != "fp16" or variant not in ("", "fp16_scaler_collapse")
     ):
         return False  # DeepSpeed-Chat logs carry no grad norm: only the scaler can show a fault
+    if variant == "lost_master_weights" and fmt not in FULL_PRECISION:
+        return False
     if not variant:
         return True
-    present = set(spec.key_map(precision=precision, fmt=fmt))
+    present = set(spec.key_map(precision=precision, fmt=fmt, routing=routing))
     return bool(present & _SHOWS[variant])

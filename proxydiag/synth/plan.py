@@ -21,7 +21,7 @@ import numpy as np
 from proxydiag.errors import ConfigError
 from proxydiag.synth.naming import can_show, shows_relation
 from proxydiag.synth.proxy import RELATION_DYNAMICS, RELATION_WHY, proxy_fault
-from proxydiag.synth.scenario import FaultSpec, Scenario
+from proxydiag.synth.scenario import ROUTING_VARIANTS, FaultSpec, Scenario
 
 #: the group cycle: a quarter healthy, a quarter per failure class ("overflow" follows precision)
 GROUP_CYCLE = (
@@ -96,6 +96,8 @@ class Planner:
         self.seed, self.formats, self.namings = seed, tuple(formats), tuple(namings)
         self.intervals, self.precisions, self.steps = tuple(log_intervals), tuple(precisions), steps
         self.variants = tuple(variants)
+        #: a corpus that asks for a routing variant logs the routing shares in every run
+        self.routing = any(v in ROUTING_VARIANTS for v in self.variants)
         self.used: Counter[str] = Counter()
         self.relation_count: Counter[str] = Counter()
 
@@ -108,7 +110,12 @@ class Planner:
         fault = self._full_fault(g, precision, n_steps, rng)
         naming = self._naming(fault.variant if fault else "", precision, rng)
         base = group_scenario(
-            f"g{g:02d}", n_steps=n_steps, precision=precision, group_seed=group_seed, fault=fault
+            f"g{g:02d}",
+            n_steps=n_steps,
+            precision=precision,
+            group_seed=group_seed,
+            fault=fault,
+            routing=self.routing,
         )
         runs = []
         for k in range(N_FULL_SEEDS):
@@ -174,7 +181,7 @@ class Planner:
             (f, n)
             for f in self.formats
             for n in namings
-            if can_show(n, f, variant=variant, precision=precision)
+            if can_show(n, f, variant=variant, precision=precision, routing=self.routing)
         ]
 
     def _place(
@@ -201,7 +208,13 @@ class Planner:
 
 
 def group_scenario(
-    group: str, *, n_steps: int, precision: str, group_seed: int, fault: FaultSpec | None
+    group: str,
+    *,
+    n_steps: int,
+    precision: str,
+    group_seed: int,
+    fault: FaultSpec | None,
+    routing: bool = False,
 ) -> Scenario:
     """The full run of a group, every expert kept, as its first seed ``<group>-full-s0``."""
     return Scenario(
@@ -213,6 +226,7 @@ def group_scenario(
         experts_kept=EXPERTS_TOTAL,
         fault=fault,
         group=group,
+        routing=routing,
     )
 
 

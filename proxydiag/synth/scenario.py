@@ -23,7 +23,20 @@ variant                     class              what is injected at ``onset_step`
                                                back (a bf16 export lagging, then caught up)
 ``sync_sawtooth``           precision_fault    the mismatch climbs between weight syncs
                                                every 20-40 steps and drops at each
+``routing_replay_off``      precision_fault    routing replay goes off for 20-80% of the
+                                               routes: the replayed share falls, the
+                                               mismatch steps up 3-6x
+``routing_mismatch``        precision_fault    the share of tokens whose top-k experts differ
+                                               between rollout and learner routers climbs
+                                               6-12x, the mismatch 1.5-2.5x; half of them
+                                               later tip into divergence
+``lost_master_weights``     precision_fault    the learner loses its fp32 master weights: the
+                                               grad norm is a bf16 number from then on and
+                                               learning slows (small updates vanish)
 ==========================  =================  =============================================
+
+A corpus that asks for a routing variant logs the routing shares (replayed or fallen-back
+share, top-k set change) in every run, healthy ones included (:attr:`Scenario.routing`).
 
 Each precision variant also names the kind of precision fault its shape stands for
 (:data:`PRECISION_KIND`, what ``diagnose`` reports as ``precision_kind``).
@@ -46,7 +59,12 @@ VARIANT_CLASS: dict[str, str] = {
     "climb_then_divergence": "precision_fault",
     "export_lag": "precision_fault",
     "sync_sawtooth": "precision_fault",
+    "routing_replay_off": "precision_fault",
+    "routing_mismatch": "precision_fault",
+    "lost_master_weights": "precision_fault",
 }
+#: variants that need the routing shares logged
+ROUTING_VARIANTS = ("routing_replay_off", "routing_mismatch")
 #: precision variant -> the kind of precision fault it is (docs/failures.md)
 PRECISION_KIND: dict[str, str] = {
     "sync_step": "weight_sync",
@@ -54,6 +72,9 @@ PRECISION_KIND: dict[str, str] = {
     "climb_then_divergence": "drift",
     "export_lag": "export_lag",
     "sync_sawtooth": "sync_sawtooth",
+    "routing_replay_off": "routing_replay_off",
+    "routing_mismatch": "routing_mismatch",
+    "lost_master_weights": "lost_master_weights",
 }
 #: variant -> the number its fault parameters are seeded with (the first seven sorted, later
 #: variants after them: a variant added never changes the runs of another)
@@ -75,6 +96,9 @@ VARIANT_SEED: dict[str, int] = {
             "policy_collapse",
             "export_lag",
             "sync_sawtooth",
+            "routing_replay_off",
+            "routing_mismatch",
+            "lost_master_weights",
         )
     )
 }
@@ -119,6 +143,8 @@ class Scenario:
     dynamics: str = "normal"
     role: str = "full"
     group: str = ""
+    #: the run logs MoE routing shares (routing replay, top-k set change)
+    routing: bool = False
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -143,6 +169,8 @@ class Scenario:
             and (self.precision != "bf16")
         ):
             raise ConfigError("bf16_nonfinite needs precision='bf16'")
+        if self.fault is not None and self.fault.variant in ROUTING_VARIANTS and not self.routing:
+            raise ConfigError(f"{self.fault.variant} needs routing=True (routing shares logged)")
 
     @property
     def kept_fraction(self) -> float:
@@ -177,7 +205,10 @@ def named(name: str, *, n_steps: int = 500) -> Scenario:
     precision = "fp16" if name == "fp16_scaler_collapse" else "bf16"
     nan_after = n_steps // 5 if name == "divergence" else None
     fault = FaultSpec(name, int(n_steps * 0.4), nan_after)
-    return replace(Scenario(name, n_steps=n_steps, precision=precision), fault=fault)
+    routing = name in ROUTING_VARIANTS
+    return replace(
+        Scenario(name, n_steps=n_steps, precision=precision, routing=routing), fault=fault
+    )
 
 
 SCENARIOS: tuple[str, ...] = ("healthy", *VARIANT_CLASS)

@@ -14,7 +14,7 @@ from proxydiag.run.build import build_run
 from proxydiag.synth import benign, fault_effects
 from proxydiag.synth.dynamics import Dynamics, draw_dynamics
 from proxydiag.synth.effects import Effects
-from proxydiag.synth.model import simulate_metrics
+from proxydiag.synth.model import simulate_metrics, simulate_routing
 from proxydiag.synth.proxy import cost_per_step, prune, with_dynamics
 from proxydiag.synth.scenario import VARIANT_SEED, Scenario, Truth, named
 
@@ -116,6 +116,11 @@ def simulate(scenario: Scenario | str, *, seed: int) -> SynthRun:
         )
         fault_effects.inject(eff, sc.fault, fault_rng)
     values = simulate_metrics(dyn, eff, precision=sc.precision, rng=noise_rng)
+    if sc.routing:  # its own stream: the other metrics are those of the same run without
+        route_rng = np.random.default_rng(
+            np.random.SeedSequence([sc.group_seed, int(seed), sc.experts_kept, 41])
+        )
+        values.update(simulate_routing(dyn, eff, rng=route_rng))
     offset = (sc.group_seed * 7919 + int(seed) * 104_729 + sc.experts_kept * 31) % 20_000_000
     wall = _EPOCH_S + offset + np.cumsum(values["step_time"])
     return SynthRun(sc, int(seed), sc.truth, values, wall, dyn, tuple(spikes))

@@ -34,7 +34,9 @@ def write_single(
     if log_interval < 1:
         raise ConfigError(f"log interval must be >= 1, got {log_interval}")
     variant = scenario.fault.variant if scenario.fault else ""
-    if not can_show(naming, fmt, variant=variant, precision=scenario.precision):
+    if not can_show(
+        naming, fmt, variant=variant, precision=scenario.precision, routing=scenario.routing
+    ):
         raise ConfigError(
             f"format {fmt!r} with naming {naming!r} cannot show {variant or 'this run'} in "
             f"{scenario.precision} (formats of {naming}: {', '.join(NAMINGS[naming].formats)}); "

@@ -43,7 +43,7 @@ def logged_values(
 ) -> dict[str, np.ndarray]:
     """canonical -> values at the logged steps (NaN marks an absent value: see `logged_rows`)."""
     spec = NAMINGS[naming]
-    keys = spec.key_map(precision=sr.scenario.precision, fmt=fmt)
+    keys = spec.key_map(precision=sr.scenario.precision, fmt=fmt, routing=sr.scenario.routing)
     idx = logged_steps(sr.n_steps, log_interval=log_interval) - 1
     out: dict[str, np.ndarray] = {}
     for metric in keys:
@@ -61,7 +61,7 @@ def logged_values(
 def logged_rows(sr: SynthRun, *, naming: str, fmt: str, log_interval: int) -> pl.DataFrame:
     """The raw frame a ``naming`` run written as ``fmt`` every ``log_interval`` steps holds."""
     spec = NAMINGS[naming]
-    keys = spec.key_map(precision=sr.scenario.precision, fmt=fmt)
+    keys = spec.key_map(precision=sr.scenario.precision, fmt=fmt, routing=sr.scenario.routing)
     steps = logged_steps(sr.n_steps, log_interval=log_interval)
     values = logged_values(sr, naming=naming, fmt=fmt, log_interval=log_interval)
     wall = sr.wall_time[steps - 1]

@@ -187,7 +187,13 @@ def check_writer(writer: Writer, *, fmt: str) -> Run:
     sr = next(
         sr
         for sr in (simulate(v, seed=0) for v in ("divergence", "fp16_scaler_collapse"))
-        if can_show(naming, fmt, variant=sr.truth.variant, precision=sr.scenario.precision)
+        if can_show(
+            naming,
+            fmt,
+            variant=sr.truth.variant,
+            precision=sr.scenario.precision,
+            routing=sr.scenario.routing,
+        )
     )
     with tempfile.TemporaryDirectory() as tmp:
         target = write_run(Path(tmp), sr, fmt=fmt, naming=naming, log_interval=1)

@@ -8,6 +8,9 @@ delays the alert. Each returns a reason (text) or None.
 - **non-finite / overflow** (per point, in :meth:`Trigger.point`): a NaN or ±inf in a metric
   of :attr:`~proxydiag.diagnose.config.NonfiniteConfig.metrics`, a positive skip or NaN
   counter, a loss scale that fell;
+- **grid** (with the levels): the last :data:`RECENT_POINTS` gradient norms are bf16 numbers
+  after a reference of them that was not (:mod:`proxydiag.diagnose.master_weights`: fp32
+  master weights lost); no level moves, so no level trigger would look;
 - **level** (per tick, in :meth:`Trigger.level`): the median of the last
   :data:`RECENT_POINTS` points moved, in the direction a failure moves it, by more than
   :data:`Z_TRIGGER` robust σ (of successive differences) of the :data:`REFERENCE_POINTS`
@@ -23,6 +26,8 @@ import math
 
 import numpy as np
 
+from proxydiag.diagnose.master_weights import METRICS as GRID_METRICS
+from proxydiag.diagnose.master_weights import MIN_BEFORE, OFF_SHARE, grid_states
 from proxydiag.metrics import SKIP_COUNTERS, is_mismatch
 from proxydiag.watch.buffers import MetricBuffer
 
@@ -59,7 +64,8 @@ def direction(metric: str) -> int | None:
     (-1, -1, 1, None)
     """
     if is_mismatch(metric):
-        return -1 if metric.startswith(("mismatch_corr", "mismatch_is_ess")) else 1
+        falls = ("mismatch_corr", "mismatch_is_ess", "mismatch_route_replay")
+        return -1 if metric.startswith(falls) else 1
     return DIRECTIONS.get(metric)
 
 
@@ -100,6 +106,8 @@ def level(metric: str, buf: MetricBuffer) -> tuple[str, float] | None:
     >>> level("grad_norm", b)[0][:28]
     'grad_norm level 2.5 vs 1.008'
     """
+    if metric in GRID_METRICS and (found := grid(metric, buf)) is not None:
+        return found
     sign = direction(metric)
     if sign is None:
         return None
@@ -124,3 +132,30 @@ def level(metric: str, buf: MetricBuffer) -> tuple[str, float] | None:
         (math.exp(float(np.median(cur))), math.exp(base)) if log else (float(np.median(cur)), base)
     )
     return f"{metric} level {now:.4g} vs {then:.4g} before", abs(move) / threshold
+
+
+def grid(metric: str, buf: MetricBuffer) -> tuple[str, float] | None:
+    """The reason the latest points of ``metric`` moved onto the bf16 grid, or None: at least
+    :data:`RECENT_POINTS` of them on it, after at least ``MIN_BEFORE`` held points mostly off
+    it (it keeps firing while the run on the grid grows, for the detector needs ``MIN_POINTS``
+    of them; short decimals say nothing and are skipped).
+
+    >>> b = MetricBuffer(head_points=0, history_points=4, recent_points=64)
+    >>> x = np.exp(np.random.default_rng(1).normal(0, 0.2, 30))
+    >>> for s, v in enumerate(x):
+    ...     b.append(s, float(v))
+    >>> grid("grad_norm", b) is None
+    True
+    >>> for s, v in enumerate(x[:3].astype(np.float32).view(np.uint32) & 0xFFFF0000, start=30):
+    ...     b.append(s, float(np.uint32(v).view(np.float32)))
+    >>> grid("grad_norm", b)[0]
+    'grad_norm on the bf16 grid (3 points) after 30 points off it'
+    """
+    states = grid_states(buf.last(RECENT_POINTS + REFERENCE_POINTS))
+    states = states[states >= 0]
+    off = np.flatnonzero(states != 1)
+    k = int(states.size - (off[-1] + 1)) if off.size else int(states.size)
+    ref = states[: states.size - k]
+    if k < RECENT_POINTS or ref.size < MIN_BEFORE or float((ref == 1).mean()) > OFF_SHARE:
+        return None
+    return f"{metric} on the bf16 grid ({k} points) after {ref.size} points off it", 2.0

@@ -1,0 +1,97 @@
+"""The routing and master-weight precision variants: each shows where its truth says, only on
+request, and a corpus that asks for a routing variant logs the routing shares in every run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from proxydiag.diagnose.master_weights import grid_states
+from proxydiag.errors import ConfigError
+from proxydiag.evaluate.diagnose import score
+from proxydiag.synth import FaultSpec, Scenario, named, simulate, write_corpus
+from proxydiag.synth.corpus import DEFAULT_VARIANTS
+from proxydiag.synth.view import logged_rows
+
+NEW = ("routing_replay_off", "routing_mismatch", "lost_master_weights")
+
+
+def test_routing_replay_off_drops_the_replayed_share_and_raises_the_mismatch() -> None:
+    sr = simulate("routing_replay_off", seed=0)
+    onset = sr.truth.onset_step or 0
+    v = sr.values
+    before, after = slice(0, onset - 1), slice(onset + 5, None)
+    assert np.median(v["mismatch_route_replay"][before]) > 0.99
+    assert np.median(v["mismatch_route_replay"][after]) < 0.85
+    assert np.allclose(v["mismatch_route_replay"] + v["mismatch_route_fallback"], 1.0)
+    ratio = np.median(v["mismatch_k3"][after]) / np.median(v["mismatch_k3"][before])
+    assert ratio > 4  # k3 is second order: a 2x+ token mismatch is 4x+ in k3
+
+
+def test_routing_mismatch_climbs_the_set_change_share_from_its_onset() -> None:
+    sr = simulate("routing_mismatch", seed=1)
+    onset = sr.truth.onset_step or 0
+    change = sr.values["mismatch_route_change"]
+    assert np.median(change[onset + 120 :]) > 4 * np.median(change[: onset - 1])
+    assert np.median(change[onset - 40 : onset - 1]) < 1.5 * np.median(change[: onset - 40])
+
+
+def test_lost_master_weights_puts_the_grad_norm_on_the_bf16_grid_from_its_onset() -> None:
+    sr = simulate("lost_master_weights", seed=2)
+    onset = sr.truth.onset_step or 0
+    states = grid_states(sr.values["grad_norm"])
+    assert (states[: onset - 1] == 1).sum() == 0
+    kept = states[onset - 1 :]
+    assert (kept[kept >= 0] == 1).all()
+    assert "mismatch_route_replay" not in sr.values  # routing is logged only when asked for
+
+
+def test_routing_variants_need_the_routing_shares_logged() -> None:
+    with pytest.raises(ConfigError, match="routing=True"):
+        Scenario("x", fault=FaultSpec("routing_mismatch", 100))
+    assert named("routing_mismatch").routing
+
+
+def test_the_new_variants_come_only_on_request() -> None:
+    assert not set(NEW) & set(DEFAULT_VARIANTS)
+
+
+def test_the_routing_shares_do_not_change_the_other_metrics() -> None:
+    sc = named("healthy")
+    plain, routed = simulate(sc, seed=4), simulate(replace(sc, routing=True), seed=4)
+    assert set(routed.values) - set(plain.values) == {
+        "mismatch_route_replay",
+        "mismatch_route_fallback",
+        "mismatch_route_change",
+    }
+    for k, v in plain.values.items():
+        assert np.array_equal(v, routed.values[k], equal_nan=True), k
+
+
+@pytest.mark.slow
+def test_a_corpus_of_the_new_kinds_is_labelled_and_scored_per_kind(tmp_path: Path) -> None:
+    labels = write_corpus(tmp_path, n_groups=15, seed=305, variants=list(NEW), formats=["jsonl"])
+    runs = json.loads(labels.read_text())["runs"]
+    assert {r["variant"] for r in runs.values()} >= set(NEW)
+    # every run, healthy ones too, logs a routing share: its presence says nothing
+    for name, r in runs.items():
+        text = (labels.parent / r["path"] / "metrics.jsonl").read_text()
+        assert "set_change_fraction" in text, name
+    result = score(tmp_path)
+    assert set(result.per_kind) == set(NEW), result.per_kind
+    total = sum(k["support"] for k in result.per_kind.values())
+    correct = sum(k["correct"] for k in result.per_kind.values())
+    assert correct / total >= 0.9, result.per_kind
+    assert result.per_class["healthy"]["precision"] >= 0.95
+
+
+def test_logged_rows_carry_the_routing_keys_of_the_naming() -> None:
+    sr = simulate(named("routing_replay_off"), seed=0)
+    keys = set(logged_rows(sr, naming="verl", fmt="jsonl", log_interval=5)["key"].to_list())
+    assert {"r3/replay_fraction_active", "train/router/compare_current_set_change_fraction"} <= keys
+    keys = set(logged_rows(sr, naming="slime", fmt="csv", log_interval=1)["key"].to_list())
+    assert "r3/skip_fraction_active" in keys
