@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from proxydiag.diagnose._view import RunView, Series, view
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event
 from proxydiag.run import Run
 
@@ -79,11 +79,21 @@ def grid_states(x: np.ndarray) -> np.ndarray:
     return state.astype(np.int8)
 
 
+NAME = "master_weights"
+#: its events decide labels (precision_fault: lost master weights)
+DECIDES = True
+
+
+def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
+    """The canonical metrics :func:`detect` reads."""
+    return METRICS
+
+
 def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     """Event ``master_weights_lost`` (critical) on the first of :data:`METRICS` that moves onto
     the bf16 grid and stays there.
 
-    >>> from proxydiag.diagnose._view import from_arrays
+    >>> from proxydiag.diagnose.view import from_arrays
     >>> rng = np.random.default_rng(0)
     >>> t = np.arange(1, 301)
     >>> g = np.exp(rng.normal(0, 0.2, 300))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from proxydiag.run import Run
-from proxydiag.run._params import top_k_of
+from proxydiag.run.params import top_k_of
 
 #: canonical routing metrics (``aliases.toml``); raw per-layer router keys match :data:`RAW`
 CANONICAL = (

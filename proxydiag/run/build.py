@@ -15,7 +15,7 @@ from proxydiag.metrics import AliasTable
 from proxydiag.run import Run, _summary, keys, run_id
 from proxydiag.run import _segments as segments
 from proxydiag.run._grouped import group_by_metric
-from proxydiag.run._params import experts_from_params
+from proxydiag.run.params import experts_from_params
 from proxydiag.run.sidecar import read_sidecar
 
 

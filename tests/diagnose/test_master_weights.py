@@ -14,9 +14,9 @@ import polars as pl
 import pytest
 
 from proxydiag.diagnose import master_weights
-from proxydiag.diagnose._view import view
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.view import view
 from proxydiag.ingest import read_runs
 from proxydiag.run import Run
 from tests._paths import SAMPLES, SCHEMAS, TESTS
