@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from proxydiag.errors import AnalysisError
+from proxydiag.fleet.batch import Batcher, Batching
 from proxydiag.fleet.digest import config_digest
 from proxydiag.fleet.executor import Executor
 from proxydiag.fleet.index import kept_results, run_index
@@ -50,8 +51,10 @@ def diagnose_all(
     force: bool = False,
     keep: bool = True,
     only: set[str] | None = None,
+    batching: Batching = Batching(),
 ) -> Iterator[Result]:
-    """Every stored run's Diagnosis (or failure), in run-id order; ``only`` limits the runs."""
+    """Every stored run's Diagnosis (or failure), in run-id order; ``only`` limits the runs;
+    new diagnoses are kept in batches of ``batching``."""
     _grow(store, keep=keep)
     runs = run_index(store)
     if only is not None:
@@ -64,17 +67,21 @@ def diagnose_all(
     todo = [rid for rid in runs["run"] if kept.get(rid, ("",))[0] != digests[rid]]
     made = executor.map(partial(diagnose_stored, str(store.path), config), todo)
     fresh = set(todo)
-    for rid in runs["run"]:
-        if rid not in fresh:
-            yield Result(rid, diagnosis_from_dict(kept[rid][1]), reused=True)
-            continue
-        outcome = next(made)
-        if not outcome.ok:
-            yield Result(rid, reason=outcome.reason)
-            continue
-        if keep:
-            store.put_diagnosis(outcome.value, input_hash=digests[rid])
-        yield Result(rid, outcome.value)
+    batch = Batcher(store.put_diagnoses, batching)
+    try:
+        for rid in runs["run"]:
+            if rid not in fresh:
+                yield Result(rid, diagnosis_from_dict(kept[rid][1]), reused=True)
+                continue
+            outcome = next(made)
+            if not outcome.ok:
+                yield Result(rid, reason=outcome.reason)
+                continue
+            if keep:
+                batch.add((outcome.value, digests[rid]))
+            yield Result(rid, outcome.value)
+    finally:
+        batch.close()
 
 
 def group_fulls(runs: pl.DataFrame) -> dict[str, tuple[str, ...]]:
@@ -125,9 +132,11 @@ def compare_all(
     force: bool = False,
     keep: bool = True,
     only: set[str] | None = None,
+    batching: Batching = Batching(),
 ) -> Iterator[Result]:
     """Every proxy's Comparison dict (or failure) against its group's full runs, diagnosed and
-    compared with ``config`` (the defaults for None); ``only`` limits the proxies."""
+    compared with ``config`` (the defaults for None); ``only`` limits the proxies; new
+    comparisons are kept in batches of ``batching``."""
     from proxydiag.pipeline import Settings
 
     settings = config or Settings()
@@ -148,23 +157,28 @@ def compare_all(
     ]
     made = executor.map(partial(compare_stored, str(store.path), settings, align), todo)
     fresh = set(todo)
-    for item in items:
-        if not item.full:
-            yield Result(
-                item.proxy, reason=f"{item.proxy}: its group has no full run to compare with"
-            )
-        elif item not in fresh:
-            yield Result(item.proxy, kept[comparison_key(item.proxy, item.full)][1], reused=True)
-        else:
-            yield _kept_comparison(next(made), store, digests[item.proxy], keep=keep)
+    batch = Batcher(store.put_comparisons, batching)
+    try:
+        for item in items:
+            if not item.full:
+                yield Result(
+                    item.proxy, reason=f"{item.proxy}: its group has no full run to compare with"
+                )
+            elif item not in fresh:
+                key = comparison_key(item.proxy, item.full)
+                yield Result(item.proxy, kept[key][1], reused=True)
+            else:
+                yield _kept_comparison(next(made), batch, digests[item.proxy], keep=keep)
+    finally:
+        batch.close()
 
 
-def _kept_comparison(outcome: Any, store: RunStore, digest: str, *, keep: bool) -> Result:
+def _kept_comparison(outcome: Any, batch: Batcher, digest: str, *, keep: bool) -> Result:
     item: ProxyItem = outcome.item
     if not outcome.ok:
         return Result(item.proxy, reason=outcome.reason)
     if keep:
-        store.put_comparison(outcome.value, input_hash=digest)
+        batch.add((outcome.value, digest))
     return Result(item.proxy, outcome.value.to_dict(), made=outcome.value)
 
 
