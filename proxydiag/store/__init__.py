@@ -305,13 +305,15 @@ class RunStore:
 
     def put_diagnoses(self, batch: Sequence[tuple[Diagnosis, str | None]]) -> None:
         """Keep many diagnoses (``(diagnosis, input_hash)``) in one transaction."""
+        batch = list({d.run: (d, digest) for d, digest in batch}.values())  # the last per run
         if not batch:
             return
         at = catalog.now()
         with self.writing(), self.session() as con:
-            con.executemany(
+            catalog.insert_many(
+                con,
                 "INSERT OR REPLACE INTO diagnoses (run, label, onset_step, confidence, json, "
-                "mlflow_synced, created_at, input_hash) VALUES (?, ?, ?, ?, ?, false, ?, ?)",
+                "mlflow_synced, created_at, input_hash)",
                 [
                     [
                         d.run,
@@ -319,6 +321,7 @@ class RunStore:
                         d.onset_step,
                         d.confidence,
                         json.dumps(d.to_dict(), default=str),
+                        False,
                         at,
                         digest,
                     ]
@@ -330,14 +333,15 @@ class RunStore:
 
     def put_comparisons(self, batch: Sequence[tuple[Comparison, str | None]]) -> None:
         """Keep many comparisons (``(comparison, input_hash)``) in one transaction."""
+        batch = list({comparison_key(c.proxy_run, c.full_runs): (c, h) for c, h in batch}.values())
         if not batch:
             return
         at = catalog.now()
         with self.writing(), self.session() as con:
-            con.executemany(
+            catalog.insert_many(
+                con,
                 "INSERT OR REPLACE INTO comparisons (key, proxy_run, full_runs, fidelity, "
-                "verdict, json, mlflow_synced, created_at, input_hash) "
-                "VALUES (?, ?, ?, ?, ?, ?, false, ?, ?)",
+                "verdict, json, mlflow_synced, created_at, input_hash)",
                 [
                     [
                         comparison_key(c.proxy_run, c.full_runs),
@@ -346,6 +350,7 @@ class RunStore:
                         c.fidelity,
                         c.verdict,
                         json.dumps(c.to_dict(), default=str),
+                        False,
                         at,
                         digest,
                     ]
