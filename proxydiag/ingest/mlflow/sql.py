@@ -156,35 +156,45 @@ def _read_run(
     )
 
 
+#: a run's distinct keys by skip-scan over ``index_metrics_run_uuid_key_step``: one index
+#: seek per key, where ``SELECT DISTINCT`` walks every point of the run
+_KEYS = """
+WITH RECURSIVE k(key) AS (
+    SELECT min(key) FROM metrics WHERE run_uuid = ?1
+    UNION ALL
+    SELECT (SELECT min(key) FROM metrics WHERE run_uuid = ?1 AND key > k.key) FROM k
+    WHERE k.key IS NOT NULL
+)
+SELECT key FROM k WHERE key IS NOT NULL
+"""
+
+
 def _metrics(con: sqlite3.Connection, mlflow_id: str) -> pl.DataFrame:
-    """The raw frame of one run: one indexed query per key, rows straight into numpy."""
-    keys = [
-        k
-        for (k,) in con.execute(
-            "SELECT DISTINCT key FROM metrics WHERE run_uuid = ? ORDER BY key", (mlflow_id,)
-        )
-        if not k.startswith(OWN_PREFIX)
-    ]
-    parts = []
-    for key in keys:
-        cursor = con.execute(
-            "SELECT step, value, is_nan, timestamp FROM metrics WHERE run_uuid = ? AND key = ?",
-            (mlflow_id, key),
-        )
-        arr = np.fromiter(cursor, dtype=_ROW)
-        parts.append(
-            pl.DataFrame({name: arr[name] for name in ("step", "value", "is_nan", "timestamp")})
-            .sort("timestamp", "step", maintain_order=True)
-            .with_columns(pl.lit(key).alias("key"))
-        )
-    if not parts:
+    """The raw frame of one run: one indexed query per key, rows straight into numpy, then
+    one sort of all keys' points (by key, then logging order: timestamp, step)."""
+    keys = sorted(k for (k,) in con.execute(_KEYS, (mlflow_id,)) if not k.startswith(OWN_PREFIX))
+    if not keys:
         return pl.DataFrame(
             schema={"step": pl.Int64, "key": pl.Utf8, "value": pl.Float64, "wall_time": pl.Float64}
         )
-    frame = pl.concat(parts)
+    parts = [
+        np.fromiter(
+            con.execute(
+                "SELECT step, value, is_nan, timestamp FROM metrics WHERE run_uuid = ? AND key = ?",
+                (mlflow_id, key),
+            ),
+            dtype=_ROW,
+        )
+        for key in keys
+    ]
+    arr = np.concatenate(parts)
+    index = np.repeat(np.arange(len(keys), dtype=np.uint32), [len(p) for p in parts])
+    frame = pl.DataFrame(
+        {"k": index, **{name: arr[name] for name in ("step", "value", "is_nan", "timestamp")}}
+    ).sort("k", "timestamp", "step", maintain_order=True)
     return frame.select(
         "step",
-        "key",
+        pl.Series("key", keys, dtype=pl.Utf8).gather(frame["k"]),
         decode_values(pl.col("value"), pl.col("is_nan")),
         (pl.col("timestamp").cast(pl.Float64) / 1000.0).alias("wall_time"),
     )
