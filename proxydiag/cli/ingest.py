@@ -1,6 +1,7 @@
 """``proxydiag ingest SOURCE...``: read runs into the store.
 
-Every source is read and stored run by run (each run atomically). A source that fails does not
+Every source is read and its runs stored atomically (a fleet's runs in batches, each batch one
+catalog transaction: :mod:`proxydiag.fleet.ingest`). A source that fails does not
 stop the others and never touches what is stored: the good runs are kept, each failure is one
 ``error:`` line on stderr naming the file, and the exit code is 2 if anything failed.
 """

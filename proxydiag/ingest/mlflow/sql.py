@@ -170,31 +170,37 @@ SELECT key FROM k WHERE key IS NOT NULL
 
 
 def _metrics(con: sqlite3.Connection, mlflow_id: str) -> pl.DataFrame:
-    """The raw frame of one run: one indexed query per key, rows straight into numpy, then
-    one sort of all keys' points (by key, then logging order: timestamp, step)."""
+    """The raw frame of one run: one indexed query per key, rows straight into numpy, each
+    key's points in logging order, then the keys' points side by side."""
     keys = sorted(k for (k,) in con.execute(_KEYS, (mlflow_id,)) if not k.startswith(OWN_PREFIX))
     if not keys:
         return pl.DataFrame(
             schema={"step": pl.Int64, "key": pl.Utf8, "value": pl.Float64, "wall_time": pl.Float64}
         )
-    parts = [
-        np.fromiter(
-            con.execute(
-                "SELECT step, value, is_nan, timestamp FROM metrics WHERE run_uuid = ? AND key = ?",
-                (mlflow_id, key),
-            ),
-            dtype=_ROW,
-        )
-        for key in keys
-    ]
+    parts = [_points(con, mlflow_id, key) for key in keys]
+    sizes = [len(p) for p in parts]
     arr = np.concatenate(parts)
-    index = np.repeat(np.arange(len(keys), dtype=np.uint32), [len(p) for p in parts])
-    frame = pl.DataFrame(
-        {"k": index, **{name: arr[name] for name in ("step", "value", "is_nan", "timestamp")}}
-    ).sort("k", "timestamp", "step", maintain_order=True)
+    del parts  # the run's points are held once, then once more in the frame
+    frame = pl.DataFrame({name: arr[name] for name in ("step", "value", "is_nan", "timestamp")})
+    del arr
+    index = pl.Series("k", np.repeat(np.arange(len(keys), dtype=np.uint32), sizes))
     return frame.select(
         "step",
-        pl.Series("key", keys, dtype=pl.Utf8).gather(frame["k"]),
+        pl.Series("key", keys, dtype=pl.Utf8).gather(index),
         decode_values(pl.col("value"), pl.col("is_nan")),
         (pl.col("timestamp").cast(pl.Float64) / 1000.0).alias("wall_time"),
     )
+
+
+def _points(con: sqlite3.Connection, mlflow_id: str, key: str) -> np.ndarray:
+    """One key's points in logging order (timestamp, then step; ties as stored)."""
+    arr = np.fromiter(
+        con.execute(
+            "SELECT step, value, is_nan, timestamp FROM metrics WHERE run_uuid = ? AND key = ?",
+            (mlflow_id, key),
+        ),
+        dtype=_ROW,
+    )
+    ts, step = arr["timestamp"], arr["step"]
+    ordered = bool(np.all((ts[1:] > ts[:-1]) | ((ts[1:] == ts[:-1]) & (step[1:] >= step[:-1]))))
+    return arr if ordered else arr[np.lexsort((step, ts))]  # lexsort is stable
