@@ -19,7 +19,7 @@ import polars as pl
 
 from proxydiag.errors import AnalysisError
 from proxydiag.fleet.batch import Batcher, Batching
-from proxydiag.fleet.digest import config_digest
+from proxydiag.fleet.digest import config_digest, config_digests
 from proxydiag.fleet.executor import Executor
 from proxydiag.fleet.index import kept_results, run_index
 from proxydiag.fleet.results import diagnosis_from_dict
@@ -60,10 +60,13 @@ def diagnose_all(
     if only is not None:
         runs = runs.filter(pl.col("run").is_in(sorted(only)))
     kept = {} if force else kept_results(store, "diagnosis")
-    digests = {
-        rid: config_digest("diagnose", h, config)
-        for rid, h in zip(runs["run"], runs["content_hash"], strict=True)
-    }
+    digests = dict(
+        zip(
+            runs["run"],
+            config_digests("diagnose", runs["content_hash"].to_list(), config),
+            strict=True,
+        )
+    )
     todo = [rid for rid in runs["run"] if kept.get(rid, ("",))[0] != digests[rid]]
     made = executor.map(partial(diagnose_stored, str(store.path), config), todo)
     fresh = set(todo)
