@@ -1,6 +1,7 @@
 """``proxydiag ingest SOURCE...``: read runs into the store.
 
-Every source is read and stored run by run (each run atomically). A source that fails does not
+Every source is read and its runs stored atomically (a fleet's runs in batches, each batch one
+catalog transaction: :mod:`proxydiag.fleet.ingest`). A source that fails does not
 stop the others and never touches what is stored: the good runs are kept, each failure is one
 ``error:`` line on stderr naming the file, and the exit code is 2 if anything failed.
 """
@@ -8,7 +9,7 @@ stop the others and never touches what is stored: the good runs are kept, each f
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -35,7 +36,7 @@ from proxydiag.errors import ProxydiagError
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from proxydiag.run import Run
+    from proxydiag.store import Staged
 
 #: summary rows printed before eliding the rest
 MAX_ROWS = 40
@@ -73,7 +74,7 @@ def ingest(
     )
     target = RunStore(store, lock_timeout_s=lock_timeout_s)
     pool = fleet.executor()
-    stored: list[Run] = []
+    stored = _Stored()
     failures: list[tuple[int, str, str]] = []  # (place in the work, source, reason)
     work: list[tuple[str, str]] = []  # (reader name, source)
     if not sources and not mlflow_experiment:
@@ -106,7 +107,7 @@ def ingest(
             executor=pool,
             spec=spec,
             skip_unchanged=skip_unchanged,
-            on_run=lambda run: stored.append(_summary_only(run)),
+            on_run=stored.add,
             on_item=lambda item: progress.update(task, advance=1, description=_short(item)),
         )
     # in the sources' order: a source that could not be listed before the ones listed after it
@@ -117,11 +118,11 @@ def ingest(
             "again (--force reads them)",
             markup=False,
         )
-    if stored:
+    if stored.count:
         show(_table(stored, store=target.path))
     if report_failures((source, reason) for _, source, reason in failures):
         raise typer.Exit(2)
-    if not stored and not result.skipped:
+    if not stored.count and not result.skipped:
         err.print(
             f"error: {' '.join(sources or [])}: no runs found; nothing to ingest", markup=False
         )
@@ -129,28 +130,26 @@ def ingest(
 
 
 def _absolute(source: str) -> str:
+    """Paths are made absolute so that a run's id does not depend on the working directory."""
     from proxydiag.ingest import is_uri
 
-    """Paths are made absolute so that a run's id does not depend on the working directory."""
     if is_uri(source):
         return source
     return str(Path(source).absolute())
 
 
-def _summary_only(run: Run) -> Run:
-    from proxydiag.run import Run
+class _Stored:
+    """The stored runs the summary table shows (the first :data:`MAX_ROWS`) and how many there
+    were: the driver's memory stays flat over many runs."""
 
-    """Keep what the summary table needs, not the points (memory stays flat over many runs)."""
-    frame = run.frame
-    summary = frame.head(0)
-    kept = Run(summary, run.name, dict(run.attrs), run.mapping, [])
-    kept.attrs.update(
-        run_id=run.id,
-        _points=frame.height,
-        _metrics=frame["metric"].n_unique(),
-        _steps=f"{run.first_step}–{run.last_step}" if frame.height else "",
-    )
-    return kept
+    def __init__(self) -> None:
+        self.count = 0
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, staged: Staged) -> None:
+        self.count += 1
+        if len(self.rows) < MAX_ROWS:
+            self.rows.append(staged.row)
 
 
 def _progress() -> Progress:
@@ -179,28 +178,27 @@ def _short(item: str | Path, width: int = 40) -> str:
     return text if len(text) <= width else "…" + text[-width + 1 :]
 
 
-def _table(runs: list[Run], *, store: Path) -> Table:
-    table = Table(title=cell(f"{len(runs)} run(s) stored in {store}"), title_justify="left")
+def _table(stored: _Stored, *, store: Path) -> Table:
+    table = Table(title=cell(f"{stored.count} run(s) stored in {store}"), title_justify="left")
     for column in ("run", "name", "format", "points", "metrics", "steps", "role", "group"):
         table.add_column(
             column,
             justify="right" if column in ("points", "metrics") else "left",
             no_wrap=column == "run",
         )
-    for run in runs[:MAX_ROWS]:
-        a = run.attrs
+    for row in stored.rows:
         table.add_row(
-            cell(a["run_id"]),
-            cell(run.name),
-            cell(a.get("format")),
-            f"{a['_points']:,}",
-            str(a["_metrics"]),
-            str(a["_steps"]),
-            cell(a.get("role")),
-            cell(a.get("group")),
+            cell(row["run"]),
+            cell(row["name"]),
+            cell(row["format"]),
+            f"{row['n_points']:,}",
+            str(row["n_metrics"]),
+            f"{row['first_step']}–{row['last_step']}" if row["n_points"] else "",
+            cell(row["role"]),
+            cell(row["group"]),
         )
-    if len(runs) > MAX_ROWS:
-        table.add_row(f"… and {len(runs) - MAX_ROWS} more", *[""] * 7)
+    if stored.count > MAX_ROWS:
+        table.add_row(f"… and {stored.count - MAX_ROWS} more", *[""] * 7)
     return table
 
 

@@ -19,7 +19,8 @@ import polars as pl
 
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
-from proxydiag.fleet.digest import config_digest
+from proxydiag.fleet.batch import Batcher, Batching
+from proxydiag.fleet.digest import config_digest, config_digests
 from proxydiag.fleet.executor import Executor
 from proxydiag.fleet.index import kept_results, run_index
 from proxydiag.fleet.tasks import ProxyItem, compare_stored, diagnose_stored
@@ -50,31 +51,40 @@ def diagnose_all(
     force: bool = False,
     keep: bool = True,
     only: set[str] | None = None,
+    batching: Batching = Batching(),
 ) -> Iterator[Result]:
-    """Every stored run's Diagnosis (or failure), in run-id order; ``only`` limits the runs."""
+    """Every stored run's Diagnosis (or failure), in run-id order; ``only`` limits the runs;
+    new diagnoses are kept in batches of ``batching``."""
     _grow(store, keep=keep)
     runs = run_index(store)
     if only is not None:
         runs = runs.filter(pl.col("run").is_in(sorted(only)))
     kept = {} if force else kept_results(store, "diagnosis")
-    digests = {
-        rid: config_digest("diagnose", h, config)
-        for rid, h in zip(runs["run"], runs["content_hash"], strict=True)
-    }
+    digests = dict(
+        zip(
+            runs["run"],
+            config_digests("diagnose", runs["content_hash"].to_list(), config),
+            strict=True,
+        )
+    )
     todo = [rid for rid in runs["run"] if kept.get(rid, ("",))[0] != digests[rid]]
     made = executor.map(partial(diagnose_stored, str(store.path), config), todo)
     fresh = set(todo)
-    for rid in runs["run"]:
-        if rid not in fresh:
-            yield Result(rid, Diagnosis.from_dict(kept[rid][1]), reused=True)
-            continue
-        outcome = next(made)
-        if not outcome.ok:
-            yield Result(rid, reason=outcome.reason)
-            continue
-        if keep:
-            store.put_diagnosis(outcome.value, input_hash=digests[rid])
-        yield Result(rid, outcome.value)
+    batch = Batcher(store.put_diagnoses, batching)
+    try:
+        for rid in runs["run"]:
+            if rid not in fresh:
+                yield Result(rid, Diagnosis.from_dict(kept[rid][1]), reused=True)
+                continue
+            outcome = next(made)
+            if not outcome.ok:
+                yield Result(rid, reason=outcome.reason)
+                continue
+            if keep:
+                batch.add((outcome.value, digests[rid]))
+            yield Result(rid, outcome.value)
+    finally:
+        batch.close()
 
 
 def group_fulls(runs: pl.DataFrame) -> dict[str, tuple[str, ...]]:
@@ -125,9 +135,11 @@ def compare_all(
     force: bool = False,
     keep: bool = True,
     only: set[str] | None = None,
+    batching: Batching = Batching(),
 ) -> Iterator[Result]:
     """Every proxy's Comparison dict (or failure) against its group's full runs, diagnosed and
-    compared with ``config`` (the defaults for None); ``only`` limits the proxies."""
+    compared with ``config`` (the defaults for None); ``only`` limits the proxies; new
+    comparisons are kept in batches of ``batching``."""
     from proxydiag.pipeline import Settings
 
     settings = config or Settings()
@@ -148,23 +160,28 @@ def compare_all(
     ]
     made = executor.map(partial(compare_stored, str(store.path), settings, align), todo)
     fresh = set(todo)
-    for item in items:
-        if not item.full:
-            yield Result(
-                item.proxy, reason=f"{item.proxy}: its group has no full run to compare with"
-            )
-        elif item not in fresh:
-            yield Result(item.proxy, kept[comparison_key(item.proxy, item.full)][1], reused=True)
-        else:
-            yield _kept_comparison(next(made), store, digests[item.proxy], keep=keep)
+    batch = Batcher(store.put_comparisons, batching)
+    try:
+        for item in items:
+            if not item.full:
+                yield Result(
+                    item.proxy, reason=f"{item.proxy}: its group has no full run to compare with"
+                )
+            elif item not in fresh:
+                key = comparison_key(item.proxy, item.full)
+                yield Result(item.proxy, kept[key][1], reused=True)
+            else:
+                yield _kept_comparison(next(made), batch, digests[item.proxy], keep=keep)
+    finally:
+        batch.close()
 
 
-def _kept_comparison(outcome: Any, store: RunStore, digest: str, *, keep: bool) -> Result:
+def _kept_comparison(outcome: Any, batch: Batcher, digest: str, *, keep: bool) -> Result:
     item: ProxyItem = outcome.item
     if not outcome.ok:
         return Result(item.proxy, reason=outcome.reason)
     if keep:
-        store.put_comparison(outcome.value, input_hash=digest)
+        batch.add((outcome.value, digest))
     return Result(item.proxy, outcome.value.to_dict(), made=outcome.value)
 
 

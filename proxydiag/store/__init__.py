@@ -28,7 +28,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+import secrets
+import shutil
+import socket
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +53,49 @@ if TYPE_CHECKING:
 
 DEFAULT = Path(os.environ.get("PROXYDIAG_STORE", "proxydiag-store"))
 JOURNAL = ".journal.json"
+#: where workers write run files before the driver commits them (one directory per driver)
+STAGING = ".staging"
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A run whose file a worker wrote to a staging directory of the store, and the catalog
+    row the driver commits for it (:meth:`RunStore.commit`): no points cross to the driver.
+
+    ``file`` is the staged file's path relative to the store; ``row`` the catalog row
+    without ingest time and source (:func:`proxydiag.store._catalog.run_row`).
+    """
+
+    run: str
+    name: str
+    file: str
+    digest: str
+    row: dict[str, Any]
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        attrs: dict[str, Any] = json.loads(self.row["attrs"])
+        return attrs
+
+
+def stage(store: str | Path, staging: str, run: Run) -> Staged:
+    """Write ``run``'s file into the staging directory ``staging`` of ``store`` (atomically:
+    temp file, ``fsync``, rename) and return what the driver needs to commit it. Runs in a
+    worker; takes no lock and touches neither the catalog nor ``runs/``."""
+    if run.frame.schema != pl.Schema(SCHEMA):
+        raise StoreError(f"run {run.id}: frame does not follow the canonical schema")
+    root = Path(store)
+    digest = files.content_hash(run)
+    name = f"{slug(run.id, max_len=200)}.{digest}.parquet"
+    files.write(root / staging / name, run, digest=digest)
+    target = f"{slug(run.id, max_len=200)}.parquet"
+    return Staged(
+        run.id,
+        run.name,
+        f"{staging}/{name}",
+        digest,
+        catalog.run_row(run, file=target, digest=digest),
+    )
 
 
 class RunStore:
@@ -182,6 +229,137 @@ class RunStore:
             self.outbox.forget("comparison", key)  # stale
         return key
 
+    @contextlib.contextmanager
+    def staging(self) -> Iterator[str]:
+        """A staging directory of this driver (relative to the store), removed on exit.
+
+        Entering finishes what a killed writer left (its journalled batch is rolled forward)
+        and removes the staging directories of drivers on this host that are no longer
+        running."""
+        with self.writing():
+            base = self.path / STAGING
+            base.mkdir(exist_ok=True)
+            _remove_dead_staging(base)
+        name = f"{STAGING}/{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(4)}"
+        (self.path / name).mkdir()
+        try:
+            yield name
+        finally:
+            shutil.rmtree(self.path / name, ignore_errors=True)
+
+    def commit(self, batch: Sequence[tuple[Staged, str | None, str | None]]) -> list[str]:
+        """Move staged runs into ``runs/`` and their catalog rows into the catalog in one
+        transaction; ``batch``: ``(staged, source_key, source_hash)``. Returns the run ids.
+
+        Journalled as one change: a writer killed half-way is rolled forward by the next
+        one, and a catalog reader sees the whole batch or none of it. A staged run whose
+        content the store already holds only gains its source (its file is not rewritten).
+        """
+        last = {staged.run: (staged, key, digest) for staged, key, digest in batch}
+        entries = [[s.run, s.file, s.digest, key, digest] for s, key, digest in last.values()]
+        if not entries:
+            return []
+        with self.writing():
+            self._journal({"op": "batch", "runs": entries})
+            rows, known = self._move_staged(entries)
+            with self.session() as con:
+                catalog.upsert_rows(
+                    con,
+                    [
+                        dict(last[rid][0].row, source_key=key, source_hash=digest)
+                        for rid, key, digest in rows
+                    ],
+                )
+                for rid, key, digest in known:
+                    con.execute(
+                        "UPDATE runs SET source_key = ?, source_hash = ? WHERE run = ?",
+                        [key, digest, rid],
+                    )
+            (self.path / JOURNAL).unlink()
+        return [staged.run for staged, _, _ in batch]
+
+    def _move_staged(
+        self, entries: list[list[str | None]]
+    ) -> tuple[list[tuple[str, str | None, str | None]], list[tuple[str, str | None, str | None]]]:
+        """Rename each staged file over its run's file (under the lock); returns the runs
+        whose file changed and those whose content the store already had."""
+        moved, known = [], []
+        for rid, staged, digest, key, source_hash in entries:
+            assert rid is not None and staged is not None
+            path = self._file(rid)
+            item = (rid, key, source_hash)
+            if path.exists() and _content_hash(path) == digest:
+                (self.path / staged).unlink(missing_ok=True)
+                known.append(item)
+                continue
+            try:
+                os.replace(self.path / staged, path)
+            except FileNotFoundError:
+                raise StoreError(
+                    f"{self.path / staged}: a staged run file is missing; is the store on "
+                    "storage every worker shares?"
+                ) from None
+            moved.append(item)
+        files.fsync_dir(self.path / "runs")
+        return moved, known
+
+    def put_diagnoses(self, batch: Sequence[tuple[Diagnosis, str | None]]) -> None:
+        """Keep many diagnoses (``(diagnosis, input_hash)``) in one transaction."""
+        batch = list({d.run: (d, digest) for d, digest in batch}.values())  # the last per run
+        if not batch:
+            return
+        at = catalog.now()
+        with self.writing(), self.session() as con:
+            catalog.insert_many(
+                con,
+                "INSERT OR REPLACE INTO diagnoses (run, label, onset_step, confidence, json, "
+                "mlflow_synced, created_at, input_hash)",
+                [
+                    [
+                        d.run,
+                        d.label,
+                        d.onset_step,
+                        d.confidence,
+                        json.dumps(d.to_dict(), default=str),
+                        False,
+                        at,
+                        digest,
+                    ]
+                    for d, digest in batch
+                ],
+            )
+            for d, _ in batch:
+                self.outbox.forget("diagnosis", d.run)  # stale
+
+    def put_comparisons(self, batch: Sequence[tuple[Comparison, str | None]]) -> None:
+        """Keep many comparisons (``(comparison, input_hash)``) in one transaction."""
+        batch = list({comparison_key(c.proxy_run, c.full_runs): (c, h) for c, h in batch}.values())
+        if not batch:
+            return
+        at = catalog.now()
+        with self.writing(), self.session() as con:
+            catalog.insert_many(
+                con,
+                "INSERT OR REPLACE INTO comparisons (key, proxy_run, full_runs, fidelity, "
+                "verdict, json, mlflow_synced, created_at, input_hash)",
+                [
+                    [
+                        comparison_key(c.proxy_run, c.full_runs),
+                        c.proxy_run,
+                        list(c.full_runs),
+                        c.fidelity,
+                        c.verdict,
+                        json.dumps(c.to_dict(), default=str),
+                        False,
+                        at,
+                        digest,
+                    ]
+                    for c, digest in batch
+                ],
+            )
+            for c, _ in batch:
+                self.outbox.forget("comparison", comparison_key(c.proxy_run, c.full_runs))
+
     # -- reading -------------------------------------------------------------------------
     def runs(self) -> pl.DataFrame:
         """One row per run: id, name, role, group, seed, experts kept, cost, sizes, steps."""
@@ -282,7 +460,7 @@ class RunStore:
         """A read-write catalog connection (take :meth:`writing` first to change it)."""
         return catalog.session(self.db, read_only=False, timeout_s=self.lock_timeout_s)
 
-    def _journal(self, entry: dict[str, str]) -> None:
+    def _journal(self, entry: dict[str, Any]) -> None:
         path = self.path / JOURNAL
         with path.open("w", encoding="utf-8") as fh:
             json.dump(entry, fh)
@@ -309,7 +487,28 @@ class RunStore:
         rid = entry.get("run")
         if rid:
             self._recover(str(rid), str(entry.get("op")))
+        elif entry.get("op") == "batch":
+            self._recover_batch(entry.get("runs", []))
         journal.unlink()
+
+    def _recover_batch(self, entries: list[list[str | None]]) -> None:
+        """Roll a killed batch forward: move what is still staged, then write the catalog
+        rows of every run of the batch from its file's footer (idempotent)."""
+        rows = []
+        for rid, staged, digest, key, source_hash in entries:
+            assert rid is not None
+            path = self._file(rid)
+            source = self.path / str(staged)
+            if source.exists() and _content_hash(path) != digest:
+                os.replace(source, path)
+            source.unlink(missing_ok=True)
+            if path.exists() and _content_hash(path) == digest:
+                run = files.read(path)
+                row = catalog.run_row(run, file=path.name, digest=str(digest))
+                rows.append(dict(row, source_key=key, source_hash=source_hash))
+        files.fsync_dir(self.path / "runs")
+        with self.session() as con:
+            catalog.upsert_rows(con, rows)
 
     def _recover(self, rid: str, op: str) -> None:
         path = self._file(rid)
@@ -322,6 +521,29 @@ class RunStore:
             else:
                 con.execute("DELETE FROM runs WHERE run = ?", [rid])
                 path.unlink(missing_ok=True)
+
+
+def _content_hash(path: Path) -> str | None:
+    """The content digest a run file carries (None when it is unreadable)."""
+    try:
+        return str(files.metadata(path).get("content_hash"))
+    except (OSError, StoreError):
+        return None
+
+
+def _remove_dead_staging(base: Path) -> None:
+    """Remove the staging directories (``HOST-PID-TOKEN``) of this host's dead processes."""
+    host = socket.gethostname()
+    for folder in base.iterdir():
+        owner, _, rest = folder.name.rpartition("-")[0].rpartition("-")
+        if owner != host or not rest.isdigit():
+            continue
+        try:
+            os.kill(int(rest), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, another user's
 
 
 def comparison_key(proxy_run: str, full_runs: Any) -> str:
