@@ -23,7 +23,7 @@ from proxydiag.run import Run
 DETECTORS: Registry[Detector] = Registry(
     "detector",
     {
-        name: f"proxydiag.diagnose.{name}"
+        name: f"proxydiag.diagnose.detectors.{name}"
         for name in (
             "nonfinite",
             "scaler",

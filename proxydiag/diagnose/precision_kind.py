@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from proxydiag.diagnose.config import MismatchConfig
-from proxydiag.diagnose.mismatch import disagreement, upper_bound
+from proxydiag.diagnose.detectors.mismatch import disagreement, upper_bound
 from proxydiag.diagnose.view import RunView
 from proxydiag.events import Event
 

@@ -8,7 +8,7 @@ healthy run, whether the last alert agrees with the final offline label, and the
 of the true class (with an onset no earlier than the true onset minus the bench tolerance,
 so that a spurious early finding does not count) is the best a watcher re-running the
 offline detectors could do; and, for a diverging run, the **statistic**: the first step at which
-the streaming change statistic of :mod:`proxydiag.diagnose.collapse` (a CUSUM of each RL
+the streaming change statistic of :mod:`proxydiag.diagnose.detectors.collapse` (a CUSUM of each RL
 symptom on the run's own noise) says the policy collapsed on the run so far (the first prefix
 that alarms: what a check at that step could have seen). Cost:
 CPU per logged step of the watcher, and of re-running the offline detectors on the whole prefix
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from proxydiag.diagnose.collapse import alarm_step
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.detectors.collapse import alarm_step
 from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.errors import AnalysisError
 from proxydiag.evaluate.diagnose import load_labels, tolerance

@@ -1,9 +1,9 @@
 """Proxy fidelity: did the proxy run reproduce the full run's dynamics and fault?
 
 One statistical test per module, each ``score(full_runs, proxy, grid, *, ctx) -> TestResult``:
-:mod:`~proxydiag.fidelity.trend`, :mod:`~proxydiag.fidelity.shape`,
-:mod:`~proxydiag.fidelity.volatility`, :mod:`~proxydiag.fidelity.increments`,
-:mod:`~proxydiag.fidelity.level` (reported, not scored); run-level
+:mod:`~proxydiag.fidelity.tests.trend`, :mod:`~proxydiag.fidelity.tests.shape`,
+:mod:`~proxydiag.fidelity.tests.volatility`, :mod:`~proxydiag.fidelity.tests.increments`,
+:mod:`~proxydiag.fidelity.tests.level` (reported, not scored); run-level
 :mod:`~proxydiag.fidelity.symptom_order` (the order of the symptoms) and
 :mod:`~proxydiag.fidelity.fault_match` (class and onset of the fault); scores relative to the
 seed baseline in :mod:`~proxydiag.fidelity.scoring`; the verdict rules in

@@ -23,19 +23,7 @@ from proxydiag.align.grid import Grid, MetricGrid, Series, resample_grid, shared
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
-from proxydiag.fidelity import (
-    aggregate,
-    assemble,
-    fault_match,
-    increments,
-    level,
-    progress,
-    routing,
-    shape,
-    trend,
-    verdicts,
-    volatility,
-)
+from proxydiag.fidelity import aggregate, assemble, fault_match, progress, routing, verdicts
 from proxydiag.fidelity import symptom_order as events
 from proxydiag.fidelity.config import FidelityConfig, load_config
 from proxydiag.fidelity.context import metric_context
@@ -43,6 +31,7 @@ from proxydiag.fidelity.contract import FidelityTest
 from proxydiag.fidelity.phases import WHOLE, Phase
 from proxydiag.fidelity.phases import split as phases_of
 from proxydiag.fidelity.result import Comparison, MetricFidelity, PhaseFidelity, Verdict
+from proxydiag.fidelity.tests import increments, level, shape, trend, volatility
 from proxydiag.registry import Registry
 from proxydiag.run import Run
 

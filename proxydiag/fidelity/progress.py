@@ -40,7 +40,7 @@ from proxydiag.align.noise import block_points_for
 from proxydiag.align.smooth import smooth, window_for
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.stats import robust_sigma
-from proxydiag.fidelity.trend import Change
+from proxydiag.fidelity.tests.trend import Change
 
 Floats = npt.NDArray[np.float64]
 #: metric -> the direction learning moves it when the full run does not say (docs only: the

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from proxydiag.diagnose.config import ScalerConfig
-from proxydiag.diagnose.nonfinite import FP16
+from proxydiag.diagnose.detectors.nonfinite import FP16
 from proxydiag.diagnose.taxonomy import Verdict
 from proxydiag.errors import ConfigError
 
@@ -82,7 +82,7 @@ def calibration_hold(
 
 
 def router_lead(v: Verdict) -> int | None:
-    """Steps by which the first MoE routing event (:mod:`proxydiag.diagnose.router`) came
+    """Steps by which the first MoE routing event (:mod:`proxydiag.diagnose.detectors.router`) came
     before the verdict's onset; None without one that came first."""
     starts = [
         e.onset_step for e in v.chain if e.kind.startswith("router_") and e.onset_step is not None

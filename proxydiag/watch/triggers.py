@@ -9,7 +9,7 @@ delays the alert. Each returns a reason (text) or None.
   of :attr:`~proxydiag.diagnose.config.NonfiniteConfig.metrics`, a positive skip or NaN
   counter, a loss scale that fell;
 - **grid** (with the levels): the last :data:`RECENT_POINTS` gradient norms are bf16 numbers
-  after a reference of them that was not (:mod:`proxydiag.diagnose.master_weights`: fp32
+  after a reference of them that was not (:mod:`proxydiag.diagnose.detectors.master_weights`: fp32
   master weights lost); no level moves, so no level trigger would look;
 - **level** (per tick, in :meth:`Trigger.level`): the median of the last
   :data:`RECENT_POINTS` points moved, in the direction a failure moves it, by more than
@@ -26,8 +26,8 @@ import math
 
 import numpy as np
 
-from proxydiag.diagnose.master_weights import METRICS as GRID_METRICS
-from proxydiag.diagnose.master_weights import MIN_BEFORE, OFF_SHARE, grid_states
+from proxydiag.diagnose.detectors.master_weights import METRICS as GRID_METRICS
+from proxydiag.diagnose.detectors.master_weights import MIN_BEFORE, OFF_SHARE, grid_states
 from proxydiag.metrics import SKIP_COUNTERS, is_mismatch
 from proxydiag.watch.buffers import MetricBuffer
 
@@ -49,7 +49,7 @@ DIRECTIONS: dict[str, int] = {
     "clip_frac": 1,
     "entropy": 0,
     "reward": -1,
-    # MoE routing (proxydiag.diagnose.router): concentration shows before the loss breaks
+    # MoE routing (proxydiag.diagnose.detectors.router): concentration shows before the loss breaks
     "router_aux_loss": 1,
     "router_z_loss": 1,
     "expert_load_max": 1,

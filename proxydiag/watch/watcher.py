@@ -34,7 +34,7 @@ import numpy as np
 
 from proxydiag.diagnose.api import diagnose, metrics_read
 from proxydiag.diagnose.config import DiagnoseConfig, load_config
-from proxydiag.diagnose.nonfinite import FP16
+from proxydiag.diagnose.detectors.nonfinite import FP16
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.diagnose.taxonomy import Verdict
 from proxydiag.diagnose.view import RunView

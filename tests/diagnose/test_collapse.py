@@ -13,10 +13,10 @@ import zlib
 import numpy as np
 import pytest
 
-from proxydiag.diagnose import collapse
 from proxydiag.diagnose._cusum import cusum
 from proxydiag.diagnose.api import DETECTORS
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.detectors import collapse
 from proxydiag.diagnose.taxonomy import Verdict, classify
 from proxydiag.diagnose.view import RunView, from_arrays
 from proxydiag.synth import FaultSpec, Scenario, simulate

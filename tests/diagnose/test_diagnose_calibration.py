@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from proxydiag.diagnose import nonfinite, scaler
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
+from proxydiag.diagnose.detectors import nonfinite, scaler
 from proxydiag.diagnose.view import Series, from_arrays
 
 CFG = DiagnoseConfig()

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from _noise import ar1
 
-from proxydiag.diagnose import divergence, drift, mismatch, nonfinite, scaler, spikes
 from proxydiag.diagnose._changepoint import (
     cusum_onset,
     hinge_from_level,
@@ -18,6 +17,7 @@ from proxydiag.diagnose._changepoint import (
     step_fit,
 )
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.detectors import divergence, drift, mismatch, nonfinite, scaler, spikes
 from proxydiag.diagnose.view import from_arrays
 
 CFG = DiagnoseConfig()

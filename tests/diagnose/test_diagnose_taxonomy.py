@@ -248,7 +248,7 @@ def test_a_grad_norm_that_ends_below_its_level_is_not_a_divergence() -> None:
     """The lab's 4-expert proxy: its grad norm turns erratic after the learning-rate blow-up
     (the change is located going up) but ends at a third of its level before: growth that
     did not last is no divergence (it was read as one, '0.327x')."""
-    from proxydiag.diagnose import divergence
+    from proxydiag.diagnose.detectors import divergence
     from proxydiag.ingest import read_run
 
     events = divergence.detect(read_run(LAB / "lr_blowup-fp32-proxy4-s0"), DiagnoseConfig())

@@ -13,9 +13,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from proxydiag.diagnose import master_weights
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.detectors import master_weights
 from proxydiag.diagnose.view import view
 from proxydiag.ingest import read_runs
 from proxydiag.run import Run

@@ -7,9 +7,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from proxydiag.diagnose import mismatch
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.detectors import mismatch
 from proxydiag.diagnose.view import from_arrays
 from proxydiag.metrics import AliasTable
 from proxydiag.run import Run

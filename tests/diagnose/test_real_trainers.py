@@ -15,9 +15,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from proxydiag.diagnose import nonfinite
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.detectors import nonfinite
 from proxydiag.diagnose.view import from_arrays
 from proxydiag.errors import IngestWarning
 from proxydiag.evaluate.diagnose import score

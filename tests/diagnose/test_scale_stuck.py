@@ -54,8 +54,8 @@ def test_a_scale_that_halves_at_each_isolated_overflow_stays_healthy() -> None:
 
 
 def test_from_arrays_view_is_enough_for_the_rule() -> None:
-    from proxydiag.diagnose import nonfinite
     from proxydiag.diagnose.config import DiagnoseConfig
+    from proxydiag.diagnose.detectors import nonfinite
 
     steps = np.arange(1, 41)
     v = from_arrays(

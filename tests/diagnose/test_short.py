@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from proxydiag.diagnose import short
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.detectors import short
 from proxydiag.diagnose.view import from_arrays
 
 BASE = [0.44, 0.34, 0.32, 0.31, 0.28, 0.35, 0.25, 0.35, 0.28]

@@ -18,12 +18,12 @@ from proxydiag.fidelity import fault_match as faults
 from proxydiag.fidelity import symptom_order as events
 from proxydiag.fidelity.api import compare
 from proxydiag.fidelity.config import FidelityConfig, load_config
-from proxydiag.fidelity.increments import binned_ks, ks_statistic
 from proxydiag.fidelity.scoring import reference, relative
-from proxydiag.fidelity.shape import area, dtw_distance
 from proxydiag.fidelity.stats import binned_sigma, robust_sigma
-from proxydiag.fidelity.trend import change, spearman
-from proxydiag.fidelity.volatility import log_ratio
+from proxydiag.fidelity.tests.increments import binned_ks, ks_statistic
+from proxydiag.fidelity.tests.shape import area, dtw_distance
+from proxydiag.fidelity.tests.trend import change, spearman
+from proxydiag.fidelity.tests.volatility import log_ratio
 from proxydiag.run import Run
 
 CFG = FidelityConfig(n_boot=100)

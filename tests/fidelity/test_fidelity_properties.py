@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from proxydiag.fidelity.api import compare
 from proxydiag.fidelity.config import FidelityConfig
-from proxydiag.fidelity.increments import ks_statistic
-from proxydiag.fidelity.shape import area
-from proxydiag.fidelity.trend import spearman
-from proxydiag.fidelity.volatility import log_ratio
+from proxydiag.fidelity.tests.increments import ks_statistic
+from proxydiag.fidelity.tests.shape import area
+from proxydiag.fidelity.tests.trend import spearman
+from proxydiag.fidelity.tests.volatility import log_ratio
 
 CFG = FidelityConfig(n_boot=50)
 arrays = st.lists(st.floats(-1e3, 1e3, allow_nan=False), min_size=8, max_size=60).map(np.array)

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from proxydiag.diagnose.master_weights import grid_states
+from proxydiag.diagnose.detectors.master_weights import grid_states
 from proxydiag.errors import ConfigError
 from proxydiag.evaluate.diagnose import score
 from proxydiag.synth import FaultSpec, Scenario, named, simulate, write_corpus

@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from proxydiag.diagnose import collapse
 from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.detectors import collapse
 from proxydiag.evaluate.watch import bound_steps
 from proxydiag.frame import raw
 from proxydiag.run.build import build_run

@@ -27,7 +27,7 @@ import numpy as np
 
 from proxydiag.diagnose._warmup import GROWTH_FALLBACK_FRACTION, warmup_end
 from proxydiag.diagnose.config import DiagnoseConfig
-from proxydiag.diagnose.nonfinite import calibration_end_of
+from proxydiag.diagnose.detectors.nonfinite import calibration_end_of
 from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event
 from proxydiag.run import Run
@@ -54,7 +54,7 @@ DECIDES = True
 
 def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
     """The canonical metrics :func:`detect` reads (a learning rate for the warm-up)."""
-    from proxydiag.diagnose import nonfinite
+    from proxydiag.diagnose.detectors import nonfinite
 
     # the end of a loss scale's calibration is the non-finite detector's reading
     return ("grad_norm", "loss", "pg_loss", "perplexity", "lr", *nonfinite.reads(cfg))

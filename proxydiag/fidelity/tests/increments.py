@@ -3,9 +3,9 @@
 ``ks_2samp`` statistic, checked against it in the tests).
 
 Standardising each run's changes by its own robust spread leaves their shape: heavy tails,
-skew, the share of jumps; :mod:`~proxydiag.fidelity.volatility` compares the spread itself. The
-discrepancy is the KS statistic, judged against seed pairs. Its bootstrap replicates use 64
-quantile bins of the pooled changes (vectorised; the KS statistic at bin edges).
+skew, the share of jumps; :mod:`~proxydiag.fidelity.tests.volatility` compares the spread
+itself. The discrepancy is the KS statistic, judged against seed pairs. Its bootstrap
+replicates use 64 quantile bins of the pooled changes (vectorised; the KS statistic at bin edges).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import numpy as np
 
 from proxydiag.diagnose._stats import cluster_start, runs_of, window_sum
 from proxydiag.diagnose.config import DiagnoseConfig, ScalerConfig
-from proxydiag.diagnose.scaler import (
+from proxydiag.diagnose.detectors.scaler import (
     burst_gap,
     calibration_end,
     floor_step,
@@ -32,7 +32,7 @@ DECIDES = True
 
 def reads(cfg: DiagnoseConfig) -> tuple[str, ...]:
     """The canonical metrics :func:`detect` reads (with the scaler's, whose rules it shares)."""
-    from proxydiag.diagnose import scaler
+    from proxydiag.diagnose.detectors import scaler
 
     return (
         *cfg.nonfinite.metrics,
@@ -50,7 +50,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     Critical when non-finite values persist (more than ``scaler.max_skip_fraction`` of a
     window's logged points, ``scaler.unscaled_skip_fraction`` without a dynamic loss scaler;
     the leading calibration burst of a run that is, or may be, fp16 excluded, see
-    :func:`proxydiag.diagnose.scaler.calibration_end`) or the run ends
+    :func:`proxydiag.diagnose.detectors.scaler.calibration_end`) or the run ends
     non-finite (its last ``min_count`` points; a grad norm of a run that is or may be fp16, more
     than ``scaler.benign_streak_points``: the scaler skips a few steps in a row after its
     calibration and learning goes on); isolated ones are a warning (a skipped step),
