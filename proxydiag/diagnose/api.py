@@ -31,6 +31,7 @@ DETECTORS: Registry[Detector] = Registry(
             "collapse",
             "short",
             "mismatch",
+            "mismatch_shift",
             "router",
             "drift",
         )

@@ -54,7 +54,14 @@ SYMPTOMS = frozenset(
 #: symptoms that mark a policy breaking down (reward, entropy), not just moving
 SYMPTOM_CORE = frozenset({"reward_collapse", "entropy_collapse", "entropy_explosion"})
 MISMATCH = frozenset(
-    {"mismatch_step", "mismatch_climb", "mismatch_corr_drop", "mismatch_level", "mismatch_bump"}
+    {
+        "mismatch_step",
+        "mismatch_climb",
+        "mismatch_corr_drop",
+        "mismatch_level",
+        "mismatch_bump",
+        "mismatch_shift",
+    }
 )
 
 HINTS: dict[str, tuple[str, ...]] = {
@@ -306,7 +313,11 @@ def _first(events: Iterable[Event]) -> Event | None:
 def _consensus(events: list[Event]) -> Event | None:
     """The event at the (lower) median onset: several metrics of one family (e.g. prob diff,
     k3, Pearson) see the same change, and the noisiest of them should not set the onset.
-    Maxima (``*_max``: extreme-value statistics, the noisiest) only set it when alone."""
+    Maxima (``*_max``: extreme-value statistics, the noisiest) only set it when alone. The
+    streaming statistic's ``mismatch_shift`` (:mod:`.mismatch_shift`) decides only when the
+    change fit has found nothing yet (it dates a change better once it has the points)."""
+    fitted = [e for e in events if e.kind != "mismatch_shift"]
+    events = fitted or events
     typical = [e for e in events if not (e.metric or "").endswith("_max")]
     found = sorted(typical or events, key=lambda e: (_at(e), -e.confidence))
     return found[(len(found) - 1) // 2] if found else None
