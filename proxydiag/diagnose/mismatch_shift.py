@@ -64,11 +64,11 @@ THRESHOLD = 10.0
 LEVEL_POINTS = 3
 LEVEL_STEPS = 5
 #: the onset: where the level last rose past this many σ (or a quarter of the gate) above
-#: the reference, and stayed
+#: the level it left, and stayed
 LEFT_Z = 3.0
 #: a change is *fast* when at least FAST_PART of its (log) rise came within the last
-#: FAST_SHARE of the steps the series has so far: then ``min_fold`` suffices (a slow drift
-#: over the run, benign while within its bound, must reach ``strong_fold``)
+#: FAST_SHARE of the steps the series has so far; only a fast change alarms (a slow drift
+#: over the run, benign while within its bound, is left to the change fit of .mismatch)
 FAST_SHARE = 1.0 / 3.0
 FAST_PART = 0.75
 #: the level then is the median of the points within this share of the steps so far around it
