@@ -392,7 +392,14 @@ def _confidence(
 def _summary(label: str, root: Event | None, chain: tuple[Event, ...], confidence: float) -> str:
     if root is None:
         return f"healthy (confidence {confidence:.2f}): no failure pattern found."
-    after = [e for e in chain[1:] if e.severity == "critical" and e.onset_step is not None]
+    after = [
+        e
+        for e in chain[1:]
+        if e.severity == "critical"
+        and e.onset_step is not None
+        # the streaming statistic seeing the mismatch change the root is: the same change
+        and not (e.kind == "mismatch_shift" and root.kind in MISMATCH)
+    ]
     follow = (
         f"; then {after[0].kind} in {after[0].metric} from step {after[0].onset_step}"
         if after
