@@ -23,6 +23,7 @@ QUIET = """
 [mismatch]
 min_fold = 1000000.0
 strong_fold = 1000000.0
+shift_fold = 1000000.0
 z_min = 1000.0
 prob_diff_bound = 1.0
 kl_bound = 1000.0

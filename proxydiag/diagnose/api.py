@@ -33,6 +33,7 @@ DETECTORS: Registry[Detector] = Registry(
             "short",
             "mismatch",
             "master_weights",
+            "mismatch_shift",
             "router",
             "drift",
         )

@@ -184,6 +184,10 @@ class MismatchConfig:
     #: or (metrics without a bound, or well below it) when it is at least this large;
     #: a level beyond its bound without a change against the baseline is only a warning
     strong_fold: float = ranged(4.0, lo=1.01, hi=1e6)
+    #: the streaming statistic (mismatch_shift): a fast change (three quarters of its rise
+    #: within the last third of the run so far) decides from this fold of the early level's
+    #: disagreement (squared for a second-order measure); slow changes are the change fit's
+    shift_fold: float = ranged(2.5, lo=1.01, hi=1e6)
 
     def __post_init__(self) -> None:
         check_ranges(self, section="mismatch")

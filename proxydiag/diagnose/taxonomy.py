@@ -54,8 +54,9 @@ SYMPTOMS = frozenset(
 #: symptoms that mark a policy breaking down (reward, entropy), not just moving
 SYMPTOM_CORE = frozenset({"reward_collapse", "entropy_collapse", "entropy_explosion"})
 #: a precision fault's root-cause candidates: a mismatch change (a routing-replay or routing
-#: consistency share among them), or the gradient norm moving onto the bf16 grid
-MISMATCH = CHANGE_KINDS | {"master_weights_lost"}
+#: consistency share among them; the streaming statistic's shift), or the gradient norm moving
+#: onto the bf16 grid
+MISMATCH = CHANGE_KINDS | {"master_weights_lost", "mismatch_shift"}
 
 HINTS: dict[str, tuple[str, ...]] = {
     "gradient_overflow": (
@@ -331,7 +332,11 @@ def _mismatch_root(events: list[Event]) -> Event | None:
 def _consensus(events: list[Event]) -> Event | None:
     """The event at the (lower) median onset: several metrics of one family (e.g. prob diff,
     k3, Pearson) see the same change, and the noisiest of them should not set the onset.
-    Maxima (``*_max``: extreme-value statistics, the noisiest) only set it when alone."""
+    Maxima (``*_max``: extreme-value statistics, the noisiest) only set it when alone. The
+    streaming statistic's ``mismatch_shift`` (:mod:`.mismatch_shift`) decides only when the
+    change fit has found nothing yet (it dates a change better once it has the points)."""
+    fitted = [e for e in events if e.kind != "mismatch_shift"]
+    events = fitted or events
     typical = [e for e in events if not (e.metric or "").endswith("_max")]
     found = sorted(typical or events, key=lambda e: (_at(e), -e.confidence))
     return found[(len(found) - 1) // 2] if found else None
@@ -406,7 +411,14 @@ def _confidence(
 def _summary(label: str, root: Event | None, chain: tuple[Event, ...], confidence: float) -> str:
     if root is None:
         return f"healthy (confidence {confidence:.2f}): no failure pattern found."
-    after = [e for e in chain[1:] if e.severity == "critical" and e.onset_step is not None]
+    after = [
+        e
+        for e in chain[1:]
+        if e.severity == "critical"
+        and e.onset_step is not None
+        # the streaming statistic seeing the mismatch change the root is: the same change
+        and not (e.kind == "mismatch_shift" and root.kind in MISMATCH)
+    ]
     follow = (
         f"; then {after[0].kind} in {after[0].metric} from step {after[0].onset_step}"
         if after

@@ -7,10 +7,12 @@ healthy run, whether the last alert agrees with the final offline label, and the
 **prefix oracle**: offline ``diagnose`` run on the prefix at every check, whose first finding
 of the true class (with an onset no earlier than the true onset minus the bench tolerance,
 so that a spurious early finding does not count) is the best a watcher re-running the
-offline detectors could do; and, for a diverging run, the **statistic**: the first step at which
-the streaming change statistic of :mod:`proxydiag.diagnose.detectors.collapse` (a CUSUM of each RL
-symptom on the run's own noise) says the policy collapsed on the run so far (the first prefix
-that alarms: what a check at that step could have seen). Cost:
+offline detectors could do; and, for a diverging run or a precision fault, the **statistic**:
+the first step at which the streaming change statistic of its class says so on the run so far
+(the first prefix that alarms: what a check at that step could have seen):
+:mod:`proxydiag.diagnose.detectors.collapse` (a CUSUM of each RL symptom on the run's own
+noise) for a divergence, :mod:`proxydiag.diagnose.detectors.mismatch_shift` (a CUSUM of each
+mismatch quantity's log against its early noise) for a precision fault. Cost:
 CPU per logged step of the watcher, and of re-running the offline detectors on the whole prefix
 at every check.
 """
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from proxydiag.diagnose.config import DiagnoseConfig
-from proxydiag.diagnose.detectors.collapse import alarm_step
+from proxydiag.diagnose.detectors import collapse, mismatch_shift
 from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.errors import AnalysisError
 from proxydiag.evaluate.diagnose import load_labels, tolerance
@@ -49,7 +51,7 @@ class WatchScore:
     log_interval: int
     first_alert: int | None  # raised_at of the first alert of the true class
     oracle: int | None
-    statistic: int | None  # the change statistic's first alarm (diverging runs)
+    statistic: int | None  # the change statistic's first alarm (divergence, precision fault)
     false_alert: bool
     agrees: bool
     watch_ms_per_step: float
@@ -102,7 +104,7 @@ def score_run(
             config=config,
             earliest=int(onset) - tolerance(span_steps=span, log_interval=interval),
         )
-    statistic = _statistic(run, config) if truth == "loss_divergence" else None
+    statistic = _statistic(run, config, truth)
     return WatchScore(
         str(entry.get("run", run.name)),
         truth,
@@ -139,10 +141,20 @@ def _oracle(
     return found, 1000 * spent / max(checked * every, 1)
 
 
-def _statistic(run: Run, config: DiagnoseConfig) -> int | None:
-    """The first logged step at which the collapse statistic alarms on the run so far: its
+#: class -> the streaming change statistic that may alert it before the change fits
+STATISTICS = {
+    "loss_divergence": collapse.alarm_step,
+    "precision_fault": mismatch_shift.alarm_step,
+}
+
+
+def _statistic(run: Run, config: DiagnoseConfig, truth: str) -> int | None:
+    """The first logged step at which the class's statistic alarms on the run so far: its
     alarm on the whole run, then the logged steps after it until a prefix alarms too (the
-    warm-up the statistic skips is a share of what it has seen)."""
+    warm-up the collapse statistic skips is a share of what it has seen)."""
+    alarm_step = STATISTICS.get(truth)
+    if alarm_step is None:
+        return None
     rv = view(run)
     first = alarm_step(rv, config)
     if first is None:
@@ -283,8 +295,9 @@ def text(summary: dict[str, Any]) -> str:
         )
     lines.append(
         "delays are medians in steps after the true onset; in bound: alerted within max(40 "
-        "steps, 3 log intervals, 5% of the run); statistic: the policy-collapse CUSUM's "
-        "first alarm (diverging runs where it fires)"
+        "steps, 3 log intervals, 5% of the run); statistic: the first alarm of the class's "
+        "streaming CUSUM (policy collapse for divergence, mismatch shift for precision "
+        "faults; runs where it fires); oracle: offline diagnose on the prefix, every check"
     )
     lines.append(
         f"faults alerted: {summary['alerted_fraction']:.0%}; false alerts on "

@@ -15,7 +15,9 @@ delays the alert. Each returns a reason (text) or None.
   :data:`RECENT_POINTS` points moved, in the direction a failure moves it, by more than
   :data:`Z_TRIGGER` robust σ (of successive differences) of the :data:`REFERENCE_POINTS`
   before them and (log-scaled
-  metrics) by more than a :data:`FOLD_TRIGGER` fold. The offline detectors need ≥ 4 σ and a
+  metrics) by more than a :data:`FOLD_TRIGGER` fold; a mismatch metric is read as its
+  disagreement (:func:`proxydiag.diagnose.detectors.mismatch.disagreement`: 1 − Pearson, log of a
+  multiplicative error), which grows when something breaks. The offline detectors need ≥ 4 σ and a
   1.5× (loss) to 3× (grad norm) fold (``[divergence]``), ≥ 6 σ and 2.5× for mismatch
   (``[mismatch]``): the trigger fires before either is reached.
 """
@@ -28,6 +30,7 @@ import numpy as np
 
 from proxydiag.diagnose.detectors.master_weights import METRICS as GRID_METRICS
 from proxydiag.diagnose.detectors.master_weights import MIN_BEFORE, OFF_SHARE, grid_states
+from proxydiag.diagnose.detectors.mismatch import disagreement
 from proxydiag.metrics import SKIP_COUNTERS, is_mismatch
 from proxydiag.watch.buffers import MetricBuffer
 
@@ -115,6 +118,15 @@ def level(metric: str, buf: MetricBuffer) -> tuple[str, float] | None:
     values = values[np.isfinite(values)]
     if values.size < RECENT_POINTS + 8:
         return None
+    what = metric
+    if is_mismatch(metric) and metric.startswith(
+        ("mismatch_corr", "mismatch_is", "mismatch_prob_error")
+    ):
+        what = f"{metric} disagreement"
+    if is_mismatch(metric):
+        # the disagreement, as the detectors read it: a multiplicative error of 1.004 that
+        # becomes 1.02 or a Pearson of 0.999 that becomes 0.99 is a 5x, 10x move
+        values, sign = np.abs(disagreement(metric, values)), 1
     log = bool((values > 0).all()) and metric != "reward"
     y = np.log(values) if log else values
     ref, cur = y[:-RECENT_POINTS], y[-RECENT_POINTS:]
@@ -131,7 +143,7 @@ def level(metric: str, buf: MetricBuffer) -> tuple[str, float] | None:
     now, then = (
         (math.exp(float(np.median(cur))), math.exp(base)) if log else (float(np.median(cur)), base)
     )
-    return f"{metric} level {now:.4g} vs {then:.4g} before", abs(move) / threshold
+    return f"{what} level {now:.4g} vs {then:.4g} before", abs(move) / threshold
 
 
 def grid(metric: str, buf: MetricBuffer) -> tuple[str, float] | None:

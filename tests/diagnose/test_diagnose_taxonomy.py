@@ -151,11 +151,13 @@ def test_load_config_overrides_and_errors(tmp_path: Path) -> None:
 
 def test_config_changes_the_outcome(tmp_path: Path) -> None:
     s = _base(8)
-    s["mismatch_prob_diff"] *= np.where(T < 250, 1.0, 3.0)  # 3×: above min_fold, below strong
+    # 1.6×: below min_fold (and the streaming statistic's shift_fold: a fast change of 2.5×
+    # is a fault wherever its level)
+    s["mismatch_prob_diff"] *= np.where(T < 250, 1.0, 1.6)
     run = _run(s)
-    assert diagnose(run).label == "healthy"  # 0.009 stays under the veRL bound of 0.01
+    assert diagnose(run).label == "healthy"  # 0.005 stays under the veRL bound of 0.01
     loose = tmp_path / "loose.toml"
-    loose.write_text("[mismatch]\nprob_diff_bound = 0.005\n")
+    loose.write_text("[mismatch]\nprob_diff_bound = 0.004\nmin_fold = 1.4\nz_min = 3.0\n")
     d = diagnose(run, config=loose)
     assert (d.label, d.onset_step) == ("precision_fault", 250)
 
