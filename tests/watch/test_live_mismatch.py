@@ -1,6 +1,7 @@
 """The live guard and the streaming mismatch statistic
-(:mod:`proxydiag.diagnose.detectors.mismatch_shift`): a generated mismatch climb or step is alerted as a precision fault within the issue's bound,
-no later than one level look after the statistic's own alarm; healthy mismatch series of
+(:mod:`proxydiag.diagnose.detectors.mismatch_shift`): a generated mismatch climb or step is
+alerted as a precision fault within the issue's bound, no later than one level look after the
+statistic's own alarm; healthy mismatch series of
 several shapes (heavy-tailed noise, a slow benign drift, a sawtooth at weight syncs, fp16-like
 spikes) never alarm, live or offline; and what a live watch raises does not depend on how the
 points were split between checks."""
