@@ -11,7 +11,7 @@ import polars as pl
 from _report_data import make_comparison, make_diagnosis, make_run
 
 from proxydiag.fidelity.result import FaultComparison
-from proxydiag.report.fleet import Fleet, load_fleet
+from proxydiag.report._fleet import Fleet, load_fleet
 from proxydiag.store import RunStore
 
 PROXIES = (

@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from proxydiag.align import progress, step, tokens
+from proxydiag.align._register import register
 from proxydiag.align.axis import Axis
 from proxydiag.align.contract import Aligner
-from proxydiag.align.register import register
 from proxydiag.errors import AnalysisError
 from proxydiag.registry import Registry
 from proxydiag.run import Run
@@ -68,7 +68,7 @@ class Alignment:
 
     def registered(self, proxy: Run, *, onset_step: float, full_progress: float) -> Alignment:
         """This alignment with the proxy's axis warped so that its ``onset_step`` lands on the
-        full run's onset at ``full_progress`` (:mod:`proxydiag.align.register`); unchanged when
+        full run's onset at ``full_progress`` (:mod:`proxydiag.align._register`); unchanged when
         the warp is impossible (an onset outside the proxy's span)."""
         target = self.position(full_progress)
         warped = register(

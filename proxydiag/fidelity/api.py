@@ -23,8 +23,8 @@ from proxydiag.align.grid import Grid, MetricGrid, Series, resample_grid, shared
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
-from proxydiag.fidelity import aggregate, assemble, fault_match, progress, routing, verdicts
-from proxydiag.fidelity import symptom_order as events
+from proxydiag.fidelity import _aggregate, _assemble, _progress, _routing, _verdicts, fault_match
+from proxydiag.fidelity import _symptom_order as events
 from proxydiag.fidelity.config import FidelityConfig, load_config
 from proxydiag.fidelity.context import metric_context
 from proxydiag.fidelity.contract import FidelityTest
@@ -58,7 +58,7 @@ def compare(
     One way: diagnose every run, align them, compare the faults, register the proxy's onset on
     the full run's, resample every metric once, split into phases
     (:mod:`~proxydiag.fidelity.phases`), then test each phase; with two phases, the whole-run
-    ``metrics`` are assembled from theirs (:mod:`~proxydiag.fidelity.assemble`; or tested as
+    ``metrics`` are assembled from theirs (:mod:`~proxydiag.fidelity._assemble`; or tested as
     one range too with ``whole_run_tests``).
 
     Parameters
@@ -95,8 +95,8 @@ def compare(
             full_progress=float(fault.full["onset_progress"]),
         )
     series = shared_series(fulls, proxy)
-    unrouted = routing.no_routing(proxy)
-    dropped = sorted(m for m in series[-1] if routing.is_routing(m)) if unrouted else []
+    unrouted = _routing.no_routing(proxy)
+    dropped = sorted(m for m in series[-1] if _routing.is_routing(m)) if unrouted else []
     if dropped:
         series = [{m: v for m, v in s.items() if m not in dropped} for s in series]
     grid = _resampled(aligned, fulls, proxy, series, cfg)
@@ -113,12 +113,12 @@ def compare(
         split, aligned, series, grid, per_metric, fulls, proxy, config=cfg, rng=rng
     )
     if decided:
-        per_metric = assemble.whole_run(
+        per_metric = _assemble.whole_run(
             [(p.name, p.progress[1] - p.progress[0], p.metrics) for p in phases], cfg
         )
     elif len(phases) == 1 and phases[0].verdict != "undecidable":
         per_metric = phases[0].metrics  # the whole run is the phase: its sharpened verdicts
-    fidelity, verdict, reasons = aggregate.overall(per_metric, fault, cfg, ev)
+    fidelity, verdict, reasons = _aggregate.overall(per_metric, fault, cfg, ev)
     fidelity, verdict, reasons = _with_phases(fidelity, verdict, reasons, phases, cfg)
     undecidable = grid.undecidable
     if undecidable:
@@ -216,8 +216,8 @@ def _score_phases(
                 if phase.name == WHOLE
                 else _score_metrics(part.metrics, fulls, proxy, config=config, rng=rng)
             )
-            learned = progress.learning(part.metrics, config)
-        out.append(verdicts.judge(phase, metrics, learned, config))
+            learned = _progress.learning(part.metrics, config)
+        out.append(_verdicts.judge(phase, metrics, learned, config))
     return tuple(out)
 
 
@@ -231,7 +231,7 @@ def _with_phases(
     """The whole-run verdict capped by the phases' (see :mod:`.verdicts`): the smaller score,
     the worse verdict (an undecidable phase is named, never counted); a partial proxy's
     fidelity is at most ``partial_below``, so that the score and the verdict agree."""
-    by_phase, worst, why = verdicts.combine(phases)
+    by_phase, worst, why = _verdicts.combine(phases)
     if by_phase is not None and len(phases) > 1:
         factor = config.unfaithful_factor if verdict == "unfaithful" else 1.0
         fidelity = min(fidelity, by_phase * factor)
@@ -275,7 +275,7 @@ def _score_metrics(
     for name, mg in metrics.items():
         ctx = metric_context(mg, config=config, rng=rng)
         tests = {t.NAME: t.score(fulls, proxy, mg, ctx=ctx) for t in TESTS}
-        out[name] = aggregate.metric_fidelity(name, tests, config)
+        out[name] = _aggregate.metric_fidelity(name, tests, config)
     return out
 
 

@@ -140,7 +140,7 @@ class FidelityConfig:
     phase_min_points: int = ranged(20, lo=4, hi=10**6)
     #: with phases, also test the whole range as one (a third analysis: compare takes ~1.5x
     #: as long): ``metrics`` then holds whole-range statistics, which the fault's excursion
-    #: dominates. Off, ``metrics`` is assembled from the phases' tests (fidelity/assemble.py)
+    #: dominates. Off, ``metrics`` is assembled from the phases' tests (fidelity/_assemble.py)
     whole_run_tests: bool = False
     # Learning progress over the pre-fault phase (or the whole healthy run), scored.
     #: a proxy must reach this fraction of the full seeds' change (reward gain, loss descent,

@@ -124,7 +124,7 @@ class PhaseFidelity:
 
     ``fidelity`` is the phase's dynamics score (None when undecidable), ``ci`` the key-weighted
     mean of its metrics' interval bounds, ``learning`` the progress records
-    (:mod:`proxydiag.fidelity.progress`), ``reasons`` what decided ``verdict``.
+    (:mod:`proxydiag.fidelity._progress`), ``reasons`` what decided ``verdict``.
     """
 
     name: str

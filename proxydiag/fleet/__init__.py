@@ -31,11 +31,11 @@ def make_executor(
     if ray:
         if workers != 1:
             raise ConfigError("--workers and --ray exclude each other: Ray sizes its own pool")
-        from proxydiag.fleet.ray_pool import RayPool
+        from proxydiag.fleet._ray_pool import RayPool
 
         return RayPool(address=ray_address)
     if workers == 1:
         return Serial()
-    from proxydiag.fleet.local_pool import LocalPool
+    from proxydiag.fleet._local_pool import LocalPool
 
     return LocalPool(workers=workers)

@@ -19,7 +19,7 @@ import polars as pl
 
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
-from proxydiag.fleet.batch import Batcher, Batching
+from proxydiag.fleet._batch import Batcher, Batching
 from proxydiag.fleet.digest import config_digest, config_digests
 from proxydiag.fleet.executor import Executor
 from proxydiag.fleet.index import kept_results, run_index

@@ -2,7 +2,7 @@
 
 Workers read each source and write its runs' files into the driver's staging directory of the
 store (atomically, as every store write); they send back only the catalog rows. The driver
-commits those in batches (:mod:`proxydiag.fleet.batch`): the staged files renamed into
+commits those in batches (:mod:`proxydiag.fleet._batch`): the staged files renamed into
 ``runs/`` and their rows written in one catalog transaction, journalled so that a driver
 killed mid-batch is rolled forward by the next writer. A worker that cannot see the staging
 directory (a store not on storage it shares) sends its runs back and the driver stages them.
@@ -20,7 +20,7 @@ from functools import partial
 from typing import Any
 
 from proxydiag.errors import ProxydiagError, StoreLockedError
-from proxydiag.fleet.batch import Batcher, Batching
+from proxydiag.fleet._batch import Batcher, Batching
 from proxydiag.fleet.executor import Executor
 from proxydiag.fleet.index import source_digests
 from proxydiag.fleet.tasks import Read, ReadSpec, SourceItem, read_source

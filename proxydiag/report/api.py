@@ -9,7 +9,7 @@ from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
 from proxydiag.fidelity.result import Comparison
 from proxydiag.pipeline import Settings
-from proxydiag.report.axis import check_align
+from proxydiag.report._axis import check_align
 from proxydiag.report.content import ReportContent, match_diagnoses, report_runs
 from proxydiag.run import Run
 
@@ -78,11 +78,11 @@ def resolve(
 def render(content: ReportContent, *, fmt: str = "html") -> str:
     """The report document in ``fmt`` (html, markdown or json)."""
     if fmt == "html":
-        from proxydiag.report.html import report_html
+        from proxydiag.report._html import report_html
 
         return report_html(content)
     if fmt == "markdown":
-        from proxydiag.report.markdown import report_markdown
+        from proxydiag.report._markdown import report_markdown
 
         return report_markdown(content)
     if fmt == "json":

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.result import Comparison, MetricFidelity
-from proxydiag.report import phases
-from proxydiag.report.escape import md
+from proxydiag.report import _phases
+from proxydiag.report._escape import md
 
 
 def scored_tests(config: FidelityConfig) -> list[str]:
@@ -29,7 +29,7 @@ def text(c: Comparison, config: FidelityConfig | None = None) -> str:
         *(f"  - {r}" for r in c.reasons),
         f"fault: {c.faults.explanation}",
         f"{c.events.get('explanation', '')}",
-        *phases.text_lines(c),
+        *_phases.text_lines(c),
         "",
     ]
     scored = set(scored_tests(config))
@@ -68,7 +68,7 @@ def markdown(c: Comparison, config: FidelityConfig | None = None) -> str:
         *(f"- {md(r)}" for r in c.reasons),
         f"- fault: {md(c.faults.explanation)}",
         f"- alignment: {c.align}; {md(c.overlap)}",
-        *phases.markdown_lines(c),
+        *_phases.markdown_lines(c),
         "",
         "| metric | verdict | score [CI] | seed pairs | " + " | ".join(columns) + " |",
         "|---|---|---|---:|" + "---:|" * len(columns),

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 import plotly.graph_objects as go
 import polars as pl
 
-from proxydiag.report.escape import esc
-from proxydiag.report.figures import OTHER_COLORS, base_layout, empty_note
-from proxydiag.report.fleet import Fleet
-from proxydiag.report.fragments import badge
-from proxydiag.report.page import FigureSet, render
-from proxydiag.report.text import num, step_text
+from proxydiag.report._escape import esc
+from proxydiag.report._figures import OTHER_COLORS, base_layout, empty_note
+from proxydiag.report._fleet import Fleet
+from proxydiag.report._fragments import badge
+from proxydiag.report._page import FigureSet, render
+from proxydiag.report._text import num, step_text
 
 if TYPE_CHECKING:
     from proxydiag.fleet.executor import Executor
@@ -244,7 +244,7 @@ def write_dashboard(
 ) -> Path:
     """Write ``index.html`` for the store at ``store_path`` into ``out_dir``; return its path
     (what is analysed in memory, with ``settings``, runs on ``executor`` when one is given)."""
-    from proxydiag.report.fleet import load_fleet
+    from proxydiag.report._fleet import load_fleet
     from proxydiag.store import RunStore
 
     fleet = load_fleet(RunStore(store_path), analyse=analyse, executor=executor, settings=settings)

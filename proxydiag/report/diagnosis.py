@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.events import Event
-from proxydiag.report.escape import md
+from proxydiag.report._escape import md
 
 #: context events (severity info) shown before "... and N more"
 MAX_INFO = 6

@@ -11,8 +11,8 @@ from functools import cache
 from proxydiag import display
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.fidelity.result import Comparison
-from proxydiag.report.fragments import comparison_block, evidence_block, label_line, verdict_line
-from proxydiag.report.page import template_text
+from proxydiag.report._fragments import comparison_block, evidence_block, label_line, verdict_line
+from proxydiag.report._page import template_text
 
 
 @cache

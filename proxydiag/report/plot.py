@@ -18,13 +18,13 @@ import plotly.graph_objects as go
 
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.fidelity.result import Comparison
-from proxydiag.report.axis import step_to_axis
+from proxydiag.report._axis import step_to_axis
+from proxydiag.report._downsample import DEFAULT_BUCKETS
+from proxydiag.report._escape import esc
+from proxydiag.report._figures import FULL_COLOR, PROXY_COLOR, Onset, base_layout, metric_panel
+from proxydiag.report._text import ci_text, num
+from proxydiag.report._timeline import timeline_figure
 from proxydiag.report.content import ReportContent
-from proxydiag.report.downsample import DEFAULT_BUCKETS
-from proxydiag.report.escape import esc
-from proxydiag.report.figures import FULL_COLOR, PROXY_COLOR, Onset, base_layout, metric_panel
-from proxydiag.report.text import ci_text, num
-from proxydiag.report.timeline import timeline_figure
 from proxydiag.run import Run
 
 __all__ = ["fidelity_table", "metric", "panels", "timeline"]

@@ -12,15 +12,15 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from proxydiag.align import progress, step, tokens
+from proxydiag.align._register import register
 from proxydiag.align.alignment import align_runs
 from proxydiag.align.grid import build_grid, resample_grid
 from proxydiag.align.noise import baseline, circular_block_indices, pseudo_seeds
-from proxydiag.align.register import register
 from proxydiag.align.resample import minmax_downsample, resample
 from proxydiag.align.smooth import smooth
 from proxydiag.errors import AnalysisError
 from proxydiag.fidelity.config import FidelityConfig
-from proxydiag.report import downsample
+from proxydiag.report import _downsample
 
 
 def test_step_and_progress_axes() -> None:
@@ -199,7 +199,7 @@ def test_minmax_downsample_equals_its_previous_copy(values: np.ndarray, max_poin
     n_buckets=st.integers(1, 150),
 )
 def test_report_minmax_indices_equal_its_previous_copy(values: np.ndarray, n_buckets: int) -> None:
-    new = downsample.minmax_indices(values, n_buckets=n_buckets)
+    new = _downsample.minmax_indices(values, n_buckets=n_buckets)
     old = _minmax_reference.minmax_indices(values, n_buckets=n_buckets)
     assert new.dtype == old.dtype and new.tolist() == old.tolist()
 
@@ -215,7 +215,7 @@ def test_minmax_reductions_equal_their_previous_copies_on_long_series() -> None:
             )
         finite = y[np.isfinite(y)]
         assert np.array_equal(
-            downsample.minmax_indices(finite, n_buckets=1000),
+            _downsample.minmax_indices(finite, n_buckets=1000),
             _minmax_reference.minmax_indices(finite, n_buckets=1000),
         )
 

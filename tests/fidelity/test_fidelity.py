@@ -14,12 +14,12 @@ from proxydiag.align.grid import build_grid
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.result import RootCause
 from proxydiag.errors import ConfigError
+from proxydiag.fidelity import _symptom_order as events
 from proxydiag.fidelity import fault_match as faults
-from proxydiag.fidelity import symptom_order as events
+from proxydiag.fidelity._scoring import reference, relative
+from proxydiag.fidelity._stats import binned_sigma, robust_sigma
 from proxydiag.fidelity.api import compare
 from proxydiag.fidelity.config import FidelityConfig, load_config
-from proxydiag.fidelity.scoring import reference, relative
-from proxydiag.fidelity.stats import binned_sigma, robust_sigma
 from proxydiag.fidelity.tests.increments import binned_ks, ks_statistic
 from proxydiag.fidelity.tests.shape import area, dtw_distance
 from proxydiag.fidelity.tests.trend import change, spearman

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from _fidelity_runs import compare_healthy, curves, diag, make_run
 
-from proxydiag.fidelity import aggregate
+from proxydiag.fidelity import _aggregate
+from proxydiag.fidelity._progress import not_learning
 from proxydiag.fidelity.api import compare
 from proxydiag.fidelity.config import FidelityConfig
-from proxydiag.fidelity.progress import not_learning
 from proxydiag.fidelity.result import Comparison
+from proxydiag.report._fragments import comparison_block
 from proxydiag.report.comparison import markdown, text
-from proxydiag.report.fragments import comparison_block
 from proxydiag.run import Run
 from tests._paths import ROOT, SCHEMAS
 
@@ -86,7 +86,7 @@ def test_a_proxy_that_reproduces_the_fault_but_does_not_learn_is_unfaithful() ->
     assert pre.learning["reward"]["fraction_ci"][1] < 0.5
     assert any("does not learn" in r for r in c.reasons)
     whole = faulty(diverging(41, ONSET, learns=False), config=CFG.replace(whole_run_tests=True))
-    assert aggregate.dynamics(whole.metrics, CFG) >= 0.9  # the whole range alone scores high
+    assert _aggregate.dynamics(whole.metrics, CFG) >= 0.9  # the whole range alone scores high
     assert whole.verdict == "unfaithful"  # and the phases still decide
 
 
@@ -125,7 +125,7 @@ def test_larger_noisier_gradients_before_the_fault_are_not_averaged_away() -> No
         diverging(42, ONSET, grad_scale=4.0, grad_noise=3.0),
         config=CFG.replace(whole_run_tests=True),
     )
-    assert aggregate.dynamics(whole.metrics, CFG) >= 0.8  # what the whole range alone says
+    assert _aggregate.dynamics(whole.metrics, CFG) >= 0.8  # what the whole range alone says
     assert c.verdict == "partial" and c.fidelity <= CFG.partial_below
 
 

@@ -14,8 +14,8 @@ from proxydiag.evaluate.compare import PairResult, score
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.recommend import ProxyCost, recommend
 from proxydiag.frame import raw
+from proxydiag.report._fleet import Fleet
 from proxydiag.report.dashboard import recommended_table
-from proxydiag.report.fleet import Fleet
 from proxydiag.report.recommend import lines, store_recommendations
 from proxydiag.run import Run
 from proxydiag.run.build import build_run

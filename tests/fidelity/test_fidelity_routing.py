@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from _fidelity_runs import compare_healthy, curves
 
+from proxydiag.fidelity._routing import is_routing, no_routing
 from proxydiag.fidelity.config import FidelityConfig
-from proxydiag.fidelity.routing import is_routing, no_routing
 from proxydiag.frame import raw
 from proxydiag.ingest import read_run
 from proxydiag.run import Run

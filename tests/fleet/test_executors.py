@@ -13,9 +13,9 @@ from fleet_helpers import kill_on, sample_group
 
 from proxydiag.errors import ConfigError
 from proxydiag.fleet import make_executor
+from proxydiag.fleet._local_pool import LocalPool
 from proxydiag.fleet.executor import Serial
 from proxydiag.fleet.ingest import ingest_sources
-from proxydiag.fleet.local_pool import LocalPool
 from proxydiag.fleet.tasks import ReadSpec, reader_name
 from proxydiag.ingest import ReadContext, discover
 from proxydiag.store import RunStore

@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 from fleet_helpers import run_cli, sample_group, store_state
 
-from proxydiag.fleet.batch import Batching
+from proxydiag.fleet._batch import Batching
 from proxydiag.fleet.executor import Serial
 from proxydiag.fleet.ingest import ingest_sources
 from proxydiag.fleet.tasks import Read, ReadSpec, SourceItem, read_source, reader_name
@@ -33,7 +33,7 @@ BATCH = 3
 DRIVER = """
 import os, signal, sys, time
 from pathlib import Path
-from proxydiag.fleet.batch import Batching
+from proxydiag.fleet._batch import Batching
 from proxydiag.fleet.executor import Serial
 from proxydiag.fleet.ingest import ingest_sources
 from proxydiag.fleet.tasks import ReadSpec, read_source, reader_name

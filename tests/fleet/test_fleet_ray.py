@@ -14,8 +14,8 @@ import fleet_helpers
 import pytest
 from fleet_helpers import kill_once, run_cli, sample_group, store_state
 
+from proxydiag.fleet._ray_pool import RayPool
 from proxydiag.fleet.ingest import ingest_sources
-from proxydiag.fleet.ray_pool import RayPool
 from proxydiag.fleet.tasks import ReadSpec, reader_name
 from proxydiag.ingest import ReadContext, discover
 from proxydiag.store import RunStore

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fleet_helpers import FAST, GROUP, SAMPLE_RUNS, ingest_quietly, run_cli, sample_group
 
-from proxydiag.fleet.local_pool import LocalPool
-from proxydiag.report.fleet import load_fleet
+from proxydiag.fleet._local_pool import LocalPool
+from proxydiag.report._fleet import load_fleet
 from proxydiag.store import RunStore
 
 

@@ -11,8 +11,8 @@ import polars as pl
 from _fleet_data import fleet_store, fleet_with
 from _report_data import XSS, make_run
 
+from proxydiag.report._fleet import key_metrics, load_fleet
 from proxydiag.report.dashboard import dashboard_html
-from proxydiag.report.fleet import key_metrics, load_fleet
 from proxydiag.run import Run
 
 

@@ -14,7 +14,7 @@ from _report_data import make_comparison, make_diagnosis, make_run
 from _spies import recorded
 
 from proxydiag.diagnose import api as diagnose_api
-from proxydiag.report.fleet import load_fleet
+from proxydiag.report._fleet import load_fleet
 from proxydiag.run import Run
 from proxydiag.store import RunStore
 

@@ -10,10 +10,10 @@ import pytest
 from _report_data import make_diagnosis, make_run, scenario
 
 from proxydiag.errors import AnalysisError
+from proxydiag.report._downsample import minmax_indices, prepare
+from proxydiag.report._figures import metric_panel
+from proxydiag.report._page import plotly_js
 from proxydiag.report.api import report, resolve
-from proxydiag.report.downsample import minmax_indices, prepare
-from proxydiag.report.figures import metric_panel
-from proxydiag.report.page import plotly_js
 
 
 def _figures(html: str) -> list[dict[str, object]]:
@@ -150,7 +150,7 @@ def test_notebook_reprs_are_escaped_fragments() -> None:
 
 
 def test_timeline_rows_and_root_cause() -> None:
-    from proxydiag.report.timeline import MAX_DETAIL_ROWS, timeline_figure
+    from proxydiag.report._timeline import MAX_DETAIL_ROWS, timeline_figure
 
     s = scenario(n_steps=300)
     full_d, proxy_d = s["diagnoses"][0], s["diagnoses"][3]  # type: ignore[index]

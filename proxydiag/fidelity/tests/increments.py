@@ -16,10 +16,10 @@ import numpy as np
 import numpy.typing as npt
 
 from proxydiag.align.grid import MetricGrid
+from proxydiag.fidelity._scoring import fmt, reference, relative, seed_score
+from proxydiag.fidelity._stats import increments, percentile_ci, robust_sigma
 from proxydiag.fidelity.context import MetricContext
 from proxydiag.fidelity.result import TestResult
-from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score
-from proxydiag.fidelity.stats import increments, percentile_ci, robust_sigma
 from proxydiag.run import Run
 
 Floats = npt.NDArray[np.float64]

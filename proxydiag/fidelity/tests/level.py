@@ -15,9 +15,9 @@ import numpy as np
 import numpy.typing as npt
 
 from proxydiag.align.grid import MetricGrid
+from proxydiag.fidelity._scoring import fmt, reference, relative
 from proxydiag.fidelity.context import MetricContext
 from proxydiag.fidelity.result import TestResult
-from proxydiag.fidelity.scoring import fmt, reference, relative
 from proxydiag.run import Run
 
 Floats = npt.NDArray[np.float64]

@@ -27,10 +27,10 @@ from dtaidistance import dtw
 from proxydiag.align.grid import MetricGrid
 from proxydiag.align.noise import block_points_for, pseudo_seeds
 from proxydiag.align.resample import minmax_downsample
+from proxydiag.fidelity._scoring import fmt, reference, relative, seed_score
+from proxydiag.fidelity._stats import normalise, percentile_ci
 from proxydiag.fidelity.context import MetricContext
 from proxydiag.fidelity.result import TestResult
-from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score
-from proxydiag.fidelity.stats import normalise, percentile_ci
 from proxydiag.run import Run
 
 Floats = npt.NDArray[np.float64]

@@ -18,10 +18,10 @@ import numpy.typing as npt
 
 from proxydiag.align.grid import MetricGrid
 from proxydiag.align.smooth import smooth, window_for
+from proxydiag.fidelity._scoring import fmt, reference, relative, seed_score
+from proxydiag.fidelity._stats import percentile_ci, ranks, robust_sigma, row_pearson
 from proxydiag.fidelity.context import MetricContext
 from proxydiag.fidelity.result import TestResult
-from proxydiag.fidelity.scoring import fmt, reference, relative, seed_score
-from proxydiag.fidelity.stats import percentile_ci, ranks, robust_sigma, row_pearson
 from proxydiag.run import Run
 
 Floats = npt.NDArray[np.float64]

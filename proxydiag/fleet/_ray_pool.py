@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from proxydiag.errors import MissingExtraError, ProxydiagError
+from proxydiag.fleet._local_pool import attempt_quietly, replay_warnings
 from proxydiag.fleet.executor import Outcome, in_order, one_line
-from proxydiag.fleet.local_pool import attempt_quietly, replay_warnings
 
 #: Ray's default for tasks, said explicitly: a dead worker's task runs again up to 3 times
 MAX_RETRIES = 3

@@ -15,7 +15,7 @@ from string import Template
 
 import plotly.graph_objects as go
 
-from proxydiag.report.escape import script_json
+from proxydiag.report._escape import script_json
 
 PACKAGE = "proxydiag.report"
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from proxydiag.fidelity.aggregate import metric_fidelity
+from proxydiag.fidelity._aggregate import metric_fidelity
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.result import MetricFidelity, TestResult
 

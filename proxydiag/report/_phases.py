@@ -1,5 +1,5 @@
 """The phases of a comparison (pre-fault learning, fault response) as text and Markdown rows
-(the HTML table is :func:`proxydiag.report.fragments.phase_table`).
+(the HTML table is :func:`proxydiag.report._fragments.phase_table`).
 
 One row per phase: its range in progress, verdict, fidelity with its interval, the learning
 progress of reward / loss / entropy, and the first reason. A comparison without phases (one
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from proxydiag.fidelity.result import Comparison, PhaseFidelity
-from proxydiag.report.escape import md
+from proxydiag.report._escape import md
 
 HEAD = ["phase", "progress", "verdict", "fidelity [CI]", "learning", "why"]
 

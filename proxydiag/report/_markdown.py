@@ -1,16 +1,16 @@
 """The Markdown report: fits a PR comment or a chat message.
 
 Verdict and labels (one line each), onset, the top evidence, the fidelity table, and the first
-hints. User strings are escaped for Markdown and HTML (:func:`~proxydiag.report.escape.md`).
+hints. User strings are escaped for Markdown and HTML (:func:`~proxydiag.report._escape.md`).
 """
 
 from __future__ import annotations
 
-from proxydiag.report import phases
+from proxydiag.report import _phases
+from proxydiag.report._escape import md
+from proxydiag.report._fragments import top_events
+from proxydiag.report._text import ci_text, label_sentence, num, step_text, verdict_sentence
 from proxydiag.report.content import ReportContent
-from proxydiag.report.escape import md
-from proxydiag.report.fragments import top_events
-from proxydiag.report.text import ci_text, label_sentence, num, step_text, verdict_sentence
 
 TOP_EVIDENCE = 3
 TOP_HINTS = 2
@@ -25,7 +25,7 @@ def _fidelity_lines(content: ReportContent) -> list[str]:
         f"| {md(name)} | {num(m.score)} | {ci_text(m.ci)} | {num(m.seed_baseline)} | {m.verdict} |"
         for name, m in c.metrics.items()
     ]
-    return lines + phases.markdown_lines(c)
+    return lines + _phases.markdown_lines(c)
 
 
 def report_markdown(content: ReportContent) -> str:

@@ -38,8 +38,8 @@ import numpy.typing as npt
 from proxydiag.align.grid import MetricGrid
 from proxydiag.align.noise import block_points_for
 from proxydiag.align.smooth import smooth, window_for
+from proxydiag.fidelity._stats import robust_sigma
 from proxydiag.fidelity.config import FidelityConfig
-from proxydiag.fidelity.stats import robust_sigma
 from proxydiag.fidelity.tests.trend import Change
 
 Floats = npt.NDArray[np.float64]

@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.events import Event
-from proxydiag.report.escape import esc
-from proxydiag.report.figures import base_layout, empty_note
+from proxydiag.report._escape import esc
+from proxydiag.report._figures import base_layout, empty_note
 
 SEVERITY_COLOR = {"critical": "#c62828", "warning": "#ef8f00", "info": "#aab2bb"}
 #: bar thickness: context (info) thin, so what decides the label stands out on top of it

@@ -42,12 +42,12 @@ from typing import Any
 
 import numpy as np
 
-from proxydiag.fidelity import progress
-from proxydiag.fidelity.aggregate import dynamics, metric_weight
+from proxydiag.fidelity import _progress
+from proxydiag.fidelity._aggregate import dynamics, metric_weight
+from proxydiag.fidelity._stats import percentile_ci
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.phases import FAULT, PRE_FAULT, Phase
 from proxydiag.fidelity.result import MetricFidelity, PhaseFidelity, PhaseVerdict, TestResult
-from proxydiag.fidelity.stats import percentile_ci
 
 _RANK: dict[str, int] = {"faithful": 0, "undecidable": 0, "partial": 1, "unfaithful": 2}
 
@@ -121,13 +121,13 @@ def judge(
     score = dynamics(metrics, config)
     reasons: list[str] = []
     verdict: PhaseVerdict = "faithful"
-    gap = progress.not_learning(learning, config) if phase.name == PRE_FAULT else None
+    gap = _progress.not_learning(learning, config) if phase.name == PRE_FAULT else None
     if gap:
         verdict = "unfaithful"
         reasons.append(gap)
     points = _points(metrics)
     sparse = points < config.phase_min_points  # only the robust rules: levels and learning
-    lagging = progress.off(learning, pace=not sparse) if phase.name != FAULT else {}
+    lagging = _progress.off(learning, pace=not sparse) if phase.name != FAULT else {}
     reasons += [f"learning: {why}" for why in lagging.values()]
     key_off = [
         m

@@ -1,6 +1,6 @@
 """Escaped HTML fragments shared by the report, the notebook reprs and the dashboard.
 
-Every user string goes through :func:`~proxydiag.report.escape.esc`; nothing here takes raw
+Every user string goes through :func:`~proxydiag.report._escape.esc`; nothing here takes raw
 HTML from a run.
 """
 
@@ -11,9 +11,9 @@ from collections.abc import Collection, Iterable, Sequence
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.events import Event
 from proxydiag.fidelity.result import Comparison, MetricFidelity
-from proxydiag.report import phases
-from proxydiag.report.escape import esc
-from proxydiag.report.text import (
+from proxydiag.report import _phases
+from proxydiag.report._escape import esc
+from proxydiag.report._text import (
     ci_text,
     fault_sentence,
     label_sentence,
@@ -154,10 +154,10 @@ def phase_table(c: Comparison) -> str:
     if not c.phases:
         return ""
     rows = [
-        [badge(cell) if k == 2 else esc(cell) for k, cell in enumerate(phases.phase_row(p))]
+        [badge(cell) if k == 2 else esc(cell) for k, cell in enumerate(_phases.phase_row(p))]
         for p in c.phases
     ]
-    return "<p><b>Phases</b></p>" + grid_table(phases.HEAD, rows, numeric={"fidelity [CI]"})
+    return "<p><b>Phases</b></p>" + grid_table(_phases.HEAD, rows, numeric={"fidelity [CI]"})
 
 
 def comparison_block(c: Comparison) -> str:

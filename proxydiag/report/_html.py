@@ -6,11 +6,10 @@ min/max-preserving downsampling; every number in a table comes from the full dat
 
 from __future__ import annotations
 
-from proxydiag.report.axis import step_to_axis
-from proxydiag.report.content import ReportContent
-from proxydiag.report.downsample import DEFAULT_BUCKETS
-from proxydiag.report.escape import esc
-from proxydiag.report.figures import (
+from proxydiag.report._axis import step_to_axis
+from proxydiag.report._downsample import DEFAULT_BUCKETS
+from proxydiag.report._escape import esc
+from proxydiag.report._figures import (
     FULL_COLOR,
     OTHER_COLORS,
     PROXY_COLOR,
@@ -18,9 +17,10 @@ from proxydiag.report.figures import (
     Onset,
     metric_panel,
 )
-from proxydiag.report.fragments import comparison_block, evidence_block, label_line, verdict_line
-from proxydiag.report.page import FigureSet, render
-from proxydiag.report.timeline import timeline_figure
+from proxydiag.report._fragments import comparison_block, evidence_block, label_line, verdict_line
+from proxydiag.report._page import FigureSet, render
+from proxydiag.report._timeline import timeline_figure
+from proxydiag.report.content import ReportContent
 
 ROLE_COLOR = {"full": FULL_COLOR, "proxy": PROXY_COLOR, "seed": SEED_COLOR, "run": "#2e7d32"}
 

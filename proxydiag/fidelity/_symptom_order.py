@@ -27,9 +27,9 @@ import numpy as np
 
 from proxydiag.align.grid import Floats, Grid, MetricGrid
 from proxydiag.diagnose.result import Diagnosis
+from proxydiag.fidelity._scoring import fmt, reference, relative
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.result import TestResult
-from proxydiag.fidelity.scoring import fmt, reference, relative
 
 NAME = "events"
 Events = dict[str, list[float]]  # kind:metric -> onsets in progress

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 
-from proxydiag.report.axis import AXIS_TITLES, to_axis
-from proxydiag.report.downsample import DEFAULT_BUCKETS, Drawable, bucket_means, prepare
-from proxydiag.report.escape import esc
+from proxydiag.report._axis import AXIS_TITLES, to_axis
+from proxydiag.report._downsample import DEFAULT_BUCKETS, Drawable, bucket_means, prepare
+from proxydiag.report._escape import esc
 from proxydiag.run import Run
 
 FULL_COLOR = "#1f6fb4"

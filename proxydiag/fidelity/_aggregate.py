@@ -19,7 +19,7 @@ step time, counters, lr) weighted 0. Verdict rules (the issue's):
    ``learn_min_sigma`` σ of its own noise unless it gains ``learn_noisy_fraction`` of the full
    run's change by at least half that many σ: a noisier proxy that learns) → ``unfaithful``;
 3. otherwise two or more key metrics (or mismatch metrics) not faithful, one diverged, the
-   symptoms in another order than the seeds agree on (:mod:`~proxydiag.fidelity.symptom_order`), or
+   symptoms in another order than the seeds agree on (:mod:`~proxydiag.fidelity._symptom_order`), or
    dynamics < ``partial_below`` (0.8) → ``partial``;
 4. otherwise ``faithful``.
 
@@ -38,6 +38,8 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
+from proxydiag.fidelity._scoring import fmt, verdict
+from proxydiag.fidelity._stats import percentile_ci
 from proxydiag.fidelity.config import FidelityConfig
 from proxydiag.fidelity.fault_match import seeds_split
 from proxydiag.fidelity.result import (
@@ -47,8 +49,6 @@ from proxydiag.fidelity.result import (
     TestResult,
     Verdict,
 )
-from proxydiag.fidelity.scoring import fmt, verdict
-from proxydiag.fidelity.stats import percentile_ci
 from proxydiag.metrics import is_mismatch
 
 Floats = npt.NDArray[np.float64]
