@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -29,6 +30,15 @@ def sub_app(name: str, help_text: str) -> typer.Typer:
 #: stdout for results, stderr for progress, warnings and errors
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def json_line(text: str, *, flush: bool = False) -> None:
+    """One JSON Lines record on stdout, written as is: a fleet prints thousands, and rich's
+    console costs ~0.5 ms a line (10,000 runs: 5.8 s of 7.6 s of ``runs -f json``). ``flush``
+    for what a reader waits on (a live alert piped into another program)."""
+    sys.stdout.write(text + "\n")
+    if flush:
+        sys.stdout.flush()
 
 
 def output_dir(path: Path) -> Path:

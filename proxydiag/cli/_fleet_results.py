@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from proxydiag.cli._app import out
+from proxydiag.cli._app import json_line, out
 from proxydiag.cli._fleet import report_failures
 from proxydiag.cli._options import Destination
 from proxydiag.cli._results import keep_diagnosis, load
@@ -65,7 +65,7 @@ def print_diagnosis(d: Diagnosis, fmt: str) -> None:
     from proxydiag.report.diagnosis import markdown, text
 
     if fmt == "json":
-        out.print(json.dumps(d.to_dict()), markup=False, soft_wrap=True, highlight=False)
+        json_line(json.dumps(d.to_dict()))
     else:
         out.print(markdown(d) if fmt == "markdown" else text(d), markup=False)
         out.print("")
@@ -152,7 +152,7 @@ def stored_comparisons(
         if result.reason:
             tally.failures.append((result.key, result.reason))
             continue
-        out.print(json.dumps(result.value), markup=False, soft_wrap=True, highlight=False)
+        json_line(json.dumps(result.value))
         tally.matched = tally.matched or result.value.get("verdict") in failing
     return tally
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from proxydiag.cli._app import app, out
+from proxydiag.cli._app import app, json_line, out
 from proxydiag.cli._options import DEFAULT_STORE, LineFormat, LineFormatOpt, MaybeStoreOpt, StoreOpt
 from proxydiag.cli.show import cell, show
 
@@ -81,12 +81,7 @@ def _print_json(target: RunStore) -> None:
     names = {"run": "id", "n_points": "points", "n_metrics": "metrics"}
     listed = ("run", "name", "role", "group", "n_points", "n_metrics", "source")
     for row in run_index(target).select(listed).iter_rows(named=True):
-        out.print(
-            json.dumps({names.get(k, k): v for k, v in row.items()}),
-            markup=False,
-            soft_wrap=True,
-            highlight=False,
-        )
+        json_line(json.dumps({names.get(k, k): v for k, v in row.items()}))
 
 
 def _number(value: object) -> object:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from proxydiag.cli._app import app, err, out
+from proxydiag.cli._app import app, err, json_line, out
 from proxydiag.cli._options import (
     DEFAULT_STORE,
     AliasesOpt,
@@ -265,7 +265,7 @@ def _final(run: str, name: str, d: Any, source: str, ckpt: Any = None) -> dict[s
 
 def _emit(obj: dict[str, Any], fmt: str) -> None:
     if fmt == "json":
-        out.print(json.dumps(obj), markup=False, soft_wrap=True, highlight=False)
+        json_line(json.dumps(obj), flush=True)
         return
     back = obj.get("rollback")
     where = (
