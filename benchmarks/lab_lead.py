@@ -12,7 +12,8 @@ fault it can inject plus ``lr_blowup`` as a non-precision control (``--seeds``, 
   pre-fault level (the median of the ``--window`` steps before the fault), the lab's own
   collapse (docs/lab.md, ``policy_collapse``); a run with neither has no collapse within its
   steps;
-- **lead** = collapse step − the alert's ``raised_at_step``.
+- **lead** = collapse step − the alert's ``raised_at_step``; a run alerted that does not
+  collapse gives only a lower bound, ``steps`` − the alert's step (censored).
 
 Prints a markdown table per fault (runs, collapses, alert and collapse step as median and
 range, lead as median and min–max over seeds) and writes ``DIR/lead.json``. Needs the ``lab``
@@ -128,6 +129,9 @@ def summarise(rows: list[RunLead]) -> list[dict[str, object]]:
         alerts = [r.alert.raised_at_step for r in mine if r.alert is not None]
         collapses = [r.collapse_step for r in mine if r.collapse_step is not None]
         leads = [r.lead for r in mine if r.lead is not None]
+        # alerted runs without a collapse: any collapse comes after the last step, so the
+        # lead is at least steps - alert (censored)
+        censored = [r.steps - r.alert.raised_at_step for r in mine if r.alert and r.lead is None]
         out.append(
             {
                 "fault": fault,
@@ -138,10 +142,15 @@ def summarise(rows: list[RunLead]) -> list[dict[str, object]]:
                 "alert_step": _med_range(alerts),
                 "collapse_step": _med_range(collapses),
                 "lead": _med_range(leads),
+                "lead_at_least": min(censored) if censored else None,
                 "steps": max(r.steps for r in mine),
             }
         )
     return out
+
+
+def leads_known(t: dict[str, object]) -> bool:
+    return t["lead"] != "–"
 
 
 def markdown(table: list[dict[str, object]]) -> str:
@@ -155,7 +164,10 @@ def markdown(table: list[dict[str, object]]) -> str:
         by = ", ".join(str(b) for b in t["collapse_by"])  # type: ignore[attr-defined]
         coll = f"{t['collapses']}/{n}" + (f" ({by})" if by else "")
         cstep = t["collapse_step"] if t["collapses"] else f"none within {t['steps']} steps"
-        lead = t["lead"] if t["collapses"] and t["alerted"] else "–"
+        lead = t["lead"] if leads_known(t) else ""
+        if t["lead_at_least"] is not None:
+            lead += ("; " if lead else "") + f"≥ {t['lead_at_least']} (no collapse yet)"
+        lead = lead or "–"
         body += (
             f"| {t['fault']} | {n} | {t['alerted']}/{n} | {t['alert_step']} | {coll} "
             f"| {cstep} | {lead} |\n"

@@ -103,4 +103,5 @@ def test_lead_and_the_table() -> None:
     assert len(md) == 4 and md[2].startswith("| fp8_sampler | 3 | 3/3 | 48 (46–50) | 2/3")
     assert md[3] == "| lr_blowup | 1 | 0/1 | – | 1/1 (loss_divergence) | 43 | – |"
     never = summarise([RunLead("stale_sync", 0, 120, Alert(45, 40), "precision_fault", None, None)])
-    assert "none within 120 steps" in markdown(never)
+    assert "| none within 120 steps | ≥ 75 (no collapse yet) |" in markdown(never)
+    assert fp8["lead_at_least"] == 52 and "32 (20–44); ≥ 52 (no collapse yet)" in md[2]
