@@ -7,7 +7,9 @@ fault it can inject plus ``lr_blowup`` as a non-precision control (``--seeds``, 
 - **first precision alert**: ``proxydiag watch RUN --replay --every 1 --format json``, the first
   alert whose class is ``precision_fault``; its ``raised_at_step`` (when a live guard would have
   said it) and its ``onset_step``;
-- **collapse step**: the onset of the offline diagnosis when its label is ``loss_divergence``;
+- **collapse step**: the onset of the offline diagnosis when its label is ``loss_divergence``
+  and the onset is not before the fault by more than the onset tolerance of
+  ``proxydiag bench diagnose`` (max(5 steps, 2% of the run));
   otherwise the first step at or after the fault where the reward falls to a quarter of its
   pre-fault level (the median of the ``--window`` steps before the fault), the lab's own
   collapse (docs/lab.md, ``policy_collapse``); a run with neither has no collapse within its
@@ -34,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from proxydiag.evaluate.diagnose import tolerance
+
 PRECISION_FAULTS = ("bf16_sampler", "fp8_sampler", "stale_sync", "partial_sync", "bf16_increment")
 CONTROL = ("lr_blowup",)
 #: the collapse: the reward falls to this fraction of its pre-fault level
@@ -53,6 +57,7 @@ class RunLead:
     steps: int
     alert: Alert | None
     label: str
+    onset: int | None
     #: the collapse step and what decided it ("loss_divergence" onset or "reward_quarter")
     collapse_step: int | None
     collapse_by: str | None
@@ -102,10 +107,14 @@ def reward_collapse_step(
 
 
 def collapse_of(
-    label: str, onset: int | None, reward_step: int | None
+    label: str, onset: int | None, reward_step: int | None, fault_step: int, *, steps: int
 ) -> tuple[int | None, str | None]:
-    """The collapse step: the divergence onset when diagnosed so, else the reward's quarter."""
-    if label == "loss_divergence" and onset is not None:
+    """The collapse step: the divergence onset when diagnosed so, else the reward's quarter.
+    A divergence dated before the injected fault by more than the benchmark's onset tolerance
+    (``proxydiag bench diagnose``: max(5 steps, 2% of the run) at one step per point) is not
+    one the fault caused: the reward decides then."""
+    early = fault_step - tolerance(span_steps=steps, log_interval=1)
+    if label == "loss_divergence" and onset is not None and onset >= early:
         return onset, "loss_divergence"
     if reward_step is not None:
         return reward_step, "reward_quarter"
@@ -200,8 +209,10 @@ def measure(run_dir: Path, *, fault: str, seed: int, steps: int, fault_step: int
     run = read_run(str(run_dir))
     d = diagnose(run)
     s, r = run.series("reward")
-    step, by = collapse_of(d.label, d.onset_step, reward_collapse_step(s, r, fault_step))
-    return RunLead(fault, seed, steps, watch_alert(run_dir), d.label, step, by)
+    step, by = collapse_of(
+        d.label, d.onset_step, reward_collapse_step(s, r, fault_step), fault_step, steps=steps
+    )
+    return RunLead(fault, seed, steps, watch_alert(run_dir), d.label, d.onset_step, step, by)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -233,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     for r in rows:
         a = r.alert
         print(
-            f"{r.fault} s{r.seed}: label {r.label}; precision alert "
+            f"{r.fault} s{r.seed}: label {r.label}@{r.onset}; precision alert "
             f"{'none' if a is None else f'@{a.raised_at_step} (onset {a.onset_step})'}; "
             f"collapse {r.collapse_step} ({r.collapse_by}); lead {r.lead}"
         )

@@ -79,17 +79,23 @@ def test_a_drop_before_the_fault_does_not_count_and_nan_is_no_collapse() -> None
 
 
 def test_collapse_prefers_the_divergence_onset() -> None:
-    assert collapse_of("loss_divergence", 43, 46) == (43, "loss_divergence")
-    assert collapse_of("precision_fault", 40, 80) == (80, "reward_quarter")
-    assert collapse_of("precision_fault", 40, None) == (None, None)
+    assert collapse_of("loss_divergence", 43, 46, 40, steps=100) == (43, "loss_divergence")
+    assert collapse_of("precision_fault", 40, 80, 40, steps=100) == (80, "reward_quarter")
+    assert collapse_of("precision_fault", 40, None, 40, steps=100) == (None, None)
+    # within the onset tolerance (5 steps here, 2% of a 1000-step run) before the fault: its
+    # own; further before: not the fault's collapse, the reward decides
+    assert collapse_of("loss_divergence", 38, 49, 40, steps=100) == (38, "loss_divergence")
+    assert collapse_of("loss_divergence", 29, None, 40, steps=200) == (None, None)
+    assert collapse_of("loss_divergence", 29, 70, 40, steps=200) == (70, "reward_quarter")
+    assert collapse_of("loss_divergence", 385, None, 400, steps=1000) == (385, "loss_divergence")
 
 
 def test_lead_and_the_table() -> None:
     rows = [
-        RunLead("fp8_sampler", 0, 100, Alert(50, 40), "precision_fault", 70, "reward_quarter"),
-        RunLead("fp8_sampler", 1, 100, Alert(46, 40), "precision_fault", 90, "reward_quarter"),
-        RunLead("fp8_sampler", 2, 100, Alert(48, 39), "precision_fault", None, None),
-        RunLead("lr_blowup", 0, 100, None, "loss_divergence", 43, "loss_divergence"),
+        RunLead("fp8_sampler", 0, 100, Alert(50, 40), "precision_fault", 40, 70, "reward_quarter"),
+        RunLead("fp8_sampler", 1, 100, Alert(46, 40), "precision_fault", 40, 90, "reward_quarter"),
+        RunLead("fp8_sampler", 2, 100, Alert(48, 39), "precision_fault", 40, None, None),
+        RunLead("lr_blowup", 0, 100, None, "loss_divergence", 43, 43, "loss_divergence"),
     ]
     assert [r.lead for r in rows] == [20, 44, None, None]
     table = summarise(rows)
@@ -102,6 +108,8 @@ def test_lead_and_the_table() -> None:
     md = markdown(table).splitlines()
     assert len(md) == 4 and md[2].startswith("| fp8_sampler | 3 | 3/3 | 48 (46–50) | 2/3")
     assert md[3] == "| lr_blowup | 1 | 0/1 | – | 1/1 (loss_divergence) | 43 | – |"
-    never = summarise([RunLead("stale_sync", 0, 120, Alert(45, 40), "precision_fault", None, None)])
+    never = summarise(
+        [RunLead("stale_sync", 0, 120, Alert(45, 40), "precision_fault", 40, None, None)]
+    )
     assert "| none within 120 steps | ≥ 75 (no collapse yet) |" in markdown(never)
     assert fp8["lead_at_least"] == 52 and "32 (20–44); ≥ 52 (no collapse yet)" in md[2]
