@@ -25,8 +25,10 @@ if TYPE_CHECKING:
     from proxydiag.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
-#: files whose presence shows that a directory is a proxydiag store we may overwrite
-_STORE_MARKERS = ("catalog.duckdb", "runs")
+#: what shows a directory is a proxydiag store we may overwrite: its catalog, its run files, or
+#: the live guard's state (`watch` keeps it in STORE/watch: a store used by `watch` before any
+#: ingest holds only that)
+_STORE_MARKERS = ("catalog.duckdb", "runs", "watch")
 
 
 @dataclass
