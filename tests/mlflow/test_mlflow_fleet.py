@@ -218,3 +218,52 @@ def test_requests_per_worker_are_bounded(
     peak[0] = 0
     mlflow_uri.read_mlflow_runs(mlflow_server.uri, ids, ctx=ReadContext(options={"requests": 3}))
     assert peak[0] == 3
+
+
+def test_ctrl_c_midway_then_a_rerun_reads_only_the_runs_not_stored(
+    mlflow_server: MlflowServer,
+    sweep: dict[str, Any],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """SIGINT to a real ``proxydiag ingest`` once its first batch is stored; the re-run reads
+    the runs the interrupted one did not store (and the live one), and ends where one
+    uninterrupted ingest does."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    store = tmp_path / "s"
+    args = ["--mlflow-experiment", "fleet-sweep", "--tracking-uri", mlflow_server.uri]
+    env = {**os.environ, mlflow_rest.REQUESTS_ENV: "1"}  # one request at a time: slower
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "proxydiag", "ingest", *args, "--store", str(store)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        if (store / "catalog.duckdb").exists() and RunStore(store).runs().height:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=60)
+    stored = set(RunStore(store).runs()["source"].to_list())
+    ended = {f"runs:/{rid}" for rid in sweep["ended"]}
+    if proc.returncode == 0:  # the machine was quicker than the poll: nothing left to resume
+        pytest.skip("the ingest finished before it could be interrupted")
+    assert proc.returncode != 0 and b"Traceback" not in stderr, stderr
+    assert 0 < len(stored & ended) < N_RUNS
+
+    read = _count_reads(monkeypatch)
+    code, _, err = _ingest(mlflow_server, "fleet-sweep", store, capsys)
+    assert code == 0, err
+    assert sorted(f"runs:/{rid}" for rid in read) == sorted(
+        [*(ended - stored), f"runs:/{sweep['live']}"]
+    )
+    code, _, err = _ingest(mlflow_server, "fleet-sweep", tmp_path / "whole", capsys)
+    assert code == 0, err
+    assert _state(store) == _state(tmp_path / "whole")
