@@ -16,6 +16,12 @@ Inputs (generated, cached under ``benchmarks/.cache``): one run of 50 keys × 20
 
 ``MlflowClient.get_metric_history`` on the stores is measured on 5 of the 50 keys and scaled
 ×10 (it needs ~30 s per 10^6 points); the note says so.
+
+An experiment as a fleet (:func:`_experiment_rows`): 200 small runs × 5 keys × 200 steps
+(smoke: 10 runs) in a server's sqlite store. ``proxydiag ingest --mlflow-experiment`` with
+``--workers 1`` and ``--workers 2`` into a fresh store, against ``MlflowClient`` fetching the
+same histories (``search_runs``, then ``get_metric_history`` per key per run), each a fresh
+process (interpreter and import start-up included on both sides); runs per second in the note.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ import math
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -139,7 +148,7 @@ def run(ctx: Context) -> list[Row]:
     os.environ.update(QUIET)
     data = _inputs(ctx)
     rows = _sqlite_rows(ctx, data) + _file_rows(ctx, data)
-    return rows + _server_rows(ctx, data)
+    return rows + _server_rows(ctx, data) + _experiment_rows(ctx)
 
 
 def _history_loop(client: Any, rid: str, keys: list[str]) -> int:
@@ -295,4 +304,110 @@ def _server_rows(ctx: Context, data: dict[str, Any]) -> list[Row]:
             "8 concurrent, completeness checked",
         ),
         Row(group, "get_metric_history loop", times["sequential"], n, note="one key after another"),
+    ]
+
+
+# -- an experiment of many small runs, ingested as a fleet --------------------------------
+
+_CLIENT_LOOP = """
+import sys
+from mlflow import MlflowClient
+client = MlflowClient(sys.argv[1])
+exp = client.get_experiment_by_name("bench").experiment_id
+points, token = 0, None
+while True:
+    page = client.search_runs([exp], max_results=1000, page_token=token)
+    for run in page:
+        for key in run.data.metrics:
+            points += len(client.get_metric_history(run.info.run_id, key))
+    token = page.token
+    if not token:
+        break
+print(points)
+"""
+
+
+def _experiment_rows(ctx: Context) -> list[Row]:
+    n_runs, n_keys, n_steps = ctx.size(200, 10), 5, 200
+    base = ctx.cache / f"mlflow-experiment-{n_runs}x{n_keys}x{n_steps}"
+    if not (base / "done").exists():
+        shutil.rmtree(base, ignore_errors=True)
+        base.mkdir(parents=True)
+        make_sqlite(base / "src.db", {f"r{i:04d}": (n_keys, n_steps) for i in range(n_runs)})
+        (base / "done").write_text("ok")
+    db = base / "server.db"  # the server may migrate or write: a copy
+    shutil.copyfile(base / "src.db", db)
+    points = n_runs * n_keys * n_steps
+    env = {**os.environ, **QUIET}
+    env.pop("MLFLOW_TRACKING_URI", None)
+
+    def ingest(uri: str, workers: int) -> int:
+        with tempfile.TemporaryDirectory(dir=base) as tmp:
+            args = ["ingest", "--mlflow-experiment", "bench", "--tracking-uri", uri]
+            args += ["--store", f"{tmp}/store", "--workers", str(workers)]
+            subprocess.run(
+                [sys.executable, "-m", "proxydiag", *args],
+                check=True,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            from proxydiag.store import RunStore
+
+            stored = RunStore(f"{tmp}/store").runs()
+            assert stored.height == n_runs, stored.height
+            return int(stored["n_points"].sum())
+
+    def client(uri: str) -> int:
+        out = subprocess.run(
+            [sys.executable, "-c", _CLIENT_LOOP, uri],
+            check=True,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        return int(out.stdout.strip())
+
+    def check(name: str, got: int) -> None:
+        assert got == points, (name, got, points)
+
+    with start(base, db=db, workers=None) as server:
+        times = alternate(
+            {
+                "proxydiag": lambda: ingest(server.uri, 1),
+                "proxydiag --workers 2": lambda: ingest(server.uri, 2),
+                "MlflowClient": lambda: client(server.uri),
+            },
+            repeat=min(ctx.repeat, 3),
+            check=check,
+        )
+    group = f"mlflow experiment, {n_runs} runs × {n_keys} keys × {n_steps} steps (server)"
+
+    def rate(name: str) -> str:
+        return f"{n_runs / sorted(times[name])[len(times[name]) // 2]:.1f} runs/s"
+
+    return [
+        Row(
+            group,
+            "proxydiag",
+            times["proxydiag"],
+            points,
+            note=f"{rate('proxydiag')}; `proxydiag ingest --mlflow-experiment --workers 1` "
+            "into a fresh store",
+        ),
+        Row(
+            group,
+            "proxydiag --workers 2",
+            times["proxydiag --workers 2"],
+            points,
+            note=f"{rate('proxydiag --workers 2')}; the same on 2 worker processes",
+        ),
+        Row(
+            group,
+            "MlflowClient loop",
+            times["MlflowClient"],
+            points,
+            note=f"{rate('MlflowClient')}; search_runs + get_metric_history per key per run, "
+            "nothing stored",
+        ),
     ]

@@ -8,6 +8,7 @@ stop the others and never touches what is stored: the good runs are kept, each f
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -63,26 +64,29 @@ def ingest(
     from proxydiag.fleet.ingest import ingest_sources
     from proxydiag.fleet.tasks import ReadSpec, reader_name
     from proxydiag.ingest import ReadContext, discover
+    from proxydiag.ingest.mlflow import rest as mlflow_rest
     from proxydiag.ingest.mlflow import uri as mlflow_uri
     from proxydiag.metrics import AliasTable
     from proxydiag.store import RunStore
     from proxydiag.tracking import resolve_tracking_uri
 
-    ctx = ReadContext(
-        AliasTable.load(aliases) if aliases else AliasTable.default(),
-        {"tracking_uri": tracking_uri} if tracking_uri else {},
-    )
+    options: dict[str, Any] = {"tracking_uri": tracking_uri} if tracking_uri else {}
+    if os.environ.get(mlflow_rest.REQUESTS_ENV):  # sent with the work: Ray workers obey it too
+        options["requests"] = mlflow_rest.request_bound({})
+    ctx = ReadContext(AliasTable.load(aliases) if aliases else AliasTable.default(), options)
     target = RunStore(store, lock_timeout_s=lock_timeout_s)
     pool = fleet.executor()
     stored = _Stored()
     failures: list[tuple[int, str, str]] = []  # (place in the work, source, reason)
     work: list[tuple[str, str]] = []  # (reader name, source)
+    states: dict[str, str | None] = {}  # an MLflow run's state: unchanged runs are not re-read
     if not sources and not mlflow_experiment:
         raise typer.BadParameter("give SOURCE... and/or --mlflow-experiment NAME")
     if mlflow_experiment:  # MLflow selects the runs; each is then read by the fastest route
         uri = resolve_tracking_uri(tracking_uri)
-        ids = mlflow_uri.search_ids(mlflow_experiment, mlflow_filter, uri)
-        work.extend((reader_name(mlflow_uri), f"runs:/{rid}") for rid in ids)
+        for rid, state in mlflow_uri.search_states(mlflow_experiment, mlflow_filter, uri):
+            work.append((reader_name(mlflow_uri), f"runs:/{rid}"))
+            states[f"runs:/{rid}"] = None if state is None else f"{uri}\n{state}"
     for source in sources or []:
         try:
             work.extend(
@@ -109,6 +113,7 @@ def ingest(
             skip_unchanged=skip_unchanged,
             on_run=stored.add,
             on_item=lambda item: progress.update(task, advance=1, description=_short(item)),
+            states=states,
         )
     # in the sources' order: a source that could not be listed before the ones listed after it
     failures = sorted([*failures, *result.failures], key=lambda f: (f[0], f in result.failures))

@@ -2,10 +2,12 @@
 
 A source's digest covers its bytes (every file under a directory, with its relative path),
 the reader, the reading configuration and proxydiag's version; equal digests mean reading it
-again would store the same runs. An MLflow URI has no digest (its run may still be logging, and
-its content is on a server): it is always read. A result's digest covers the run contents it
-was computed from (the catalog's ``content_hash`` of each run), the analysis configuration and
-proxydiag's version.
+again would store the same runs. An MLflow URI has no bytes here: its digest covers the
+run's *state* as the tracking server's search reports it (an ended run's status, end time and
+latest point of every key, :func:`proxydiag.ingest.mlflow.uri.search_states`); without a state
+(a run still logging, or a URI given alone) it has none and is always read. A result's digest
+covers the run contents it was computed from (the catalog's ``content_hash`` of each run), the
+analysis configuration and proxydiag's version.
 
 >>> import tempfile, pathlib
 >>> f = pathlib.Path(tempfile.mkdtemp()) / "m.csv"
@@ -15,8 +17,9 @@ proxydiag's version.
 >>> (
 ...     a == source_digest(str(f), reader="csv", config=""),
 ...     source_digest("runs:/abc", reader="m", config=""),
+...     source_digest("runs:/abc", reader="m", config="", state="s") is not None,
 ... )
-(False, None)
+(False, None, True)
 """
 
 from __future__ import annotations
@@ -37,13 +40,17 @@ def _version() -> str:
     return __version__
 
 
-def source_digest(source: str, *, reader: str, config: str) -> str | None:
-    """The digest of ``source`` as read by ``reader`` under ``config`` (None for a URI)."""
+def source_digest(source: str, *, reader: str, config: str, state: str | None = None) -> str | None:
+    """The digest of ``source`` as read by ``reader`` under ``config``; for a URI, of its
+    ``state`` (None without one)."""
     from proxydiag.ingest import is_uri
 
-    if is_uri(source):
-        return None
     digest = hashlib.blake2b(digest_size=16)
+    if is_uri(source):
+        if state is None:
+            return None
+        digest.update(json.dumps([_version(), reader, config, source, state]).encode())
+        return digest.hexdigest()
     digest.update(json.dumps([_version(), reader, config]).encode())
     path = Path(source)
     files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())

@@ -14,7 +14,7 @@ the one the store keeps for it is not read again (unless ``force``); one that fa
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -48,17 +48,23 @@ def ingest_sources(
     on_item: Callable[[str], None] | None = None,
     task: Callable[[ReadSpec, SourceItem], Read] = read_source,
     batching: Batching = Batching(),
+    states: Mapping[str, str | None] | None = None,
 ) -> IngestResult:
     """Read every ``(reader module, source)`` of ``work`` with ``executor`` into ``store``.
 
     ``on_run`` sees each stored run (once its batch is committed), ``on_item`` each finished
     source; ``task`` is what a worker runs per source (:func:`read_source`); ``batching``
-    bounds the runs the driver commits at once.
+    bounds the runs the driver commits at once; ``states``: each URI source's state (an
+    MLflow run's, from the experiment's search), which makes it skippable when unchanged.
     """
     store.check_writable_place()  # a store that is a file ends the ingest before any read
     with store.staging() as staging:  # also grows a schema-1 catalog by the digest columns
         known = source_digests(store) if skip_unchanged and not spec.force else {}
-        items = [SourceItem(reader, source, known.get(source)) for reader, source in work]
+        states = states or {}
+        items = [
+            SourceItem(reader, source, known.get(source), states.get(source))
+            for reader, source in work
+        ]
         result = IngestResult()
         staged_spec = dataclasses.replace(spec, stage=(str(store.path), staging))
         batch = Batcher(partial(_commit, store=store, result=result, on_run=on_run), batching)

@@ -103,11 +103,14 @@ def reader_name(reader: Reader) -> str:
 @dataclass(frozen=True)
 class SourceItem:
     """One source to read with the reader registered as ``reader``; ``known``: the digest the
-    store holds for it (reading is skipped when the source still has that digest)."""
+    store holds for it (reading is skipped when the source still has that digest); ``state``:
+    what the driver learnt of a URI source that tells whether it changed (an MLflow run's,
+    from the experiment's search)."""
 
     reader: str
     source: str
     known: str | None = None
+    state: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,9 @@ class Read:
 
 def read_source(spec: ReadSpec, item: SourceItem) -> Read:
     """Read ``item`` (unless its digest equals the one the store holds) into run blobs."""
-    digest = source_digest(item.source, reader=item.reader, config=spec.config_digest)
+    digest = source_digest(
+        item.source, reader=item.reader, config=spec.config_digest, state=item.state
+    )
     if digest is not None and digest == item.known and not spec.force:
         return Read(digest, unchanged=True)
     runs: list[Run] = _reader(item.reader).read(_path_or_uri(item.source), spec.ctx)

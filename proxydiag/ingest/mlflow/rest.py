@@ -23,7 +23,8 @@ fast: no retries and a 10 s timeout unless ``MLFLOW_HTTP_REQUEST_MAX_RETRIES`` /
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -37,11 +38,36 @@ from proxydiag.tracking import AJAX, get_json, redact
 
 #: points per page: MLflow's own GET_METRIC_HISTORY_MAX_RESULTS
 PAGE_SIZE = 25_000
-#: concurrent requests (the server does the work; threads overlap its latency with parsing)
+#: concurrent requests one reader (one fleet worker) keeps in flight (the server does the work;
+#: threads overlap its latency with parsing). A fleet of N workers sends at most N times this:
+#: the read option ``requests`` or :data:`REQUESTS_ENV` lowers it for a server that should see
+#: fewer at once
 WORKERS = 8
+#: environment variable that sets that bound instead of :data:`WORKERS` (``proxydiag ingest``
+#: reads it once and sends it with the work, so local and Ray workers alike obey it)
+REQUESTS_ENV = "PROXYDIAG_MLFLOW_REQUESTS"
 #: the bulk endpoint's cap per run and key (MLflow's MAX_HISTORY_RESULTS): a reply this long
 #: may be cut short, so that history is read again page by page
 BULK_MAX = 25_000
+
+
+def request_bound(options: Mapping[str, Any]) -> int:
+    """Concurrent REST requests per reader: the read option ``requests`` (``workers`` is its
+    older name), else :data:`REQUESTS_ENV`, else :data:`WORKERS`; at least 1.
+
+    >>> request_bound({}), request_bound({"requests": 2}), request_bound({"requests": "0"})
+    (8, 2, 1)
+    """
+    value = options.get("requests", options.get("workers"))
+    if value is None:
+        value = os.environ.get(REQUESTS_ENV) or WORKERS
+    try:
+        bound = int(value)
+    except (TypeError, ValueError):
+        raise MlflowError(
+            f"{REQUESTS_ENV}/requests={value!r}: not a whole number of concurrent requests"
+        ) from None
+    return max(1, bound)
 
 
 def get_run(tracking_uri: str, run_id: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ A server page such as ``http://host:5000/#/experiments/3/runs/<run_id>`` is read
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,19 @@ def search(
 
 def search_ids(experiment: str, filter_string: str, uri: str) -> list[str]:
     """MLflow run ids of ``experiment`` matching ``filter_string``, oldest first."""
+    return [rid for rid, _ in search_states(experiment, filter_string, uri)]
+
+
+#: run statuses after which MLflow changes a run only if someone logs to it again
+ENDED = frozenset({"FINISHED", "FAILED", "KILLED"})
+
+
+def search_states(experiment: str, filter_string: str, uri: str) -> list[tuple[str, str | None]]:
+    """``(run id, state)`` of the runs of ``experiment`` matching ``filter_string``, oldest
+    first. ``state`` is what the search says of an ended run (:data:`ENDED`): its status,
+    end time, name, params, tags and the latest ``(step, timestamp, value)`` of every key, so
+    that a run logged to, tagged or renamed since has another state; None for a run that has
+    not ended (it is still logging: read it every time)."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
@@ -103,7 +117,7 @@ def search_ids(experiment: str, filter_string: str, uri: str) -> list[str]:
         exp = client.get_experiment_by_name(experiment)
         if exp is None:
             raise MlflowError(f"{redact(uri)}: no MLflow experiment {experiment!r}")
-        ids: list[str] = []
+        found: list[tuple[str, str | None]] = []
         token: str | None = None
         while True:
             page = client.search_runs(
@@ -113,13 +127,35 @@ def search_ids(experiment: str, filter_string: str, uri: str) -> list[str]:
                 order_by=["attributes.start_time ASC"],
                 page_token=token,
             )
-            ids.extend(r.info.run_id for r in page)
+            found.extend((r.info.run_id, _state(r)) for r in page)
             token = page.token
             if not token:
-                return ids
+                return found
     except MlflowException as exc:
         first = str(exc.message).splitlines()[0] if exc.message else type(exc).__name__
         raise MlflowError(f"{redact(uri)}: {first}") from None
+
+
+def _state(run: Any) -> str | None:
+    """The state of one ``search_runs`` result (see :func:`search_states`)."""
+    info = run.info
+    if info.status not in ENDED or info.end_time is None:
+        return None
+    data = run.data.to_proto()  # the latest value of each key with its step and timestamp
+    latest = sorted(
+        (m.key, m.step, m.timestamp, repr(m.value))  # repr: NaN equals itself here
+        for m in data.metrics
+    )
+    return json.dumps(
+        [
+            info.status,
+            info.end_time,
+            info.run_name,
+            latest,
+            sorted(run.data.params.items()),
+            sorted(run.data.tags.items()),
+        ]
+    )
 
 
 def _read_http(uri: str, run_ids: list[str], ctx: ReadContext) -> list[Run]:
@@ -129,7 +165,7 @@ def _read_http(uri: str, run_ids: list[str], ctx: ReadContext) -> list[Run]:
         uri,
         bodies,
         page_size=int(ctx.options.get("page_size", mlflow_rest.PAGE_SIZE)),
-        workers=int(ctx.options.get("workers", mlflow_rest.WORKERS)),
+        workers=mlflow_rest.request_bound(ctx.options),
     )
     return [
         _build(uri, body, raw, ctx)
