@@ -15,20 +15,32 @@ committed stays; a re-run does the rest, the content digests saying what is done
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from proxydiag.errors import ConfigError
 
+#: the environment variable that sets how many runs a batch holds at most (default 256)
+RUNS_ENV = "PROXYDIAG_BATCH_RUNS"
+
+
+def _runs_from_env() -> int:
+    text = os.environ.get(RUNS_ENV, "256")
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{RUNS_ENV}={text!r}: give a whole number of runs") from None
+
 
 @dataclass(frozen=True)
 class Batching:
-    """A batch is committed once it holds ``runs`` items or its first item waited
-    ``seconds`` (checked as items arrive), and at the end."""
+    """A batch is committed once it holds ``runs`` items (default: ``PROXYDIAG_BATCH_RUNS``,
+    else 256) or its first item waited ``seconds`` (checked as items arrive), and at the end."""
 
-    runs: int = 256
+    runs: int = field(default_factory=_runs_from_env)
     seconds: float = 2.0
 
     def __post_init__(self) -> None:
