@@ -23,8 +23,15 @@ from proxydiag.align.grid import Grid, MetricGrid, Series, resample_grid, shared
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.errors import AnalysisError
-from proxydiag.fidelity import _aggregate, _assemble, _progress, _routing, _verdicts, fault_match
-from proxydiag.fidelity import _symptom_order as events
+from proxydiag.fidelity import (
+    _aggregate,
+    _assemble,
+    _progress,
+    _routing,
+    _symptom_order,
+    _verdicts,
+    fault_match,
+)
 from proxydiag.fidelity.config import FidelityConfig, load_config
 from proxydiag.fidelity.context import metric_context
 from proxydiag.fidelity.contract import FidelityTest
@@ -100,7 +107,7 @@ def compare(
     if dropped:
         series = [{m: v for m, v in s.items() if m not in dropped} for s in series]
     grid = _resampled(aligned, fulls, proxy, series, cfg)
-    ev = events.score(grid, diagnoses, config=cfg)
+    ev = _symptom_order.score(grid, diagnoses, config=cfg)
     rng = np.random.default_rng(seed)
     split = phases_of(aligned, fault, diagnoses, config=cfg)
     decided = [

@@ -14,7 +14,7 @@ from proxydiag.align.grid import build_grid
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.result import RootCause
 from proxydiag.errors import ConfigError
-from proxydiag.fidelity import _symptom_order as events
+from proxydiag.fidelity import _symptom_order
 from proxydiag.fidelity import fault_match as faults
 from proxydiag.fidelity._scoring import reference, relative
 from proxydiag.fidelity._stats import binned_sigma, robust_sigma
@@ -129,9 +129,9 @@ def test_nonfinite_points_are_counted_not_drawn() -> None:
 def test_events_f1_merge_and_order() -> None:
     a = {"spike:loss": [0.1, 0.5], "nonfinite:grad_norm": [0.6]}
     b = {"spike:loss": [0.11], "nonfinite:grad_norm": [0.05]}
-    assert events.f1(a, b, window=0.02) == pytest.approx(2 * 1 / 5)
-    assert events.merge([0.1, 0.11, 0.115, 0.4], window=0.02) == [0.1, 0.4]
-    order_a, order_b, tau = events.order(a, b)
+    assert _symptom_order.f1(a, b, window=0.02) == pytest.approx(2 * 1 / 5)
+    assert _symptom_order.merge([0.1, 0.11, 0.115, 0.4], window=0.02) == [0.1, 0.4]
+    order_a, order_b, tau = _symptom_order.order(a, b)
     assert (
         order_a == ["spike:loss", "nonfinite:grad_norm"]
         and order_b == order_a[::-1]
@@ -145,11 +145,11 @@ def test_symptoms_within_the_event_window_have_no_order() -> None:
     Symptoms further apart keep theirs."""
     full = {"mismatch_climb:a": [0.404], "mismatch_climb:b": [0.406], "mismatch_climb:c": [0.407]}
     proxy = {"mismatch_climb:a": [0.437], "mismatch_climb:b": [0.428], "mismatch_climb:c": [0.424]}
-    assert events.order(full, proxy, window=0.02)[2] is None
-    assert events.order(full, proxy)[2] == -1.0
+    assert _symptom_order.order(full, proxy, window=0.02)[2] is None
+    assert _symptom_order.order(full, proxy)[2] == -1.0
     early = {**full, "spike:grad_norm": [0.2]}
-    assert events.order(early, {**proxy, "spike:grad_norm": [0.3]}, window=0.02)[2] == 1.0
-    assert events.order(early, {**proxy, "spike:grad_norm": [0.6]}, window=0.02)[2] == -1.0
+    assert _symptom_order.order(early, {**proxy, "spike:grad_norm": [0.3]}, window=0.02)[2] == 1.0
+    assert _symptom_order.order(early, {**proxy, "spike:grad_norm": [0.6]}, window=0.02)[2] == -1.0
 
 
 @pytest.mark.parametrize(
@@ -214,9 +214,9 @@ def test_a_nonfinite_skip_count_is_an_overflow_event() -> None:
     full = make_run("f", {**curves(500, seed=0), "skipped": skipped})
     quiet = make_run("p", {**curves(500, seed=1), "skipped": np.zeros(500)})
     grid = build_grid([full], quiet, buckets=CFG.buckets)
-    found = events.run_events(grid, 0, None, window=CFG.event_window_progress)
+    found = _symptom_order.run_events(grid, 0, None, window=CFG.event_window_progress)
     assert found["overflow:skipped"] == pytest.approx([300 / 499, 400 / 499], abs=0.005)
-    assert "overflow:skipped" not in events.run_events(
+    assert "overflow:skipped" not in _symptom_order.run_events(
         grid, 1, None, window=CFG.event_window_progress
     )
 
