@@ -51,9 +51,9 @@ class Tally:
 def existing(store: Path) -> RunStore:
     """The store at ``store``; a one-line error where there is none (a fleet command over a
     store never creates one)."""
-    from proxydiag.store import RunStore
+    from proxydiag.store import RunStore, has_catalog
 
-    if not (store / "catalog.duckdb").exists():
+    if not has_catalog(store):
         raise StoreError(
             f"{store}: no store here; ingest runs first (proxydiag ingest ... --store DIR)"
         )

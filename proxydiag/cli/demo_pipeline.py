@@ -25,10 +25,6 @@ if TYPE_CHECKING:
     from proxydiag.store import RunStore
 
 ROOT = Path(__file__).resolve().parents[1]
-#: what shows a directory is a proxydiag store we may overwrite: its catalog, its run files, or
-#: the live guard's state (`watch` keeps it in STORE/watch: a store used by `watch` before any
-#: ingest holds only that)
-_STORE_MARKERS = ("catalog.duckdb", "runs", "watch")
 
 
 @dataclass
@@ -54,10 +50,10 @@ def find_samples(path: Path | None = None) -> Path:
 
 def fresh_store(path: Path) -> RunStore:
     """An empty store at ``path``; an existing *store* there is removed first (nothing else)."""
-    from proxydiag.store import RunStore
+    from proxydiag.store import RunStore, holds_store
 
     if path.exists() and any(path.iterdir()):
-        if not any((path / m).exists() for m in _STORE_MARKERS):
+        if not holds_store(path):
             raise StoreError(f"{path}: exists and is not a proxydiag store; pass another --store")
         shutil.rmtree(path)
     return RunStore(path)

@@ -34,10 +34,11 @@ def _readable(source: str) -> bool:
 
 
 def _stored(source: str, *, store: Path | None) -> Run:
-    if store is not None and (store / "catalog.duckdb").exists():
-        from proxydiag.store import RunStore
+    if store is not None:
+        from proxydiag.store import RunStore, has_catalog
 
-        return RunStore(store).get(source)
+        if has_catalog(store):
+            return RunStore(store).get(source)
     if store is None:
         raise IngestError(f"{source}: no such file, directory, or MLflow URI")
     raise IngestError(f"{source}: no such file, directory, MLflow URI, or run in store {store}")

@@ -41,9 +41,6 @@ class Reads:
             metric in self.names or metric.startswith(self.prefixes)
         )
 
-    def __or__(self, other: Reads) -> Reads:
-        return Reads(self.names | other.names, tuple(sorted({*self.prefixes, *other.prefixes})))
-
     def expr(self) -> pl.Expr:
         """A polars filter on a canonical frame's ``metric`` column."""
         keep = pl.col("metric").is_in(sorted(self.names))

@@ -189,45 +189,13 @@ class RunStore:
     def put_diagnosis(self, diagnosis: Diagnosis, *, input_hash: str | None = None) -> None:
         """Keep a diagnosis (the latest per run); it is pending for MLflow until marked synced.
         ``input_hash``: the digest of its inputs (a fleet diagnose reuses it while unchanged)."""
-        d = diagnosis.to_dict()
-        with self.writing(), self.session() as con:
-            con.execute(
-                "INSERT OR REPLACE INTO diagnoses (run, label, onset_step, confidence, json, "
-                "mlflow_synced, created_at, input_hash) VALUES (?, ?, ?, ?, ?, false, ?, ?)",
-                [
-                    diagnosis.run,
-                    diagnosis.label,
-                    diagnosis.onset_step,
-                    diagnosis.confidence,
-                    json.dumps(d, default=str),
-                    catalog.now(),
-                    input_hash,
-                ],
-            )
-            self.outbox.forget("diagnosis", diagnosis.run)  # stale
+        self.put_diagnoses([(diagnosis, input_hash)])
 
     def put_comparison(self, comparison: Comparison, *, input_hash: str | None = None) -> str:
         """Keep a comparison (the latest per proxy and set of full runs); returns its key.
         ``input_hash``: the digest of its inputs (a fleet compare reuses it while unchanged)."""
-        key = comparison_key(comparison.proxy_run, comparison.full_runs)
-        with self.writing(), self.session() as con:
-            con.execute(
-                "INSERT OR REPLACE INTO comparisons (key, proxy_run, full_runs, fidelity, verdict, "
-                "json, mlflow_synced, created_at, input_hash) "
-                "VALUES (?, ?, ?, ?, ?, ?, false, ?, ?)",
-                [
-                    key,
-                    comparison.proxy_run,
-                    list(comparison.full_runs),
-                    comparison.fidelity,
-                    comparison.verdict,
-                    json.dumps(comparison.to_dict(), default=str),
-                    catalog.now(),
-                    input_hash,
-                ],
-            )
-            self.outbox.forget("comparison", key)  # stale
-        return key
+        self.put_comparisons([(comparison, input_hash)])
+        return comparison_key(comparison.proxy_run, comparison.full_runs)
 
     @contextlib.contextmanager
     def staging(self) -> Iterator[str]:
@@ -544,6 +512,23 @@ def _remove_dead_staging(base: Path) -> None:
             shutil.rmtree(folder, ignore_errors=True)
         except PermissionError:
             pass  # alive, another user's
+
+
+#: what only a store holds: its catalog, its run files, the live guard's state (``watch`` keeps
+#: it in STORE/watch, so a store used by ``watch`` before any ingest holds only that)
+OWN_ENTRIES = (catalog.CATALOG_NAME, "runs", "watch")
+
+
+def has_catalog(path: Path) -> bool:
+    """Whether ``path`` is a store runs were ingested into (its catalog exists); no import of
+    DuckDB, no store created."""
+    return (Path(path) / catalog.CATALOG_NAME).exists()
+
+
+def holds_store(path: Path) -> bool:
+    """Whether ``path`` holds anything only a store holds (:data:`OWN_ENTRIES`): a folder a
+    command may replace as a store, where any other folder is kept."""
+    return any((Path(path) / entry).exists() for entry in OWN_ENTRIES)
 
 
 def comparison_key(proxy_run: str, full_runs: Any) -> str:

@@ -119,31 +119,25 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     >>> alarm_step(rv, DiagnoseConfig())  # 2.5x its early level, 30 steps into the climb
     211
     """
-    rv = view(run)
-    events = []
-    for metric in rv.mismatch_metrics:
-        s = rv.get(metric)
-        if s is None:
-            continue
-        found = shift(s, cfg.mismatch)
-        if found is not None:
-            events.append(_event(s, found))
-    return events
+    return [_event(s, found) for s, found in _shifts(view(run), cfg)]
 
 
 def alarm_step(run: Run | RunView, cfg: DiagnoseConfig) -> int | None:
     """The first logged step at which the statistic alarms on any mismatch metric (the live
     guard's earliest precision alert through it: it reads points up to each step only)."""
-    rv = view(run)
-    steps = []
+    steps = [int(s.steps[s.finite][found.alarm]) for s, found in _shifts(view(run), cfg)]
+    return min(steps) if steps else None
+
+
+def _shifts(rv: RunView, cfg: DiagnoseConfig) -> list[tuple[Series, Shift]]:
+    """Each mismatch metric's series with the statistic's first alarm on it, where it alarms."""
+    found = []
     for metric in rv.mismatch_metrics:
         s = rv.get(metric)
-        if s is None:
-            continue
-        found = shift(s, cfg.mismatch)
-        if found is not None:
-            steps.append(int(s.steps[s.finite][found.alarm]))
-    return min(steps) if steps else None
+        hit = shift(s, cfg.mismatch) if s is not None else None
+        if s is not None and hit is not None:
+            found.append((s, hit))
+    return found
 
 
 def shift(s: Series, c: MismatchConfig) -> Shift | None:
