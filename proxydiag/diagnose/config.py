@@ -187,7 +187,7 @@ class MismatchConfig:
     #: the streaming statistic (mismatch_shift): a fast change (three quarters of its rise
     #: within the last third of the run so far) decides from this fold of the early level's
     #: disagreement (squared for a second-order measure); slow changes are the change fit's
-    shift_fold: float = ranged(2.5, lo=1.01, hi=1e6)
+    shift_fold: float = ranged(2.3, lo=1.01, hi=1e6)
 
     def __post_init__(self) -> None:
         check_ranges(self, section="mismatch")

@@ -151,7 +151,7 @@ def test_load_config_overrides_and_errors(tmp_path: Path) -> None:
 
 def test_config_changes_the_outcome(tmp_path: Path) -> None:
     s = _base(8)
-    # 1.6×: below min_fold (and the streaming statistic's shift_fold: a fast change of 2.5×
+    # 1.6×: below min_fold (and the streaming statistic's shift_fold: a fast change of 2.3×
     # is a fault wherever its level)
     s["mismatch_prob_diff"] *= np.where(T < 250, 1.0, 1.6)
     run = _run(s)

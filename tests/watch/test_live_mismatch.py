@@ -120,6 +120,75 @@ def test_a_mismatch_climb_is_alerted_within_the_bound(stack: str, interval: int,
     assert result.final.label == "precision_fault"
 
 
+def _steady_climb_run(stack: str, interval: int, seed: int, onset: int) -> Run:
+    """A healthy RL run whose mismatch climbs steadily from ``onset`` (linearly, 3-3.5× its
+    level 30 steps in, no faster), logged sparsely: three or four points after the onset are
+    all a sparse log holds within the bound."""
+    rng = np.random.default_rng(100 + seed)
+    steps = logged_steps(N_STEPS, log_interval=interval)
+    t = steps.astype(np.float64)
+    slope = rng.uniform(2.0, 2.5) / 30
+    m = 1 + slope * np.clip(t - onset, 0, None)
+    n = t.size
+    arrays = {
+        "loss": 0.2 + _ar(rng, n, 0.02),
+        "reward": 0.3 + 0.4 * (1 - np.exp(-t / 200)) + _ar(rng, n, 0.03),
+        **STACKS[stack](m, rng, n),
+    }
+    return _run(arrays, steps, f"steady-{stack}")
+
+
+@pytest.mark.parametrize("interval", [5, 10])
+def test_a_steady_climb_on_a_sparse_log_alarms_within_the_bound(interval: int) -> None:
+    """A median of three points ten steps apart lags a climb by a log interval: on a sparse
+    log the statistic reads a climb's last point, wherever the onset falls between two logged
+    steps. Over every stack, onset offset and three noise draws: all alarm, at least 90%
+    within the bound, none more than one log interval after it."""
+    delays = []
+    for stack in STACKS:
+        for offset in range(0, interval, 2):
+            for draw in range(3):
+                onset = 300 + offset
+                run = _steady_climb_run(stack, interval, 97 * draw + offset, onset)
+                stat = mismatch_shift.alarm_step(run, DiagnoseConfig())
+                assert stat is not None and stat >= onset, (stack, offset, draw)
+                delays.append(stat - onset)
+    bound = bound_steps(N_STEPS, interval)
+    assert max(delays) <= bound + interval, delays
+    assert sum(d <= bound for d in delays) >= 0.9 * len(delays), delays
+
+
+def _bump_run(interval: int, seed: int) -> Run:
+    """A healthy run whose mismatch jumps 4-8× at a step now and then (a batch of rare
+    prompts) and comes back within a few steps (decaying by e every 1.5-3 steps)."""
+    rng = np.random.default_rng(seed)
+    steps = logged_steps(N_STEPS, log_interval=interval)
+    t = steps.astype(np.float64)
+    log_fold = np.zeros(t.size)
+    for at in np.cumsum(rng.integers(60, 120, 8)):
+        if at < N_STEPS:
+            tau = rng.uniform(1.5, 3.0)
+            size = np.log(rng.uniform(4, 8))
+            log_fold += np.where(t >= at, size * np.exp(-(t - at) / tau), 0.0)
+    n = t.size
+    arrays = {
+        "loss": 0.2 + _ar(rng, n, 0.02),
+        "reward": 0.3 + 0.4 * (1 - np.exp(-t / 200)) + _ar(rng, n, 0.03),
+        "mismatch_prob_diff": 0.003 * np.exp(log_fold + _ar(rng, n, 0.08, 0.5)),
+        "mismatch_logp_diff": 0.02 * np.exp(log_fold + _ar(rng, n, 0.08, 0.5)),
+    }
+    return _run(arrays, steps, "bump")
+
+
+@pytest.mark.parametrize("interval", [1, 2, 5])
+def test_a_bump_that_comes_back_never_alarms(interval: int) -> None:
+    """The level a change must hold is the median of the last 10 steps: a bump that is gone
+    within a few steps does not stand, however tall."""
+    cfg = DiagnoseConfig()
+    for seed in range(10):
+        assert mismatch_shift.alarm_step(_bump_run(interval, seed), cfg) is None, seed
+
+
 @pytest.mark.parametrize(("naming", "interval", "seed"), [("verl", 1, 1), ("trl", 10, 3)])
 def test_a_weight_sync_step_is_alerted_within_the_bound(
     naming: str, interval: int, seed: int

@@ -18,7 +18,9 @@ at that step:
   ``Z_CAP - DRIFT``, so a spike (an fp16 overflow step, a heavy-tailed draw) cannot alarm;
 - it alarms at the first point where ``S`` has reached :data:`THRESHOLD` σ and the level (the
   median of the last :data:`LEVEL_POINTS` points, or of the last :data:`LEVEL_STEPS` steps
-  when they hold more) stands ``shift_fold`` times the reference's disagreement (squared for
+  when they hold more, so a bump that comes back within a few steps does not stand; on a
+  sparse log, the last point when the last three climb from the early level: see
+  :func:`_level`) stands ``shift_fold`` times the reference's disagreement (squared for
   a second-order measure; ``[mismatch]``) and :data:`SHIFT_Z` σ above it, and the change is
   *fast*: at least :data:`FAST_PART` of its rise came within the last :data:`FAST_SHARE` of
   the steps so far. A slow drift over the run, benign while within its bound, is left to the
@@ -56,13 +58,18 @@ SIGMA_FLOOR = 0.05
 #: allowance per point, in σ
 DRIFT = 1.0
 #: the most one point adds, in σ
-Z_CAP = 4.0
+Z_CAP = 4.5
 #: the statistic's alarm level, in σ
 THRESHOLD = 10.0
 #: points whose median is the level that must stand past the gate: the last LEVEL_POINTS, or
-#: those of the last LEVEL_STEPS steps when they are more (a densely logged run)
+#: those of the last LEVEL_STEPS steps when they are more (a densely logged run: a bump that
+#: comes back within a few steps does not stand)
 LEVEL_POINTS = 3
-LEVEL_STEPS = 5
+LEVEL_STEPS = 10
+#: on a sparse log, a climb of the last CLIMB_POINTS points from the level is read at its
+#: last point (see _level)
+CLIMB_POINTS = 3
+CLIMB_SHARE = 0.5
 #: the onset: where the level last rose past this many σ (or a quarter of the gate) above
 #: the level it left, and stayed
 LEFT_Z = 3.0
@@ -171,10 +178,7 @@ def shift(s: Series, c: MismatchConfig) -> Shift | None:
             start = i
         if total < THRESHOLD:
             continue
-        first = min(
-            i + 1 - LEVEL_POINTS, int(np.searchsorted(steps, steps[i] - LEVEL_STEPS, side="right"))
-        )
-        now = float(np.median(y[max(first, 0) : i + 1]))
+        now = _level(y, steps, i, base=level, floor=level + SHIFT_Z * sigma)
         rise = now - level
         fast_gate = max(order * float(np.log(c.shift_fold)), SHIFT_Z * sigma)
         if rise < fast_gate or now < order * negligible:
@@ -186,6 +190,33 @@ def shift(s: Series, c: MismatchConfig) -> Shift | None:
             floor = max(level, then) + max(LEFT_Z * sigma, 0.25 * fast_gate)
             return Shift(i, _left(y, start, i, floor), level, sigma, now, total)
     return None
+
+
+def _level(y: np.ndarray, steps: np.ndarray, i: int, *, base: float, floor: float) -> float:
+    """The level at point ``i`` that must stand past the gate: the median of the last
+    :data:`LEVEL_POINTS` points, or of those of the last :data:`LEVEL_STEPS` steps when they
+    are more. A median of three points ten steps apart lags a climb by a log interval, which a
+    sparse log cannot afford: when the last :data:`CLIMB_POINTS` points span
+    :data:`LEVEL_STEPS` steps or more, climb (each above the one before), all stand at
+    ``floor`` or more and the point before them does not (the climb is what left the level),
+    the level is the last point, but no higher than the line through the two before it (a
+    spike on top of a wobble is read as the wobble's trend)."""
+    first = min(
+        i + 1 - LEVEL_POINTS, int(np.searchsorted(steps, steps[i] - LEVEL_STEPS, side="right"))
+    )
+    now = float(np.median(y[max(first, 0) : i + 1]))
+    k = i + 1 - CLIMB_POINTS
+    if k < 1 or steps[i] - steps[k] < LEVEL_STEPS:
+        return now
+    tail = y[k : i + 1]
+    if float(tail[0]) >= floor and bool(np.all(np.diff(tail) > 0)):
+        climbed = min(float(y[i]), 2.0 * float(y[i - 1]) - float(y[i - 2]))
+        if climbed - float(y[k - 1]) >= CLIMB_SHARE * (climbed - base):
+            now = max(now, climbed)
+    return now
+    if float(tail[0]) >= floor and bool(np.all(np.diff(tail) > 0)):
+        now = max(now, min(float(y[i]), 2.0 * float(y[i - 1]) - float(y[i - 2])))
+    return now
 
 
 def _left(y: np.ndarray, start: int, alarm: int, floor: float) -> int:
