@@ -2,28 +2,25 @@
 
 Each function is module-level and takes picklable arguments (a worker process or a Ray node
 imports this module and calls it), reads what it needs itself (a path on shared storage, an
-MLflow URI, a run file of the store) and returns a compact result: runs as :class:`RunBlob`
-(the canonical frame as Arrow IPC bytes), a :class:`~proxydiag.diagnose.result.Diagnosis` or a
-:class:`~proxydiag.fidelity.result.Comparison`. Nothing here writes to the catalog: a read
-asked to (``ReadSpec.stage``) writes its runs' files to the driver's staging directory of the
-store and sends back their catalog rows, for the driver to commit in batches.
+MLflow URI, a run file of the store) and returns a compact result: runs as
+:class:`~proxydiag.run.ipc.RunBlob` (a run's Arrow IPC form), a
+:class:`~proxydiag.diagnose.result.Diagnosis` or a :class:`~proxydiag.fidelity.result.Comparison`.
+Nothing here writes to the catalog: a read asked to (``ReadSpec.stage``) writes its runs'
+files to the driver's staging directory of the store and sends back their catalog rows, for
+the driver to commit in batches.
 """
 
 from __future__ import annotations
 
 import importlib
-import io
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import polars as pl
-
 from proxydiag.errors import IngestError
-from proxydiag.events import Event
 from proxydiag.fleet.digest import source_digest
 from proxydiag.run import Run
+from proxydiag.run.ipc import RunBlob
 from proxydiag.store import Staged, stage
 
 if TYPE_CHECKING:
@@ -32,45 +29,6 @@ if TYPE_CHECKING:
     from proxydiag.fidelity.result import Comparison
     from proxydiag.ingest import ReadContext, Reader
     from proxydiag.pipeline import Settings
-
-
-@dataclass(frozen=True)
-class RunBlob:
-    """A run on its way from a worker to the driver: Arrow IPC bytes plus JSON metadata.
-
-    >>> from proxydiag.run.build import build_run
-    >>> run = build_run(pl.DataFrame({"step": [1], "key": ["loss"], "value": [0.5]}),
-    ...                 name="r", source="s", fmt="csv")
-    >>> back = RunBlob.of(run).run()
-    >>> back.id == run.id, back.frame.equals(run.frame)
-    (True, True)
-    """
-
-    ipc: bytes
-    meta: str
-
-    @classmethod
-    def of(cls, run: Run) -> RunBlob:
-        buffer = io.BytesIO()
-        run.frame.write_ipc(buffer, compression="lz4")
-        meta = {
-            "name": run.name,
-            "attrs": run.attrs,
-            "mapping": run.mapping,
-            "events": [e.to_dict() for e in run.events],
-        }
-        return cls(buffer.getvalue(), json.dumps(meta, default=str))
-
-    def run(self) -> Run:
-        meta = json.loads(self.meta)
-        frame = pl.read_ipc(io.BytesIO(self.ipc))
-        return Run(
-            frame,
-            meta["name"],
-            meta["attrs"],
-            meta["mapping"],
-            [Event(**e) for e in meta["events"]],
-        )
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ re-run logs the metrics again at step 0 and the UI shows the latest value.
 
 A run that did not come from MLflow gets a run of its own in ``experiment`` (default
 ``proxydiag``), tagged with the proxydiag run id and source; a re-run finds and updates it.
-When a ``store`` is given the result (and its HTML report) is stored first and marked synced
-after MLflow accepted it, so a server that is down loses nothing (``proxydiag mlflow sync``
-retries, report included).
+When a ``store`` is given the result (and its HTML report) is stored first, which queues it
+for this sink (``SINK``), and marked synced in the store's outbox of that sink after MLflow
+accepted it, so a server that is down loses nothing (``proxydiag mlflow sync`` retries, report
+included).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from proxydiag.store import RunStore
 
 DEFAULT_EXPERIMENT = "proxydiag"
+#: this sink's name in a store's queue (``RunStore.outbox_for(SINK)``)
+SINK = "mlflow"
 _UNSAFE_KEY = re.compile(r"[^/\w.\- ]")
 _RUN_ATTRS_AS_PARAMS = PLAN_ATTRS
 
@@ -61,13 +64,13 @@ def log_diagnosis(
         store.put_diagnosis(diagnosis)
     html = _html(report_html)
     if store is not None and html is not None:  # kept until MLflow accepts the result
-        store.outbox.put_report("diagnosis", diagnosis.run, html)
+        store.outbox_for(SINK).put_report("diagnosis", diagnosis.run, html)
     result = diagnosis.to_dict()
     mlflow_id = log_to_run(
         "diagnosis", result, run, report_html=html, tracking_uri=tracking_uri, experiment=experiment
     )
     if store is not None:
-        store.outbox.mark_synced("diagnosis", diagnosis.run, result=result)
+        store.outbox_for(SINK).mark_synced("diagnosis", diagnosis.run, result=result)
     return mlflow_id
 
 
@@ -90,7 +93,7 @@ def log_comparison(
         key = store.put_comparison(comparison)
     html = _html(report_html)
     if store is not None and key is not None and html is not None:
-        store.outbox.put_report("comparison", key, html)
+        store.outbox_for(SINK).put_report("comparison", key, html)
     result = comparison.to_dict()
     mlflow_id = log_to_run(
         "comparison",
@@ -102,7 +105,7 @@ def log_comparison(
         experiment=experiment,
     )
     if store is not None and key is not None:
-        store.outbox.mark_synced("comparison", key, result=result)
+        store.outbox_for(SINK).mark_synced("comparison", key, result=result)
     return mlflow_id
 
 

@@ -1,9 +1,9 @@
 """``proxydiag mlflow sync``: push the results the store holds but MLflow has not accepted yet.
 
 Results are always stored before they are logged (:mod:`proxydiag.mlflow.sink`), so a server
-that was down or refused loses nothing: this module replays what
-``RunStore.outbox.pending()`` lists, from the stored JSON and the HTML report kept beside it,
-and marks each one synced.
+that was down or refused loses nothing: this module replays what the store's outbox of the
+MLflow sink (``RunStore.outbox_for("mlflow")``) lists, from the stored JSON and the HTML report
+kept beside it, and marks each one synced there.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from proxydiag.errors import IngestWarning, ProxydiagError, StoreError
-from proxydiag.mlflow.sink import log_to_run
+from proxydiag.mlflow.sink import SINK, log_to_run
 
 if TYPE_CHECKING:
     from proxydiag.run import Run
@@ -39,12 +39,13 @@ def sync(
     """Log every pending result of ``store``, with the HTML report kept beside it when it was
     first logged (if any); one failure does not stop the others."""
     pushed, failed = [], []
-    for item in store.outbox.pending():
+    outbox = store.outbox_for(SINK)
+    for item in outbox.pending():
         kind, key = str(item["kind"]), str(item["key"])
         try:
             result = _result(item)
             runs = _runs(store, kind, result)
-            html = store.outbox.report(kind, key)
+            html = outbox.report(kind, key)
             mlflow_id = log_to_run(
                 kind,
                 result,
@@ -57,7 +58,7 @@ def sync(
         except ProxydiagError as exc:
             failed.append((kind, key, str(exc)))
             continue
-        store.outbox.mark_synced(kind, key, result=result)
+        outbox.mark_synced(kind, key, result=result)
         pushed.append((kind, key, mlflow_id))
     return SyncResult(tuple(pushed), tuple(failed))
 

@@ -3,7 +3,8 @@
 ::
 
     <store>/runs/<run>.parquet   the canonical frame; metadata in the Parquet footer
-    <store>/catalog.duckdb       tables runs, diagnoses, comparisons, meta(schema_version)
+    <store>/catalog.duckdb       tables runs, diagnoses, comparisons, pending (what each sink
+                                 still has to send), meta(schema_version)
     <store>/.writer.lock         held by the one writing process (filelock)
     <store>/.journal.json        the run a writer is changing, until the catalog has it
 
@@ -113,11 +114,16 @@ class RunStore:
         self.read_timeout_s = read_timeout_s
         self._lock = WriterLock(self.path, timeout_s=lock_timeout_s)
         self._ready = False  # catalog created/checked by this instance
-        #: results MLflow has not accepted yet (:class:`~proxydiag.store.outbox.Outbox`)
-        self.outbox = Outbox(self)
+        #: results MLflow has not accepted yet (``outbox_for("mlflow")``)
+        self.outbox = Outbox(self, catalog.MLFLOW)
 
     def __repr__(self) -> str:
         return f"RunStore({str(self.path)!r})"
+
+    def outbox_for(self, sink: str) -> Outbox:
+        """The results the sink ``sink`` (one of :data:`~proxydiag.store.outbox.SINKS`) has not
+        accepted yet (:class:`~proxydiag.store.outbox.Outbox`); StoreError for another name."""
+        return self.outbox if sink == self.outbox.sink else Outbox(self, sink)
 
     @property
     def db(self) -> Path:
@@ -181,13 +187,15 @@ class RunStore:
             with self.session() as con:
                 con.execute("DELETE FROM runs WHERE run = ?", [rid])
                 con.execute("DELETE FROM diagnoses WHERE run = ?", [rid])
+                con.execute("DELETE FROM pending WHERE kind = 'diagnosis' AND key = ?", [rid])
             self._file(rid).unlink(missing_ok=True)
             self.outbox.forget("diagnosis", rid)
             (self.path / JOURNAL).unlink()
         return rid
 
     def put_diagnosis(self, diagnosis: Diagnosis, *, input_hash: str | None = None) -> None:
-        """Keep a diagnosis (the latest per run); it is pending for MLflow until marked synced.
+        """Keep a diagnosis (the latest per run); it is pending for each sink (MLflow) until
+        that sink's outbox marks it synced.
         ``input_hash``: the digest of its inputs (a fleet diagnose reuses it while unchanged)."""
         self.put_diagnoses([(diagnosis, input_hash)])
 
@@ -281,7 +289,7 @@ class RunStore:
             catalog.insert_many(
                 con,
                 "INSERT OR REPLACE INTO diagnoses (run, label, onset_step, confidence, json, "
-                "mlflow_synced, created_at, input_hash)",
+                "created_at, input_hash)",
                 [
                     [
                         d.run,
@@ -289,13 +297,13 @@ class RunStore:
                         d.onset_step,
                         d.confidence,
                         json.dumps(d.to_dict(), default=str),
-                        False,
                         at,
                         digest,
                     ]
                     for d, digest in batch
                 ],
             )
+            catalog.enqueue(con, "diagnosis", [d.run for d, _ in batch])
             for d, _ in batch:
                 self.outbox.forget("diagnosis", d.run)  # stale
 
@@ -309,7 +317,7 @@ class RunStore:
             catalog.insert_many(
                 con,
                 "INSERT OR REPLACE INTO comparisons (key, proxy_run, full_runs, fidelity, "
-                "verdict, json, mlflow_synced, created_at, input_hash)",
+                "verdict, json, created_at, input_hash)",
                 [
                     [
                         comparison_key(c.proxy_run, c.full_runs),
@@ -318,12 +326,14 @@ class RunStore:
                         c.fidelity,
                         c.verdict,
                         json.dumps(c.to_dict(), default=str),
-                        False,
                         at,
                         digest,
                     ]
                     for c, digest in batch
                 ],
+            )
+            catalog.enqueue(
+                con, "comparison", [comparison_key(c.proxy_run, c.full_runs) for c, _ in batch]
             )
             for c, _ in batch:
                 self.outbox.forget("comparison", comparison_key(c.proxy_run, c.full_runs))
@@ -367,18 +377,36 @@ class RunStore:
         return str(found["run"][0])
 
     def diagnoses(self) -> pl.DataFrame:
-        return self.query(
-            "SELECT run, label, onset_step, confidence, json, mlflow_synced FROM diagnoses "
-            "ORDER BY run",
-            catalog.DIAG_SCHEMA,
-        )
+        """One row per run diagnosed: run, label, onset step, confidence, the whole result as
+        JSON, and per sink ``<sink>_synced`` (``mlflow_synced``: MLflow has accepted it)."""
+        return self._results("diagnosis")
 
     def comparisons(self) -> pl.DataFrame:
-        return self.query(
-            "SELECT proxy_run, full_runs, fidelity, verdict, json, mlflow_synced FROM comparisons "
-            "ORDER BY key",
-            catalog.COMP_SCHEMA,
+        """One row per comparison: proxy run, full runs, fidelity, verdict, the whole result as
+        JSON, and per sink ``<sink>_synced``."""
+        return self._results("comparison")
+
+    def _results(self, kind: str) -> pl.DataFrame:
+        """The rows of a result table, with a flag per sink: not pending in its queue."""
+        table, key = catalog.RESULT_TABLES[kind]
+        schema = catalog.result_schema(kind)
+        columns = ", ".join(catalog.RESULT_COLUMNS[kind])
+        flags = ", ".join(
+            "NOT EXISTS (SELECT 1 FROM pending p WHERE p.sink = ? AND p.kind = ? "
+            f'AND p.key = t.{key}) AS "{sink}_synced"'
+            for sink in catalog.SINKS
         )
+        params = [value for sink in catalog.SINKS for value in (sink, kind)]
+        try:
+            return self.query(
+                f"SELECT {columns}, {flags} FROM {table} t ORDER BY {key}", schema, params
+            )
+        except duckdb.CatalogException:  # a catalog of schema <= 2 no writer has opened since
+            flags = ", ".join(  # MLflow's flag was a column; no other sink existed
+                "mlflow_synced" if sink == catalog.MLFLOW else f'true AS "{sink}_synced"'
+                for sink in catalog.SINKS
+            )
+            return self.query(f"SELECT {columns}, {flags} FROM {table} ORDER BY {key}", schema)
 
     def query(
         self,

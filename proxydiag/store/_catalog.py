@@ -25,8 +25,9 @@ import polars as pl
 from proxydiag.errors import StoreError
 from proxydiag.run import Run
 
-#: 2 added the columns of :data:`GROWN` (a store of schema 1 is grown when next written)
-SCHEMA_VERSION = 2
+#: 2 added the columns of :data:`GROWN` (a store of schema 1 is grown when next written); 3
+#: moved the results' ``mlflow_synced`` columns into the ``pending`` queue (:func:`migrate`)
+SCHEMA_VERSION = 3
 CATALOG_NAME = "catalog.duckdb"
 #: small tables: one thread, and never reach for DuckDB's extension server
 _CONFIG = {"threads": 1, "autoload_known_extensions": False, "autoinstall_known_extensions": False}
@@ -44,11 +45,23 @@ DDL = (
     "ALTER TABLE runs ADD COLUMN IF NOT EXISTS experts_total DOUBLE",
     """CREATE TABLE IF NOT EXISTS diagnoses (
         run VARCHAR PRIMARY KEY, label VARCHAR, onset_step BIGINT, confidence DOUBLE,
-        json VARCHAR, mlflow_synced BOOLEAN, created_at TIMESTAMP)""",
+        json VARCHAR, created_at TIMESTAMP)""",
     """CREATE TABLE IF NOT EXISTS comparisons (
         key VARCHAR PRIMARY KEY, proxy_run VARCHAR, full_runs VARCHAR[], fidelity DOUBLE,
-        verdict VARCHAR, json VARCHAR, mlflow_synced BOOLEAN, created_at TIMESTAMP)""",
+        verdict VARCHAR, json VARCHAR, created_at TIMESTAMP)""",
+    # what each sink still has to send: one row per (sink, result kind, result key), written
+    # in the transaction that stores the result, deleted when the sink has accepted it
+    """CREATE TABLE IF NOT EXISTS pending (
+        sink VARCHAR, kind VARCHAR, key VARCHAR, PRIMARY KEY (sink, kind, key))""",
 )
+
+#: the sinks every stored result waits for, until each has accepted it (a sink named here
+#: has an outbox, ``RunStore.outbox_for(name)``; results stored before it was added are not
+#: queued for it)
+MLFLOW = "mlflow"
+SINKS = (MLFLOW,)
+#: the result kinds, and their table and key column
+RESULT_TABLES = {"diagnosis": ("diagnoses", "run"), "comparison": ("comparisons", "key")}
 
 #: columns added since schema 1, never removed: where a run's source was read from and the
 #: digest of that source's content and reading configuration (a fleet ingest skips a source
@@ -140,9 +153,43 @@ def create(con: duckdb.DuckDBPyConnection, db: Path) -> None:
     check_version(con, db)
     for statement in GROWN:
         con.execute(statement)
+    migrate(con)
     con.execute(
         "UPDATE meta SET value = ? WHERE key = 'schema_version' AND CAST(value AS INTEGER) < ?",
         [str(SCHEMA_VERSION), SCHEMA_VERSION],
+    )
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> None:
+    """Move a catalog of schema 1 or 2 to the ``pending`` queue (inside the write session that
+    creates it, so all or nothing): a result whose ``mlflow_synced`` is false becomes a pending
+    item of the ``mlflow`` sink (as before, a NULL flag is not pending), then the column goes."""
+    for kind, (table, column) in RESULT_TABLES.items():
+        found = con.execute(
+            "SELECT count(*) FROM information_schema.columns "
+            "WHERE table_name = ? AND column_name = 'mlflow_synced'",
+            [table],
+        ).fetchone()
+        if not found or not found[0]:
+            continue
+        con.execute(
+            f"INSERT OR IGNORE INTO pending (sink, kind, key) SELECT ?, ?, {column} "
+            f"FROM {table} WHERE mlflow_synced = false",
+            [MLFLOW, kind],
+        )
+        con.execute(f"ALTER TABLE {table} DROP COLUMN mlflow_synced")
+
+
+def enqueue(con: duckdb.DuckDBPyConnection, kind: str, keys: list[str]) -> None:
+    """Queue the results ``keys`` of ``kind`` for every sink (inside the write session that
+    stores them; a result already queued stays queued once). One statement whatever the
+    number of keys (~5 ms for 250, where a VALUES list takes ~25 ms)."""
+    if not keys:
+        return
+    con.execute(
+        "INSERT OR IGNORE INTO pending (sink, kind, key) SELECT s.sink, ?, k.key "
+        "FROM unnest(?::VARCHAR[]) AS s(sink), unnest(?::VARCHAR[]) AS k(key)",
+        [kind, list(SINKS), keys],
     )
 
 
@@ -279,19 +326,27 @@ RUNS_SCHEMA: dict[str, pl.DataType] = {
     "ingested_at": pl.Datetime("us"),
     "experts_total": pl.Float64(),
 }
-DIAG_SCHEMA: dict[str, pl.DataType] = {
-    "run": pl.Utf8(),
-    "label": pl.Utf8(),
-    "onset_step": pl.Int64(),
-    "confidence": pl.Float64(),
-    "json": pl.Utf8(),
-    "mlflow_synced": pl.Boolean(),
+#: the columns ``RunStore.diagnoses()`` / ``comparisons()`` read from each result table
+RESULT_COLUMNS: dict[str, dict[str, pl.DataType]] = {
+    "diagnosis": {
+        "run": pl.Utf8(),
+        "label": pl.Utf8(),
+        "onset_step": pl.Int64(),
+        "confidence": pl.Float64(),
+        "json": pl.Utf8(),
+    },
+    "comparison": {
+        "proxy_run": pl.Utf8(),
+        "full_runs": pl.List(pl.Utf8()),
+        "fidelity": pl.Float64(),
+        "verdict": pl.Utf8(),
+        "json": pl.Utf8(),
+    },
 }
-COMP_SCHEMA: dict[str, pl.DataType] = {
-    "proxy_run": pl.Utf8(),
-    "full_runs": pl.List(pl.Utf8()),
-    "fidelity": pl.Float64(),
-    "verdict": pl.Utf8(),
-    "json": pl.Utf8(),
-    "mlflow_synced": pl.Boolean(),
-}
+
+
+def result_schema(kind: str) -> dict[str, pl.DataType]:
+    """The columns of ``RunStore.diagnoses()`` / ``comparisons()``: the result's key columns
+    and JSON, then one flag per sink, derived from the queue (true once the sink has accepted
+    the result: ``mlflow_synced``)."""
+    return {**RESULT_COLUMNS[kind], **{f"{sink}_synced": pl.Boolean() for sink in SINKS}}

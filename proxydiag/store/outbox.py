@@ -1,10 +1,14 @@
-"""The MLflow outbox: stored results MLflow has not accepted yet, and their HTML reports.
+"""The store's outboxes: per sink, the stored results it has not accepted yet, and their reports.
 
-Results are always stored before they are logged (a tracking server may be down). A result row
-carries ``mlflow_synced``; its HTML report waits, gzip-compressed, in
-``<store>/pending_reports/`` until ``proxydiag mlflow sync`` (:mod:`proxydiag.mlflow.sync`)
-attaches it. The store drops a kept report when a newer result replaces the one it belongs to
-(:meth:`Outbox.forget`). Writes take the store's writer lock.
+Results are always stored before a sink sends them anywhere (a tracking server may be down).
+Storing a result queues it for every sink of :data:`SINKS` in the same transaction (the
+catalog's ``pending`` table, one row per sink, kind and key); a sink's outbox
+(``RunStore.outbox_for(sink)``; ``RunStore.outbox`` is MLflow's) lists what it still has to
+send and clears an item once the sink has accepted it. A result's HTML report waits,
+gzip-compressed, in ``<store>/pending_reports/`` until no sink has the result pending
+(``proxydiag mlflow sync``, :mod:`proxydiag.mlflow.sync`, attaches it). The store drops a kept
+report when a newer result replaces the one it belongs to (:meth:`Outbox.forget`). Writes take
+the store's writer lock.
 """
 
 from __future__ import annotations
@@ -22,24 +26,34 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from proxydiag.errors import IngestWarning, StoreError
+from proxydiag.store import _catalog as catalog
+from proxydiag.store._catalog import MLFLOW, RESULT_TABLES, SINKS
 
 if TYPE_CHECKING:
     from proxydiag.store import RunStore
 
 #: the folder of kept reports, inside the store
 PENDING_REPORTS = "pending_reports"
-KINDS = ("diagnosis", "comparison")
+KINDS = tuple(RESULT_TABLES)
+__all__ = ["KINDS", "MLFLOW", "PENDING_REPORTS", "SINKS", "Outbox"]
 
 
 class Outbox:
-    """The MLflow outbox of ``store`` (``store.outbox``)."""
+    """The outbox of the sink ``sink`` in ``store``: the results it has not accepted yet."""
 
-    def __init__(self, store: RunStore) -> None:
+    def __init__(self, store: RunStore, sink: str = MLFLOW) -> None:
+        if sink not in catalog.SINKS:
+            raise StoreError(f"unknown sink {sink!r}; the store queues results for {catalog.SINKS}")
         self._store = store
+        self.sink = sink
+
+    def __repr__(self) -> str:
+        return f"Outbox({self._store!r}, {self.sink!r})"
 
     def put_report(self, kind: str, key: str, html: str) -> None:
-        """Keep the HTML report of a stored result until MLflow has accepted it (gzip, written
-        atomically): ``proxydiag mlflow sync`` attaches it, :meth:`mark_synced` removes it."""
+        """Keep the HTML report of a stored result until every sink has accepted it (gzip,
+        written atomically): ``proxydiag mlflow sync`` attaches it, :meth:`mark_synced` of the
+        last sink that had it pending removes it."""
         path = self._report_path(kind, key)
         with self._store.writing():
             path.parent.mkdir(exist_ok=True)
@@ -76,10 +90,11 @@ class Outbox:
         *,
         result: Mapping[str, Any] | None = None,
     ) -> bool:
-        """Mark a stored diagnosis (key: run id) or comparison (key) as logged to MLflow, and
-        drop its kept report; returns whether it was marked.
+        """Mark a stored diagnosis (key: run id) or comparison (key) as accepted by this sink
+        (it leaves the sink's queue), and drop its kept report once no sink has it pending;
+        returns whether the store holds that result (marked, or already synced).
 
-        With ``result`` (what was logged), only while the store still holds that result: a
+        With ``result`` (what was sent), only while the store still holds that result: a
         newer one another writer stored meanwhile stays pending, with its report.
         """
         table, column = _table(kind)
@@ -87,21 +102,29 @@ class Outbox:
         if result is not None:
             where, params = f"{where} AND json = ?", [key, json.dumps(result, default=str)]
         with self._store.writing(), self._store.session() as con:
-            marked = con.execute(
-                f"UPDATE {table} SET mlflow_synced = true WHERE {where}", params
-            ).fetchall()
-            done = bool(marked and marked[0][0])
+            held = con.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()
+            done = bool(held and held[0])
             if done:
-                self.forget(kind, key)
+                con.execute(
+                    "DELETE FROM pending WHERE sink = ? AND kind = ? AND key = ?",
+                    [self.sink, kind, key],
+                )
+                left = con.execute(
+                    "SELECT count(*) FROM pending WHERE kind = ? AND key = ?", [kind, key]
+                ).fetchone()
+                if not (left and left[0]):
+                    self.forget(kind, key)
         return done
 
     def pending(self) -> list[dict[str, Any]]:
-        """Results not yet logged to MLflow: ``{"kind", "key", "run", "result"}`` each."""
+        """Results this sink has not accepted yet: ``{"kind", "key", "run", "result"}`` each
+        (comparisons also ``full_runs``), diagnoses by run, then comparisons by key."""
         from proxydiag.store import comparison_key
 
         out: list[dict[str, Any]] = []
         store = self._store
-        for row in store.diagnoses().filter(~pl.col("mlflow_synced")).iter_rows(named=True):
+        waiting = ~pl.col(f"{self.sink}_synced")
+        for row in store.diagnoses().filter(waiting).iter_rows(named=True):
             out.append(
                 {
                     "kind": "diagnosis",
@@ -110,7 +133,7 @@ class Outbox:
                     "result": json.loads(row["json"]),
                 }
             )
-        for row in store.comparisons().filter(~pl.col("mlflow_synced")).iter_rows(named=True):
+        for row in store.comparisons().filter(waiting).iter_rows(named=True):
             key = comparison_key(row["proxy_run"], row["full_runs"])
             out.append(
                 {
@@ -134,8 +157,6 @@ class Outbox:
 
 
 def _table(kind: str) -> tuple[str, str]:
-    if kind == "diagnosis":
-        return "diagnoses", "run"
-    if kind == "comparison":
-        return "comparisons", "key"
-    raise StoreError(f"unknown result kind {kind!r}; use one of {KINDS}")
+    if kind not in RESULT_TABLES:
+        raise StoreError(f"unknown result kind {kind!r}; use one of {KINDS}")
+    return RESULT_TABLES[kind]

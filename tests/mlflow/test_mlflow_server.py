@@ -233,6 +233,10 @@ class MemoryStore:
         self.results: dict[tuple[str, str], dict[str, Any]] = {}
         self.outbox = self  # the outbox's interface, on the same object
 
+    def outbox_for(self, sink: str) -> MemoryStore:
+        assert sink == "mlflow"
+        return self
+
     def get(self, run_id: str) -> Run:
         return self.runs[run_id]
 
