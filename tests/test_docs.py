@@ -29,7 +29,8 @@ def test_a_page_s_python_runs(page: str, tmp_path: Path) -> None:
     out = proc.stdout.splitlines()
     assert out[0] == "grad_norm [0.9, inf, 2.5, 2.4]"  # the kv reader: inf kept
     assert out[1].startswith("healthy") and "lr_jump" in out[1]  # the detector ran
-    assert out[2] == "{'env/return_mean': 'reward'}"  # the alias
+    assert out[2] == "callback None 0"  # the trainer hook on a healthy run: quiet
+    assert out[3] == "{'env/return_mean': 'reward'}"  # the alias
 
 
 def test_citations_point_into_the_repository() -> None:
