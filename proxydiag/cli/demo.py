@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.table import Table
-
 from proxydiag.cli._app import app, err, out
 from proxydiag.cli._options import DEFAULT_STORE, OutputOpt, SamplesOpt, StoreOpt
 
@@ -21,6 +19,8 @@ def demo(
     The store at --store is (re)created: an existing store there is replaced. The report and
     the dashboard go into --output.
     """
+    from rich.table import Table
+
     from proxydiag.cli.demo_pipeline import run_demo
 
     result = run_demo(samples=samples, store_path=store, out_dir=output)

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from proxydiag.cli._app import app, err
 from proxydiag.cli._fleet import report_failures
@@ -36,6 +35,7 @@ from proxydiag.errors import ProxydiagError
 
 if TYPE_CHECKING:
     from rich.progress import Progress
+    from rich.table import Table
 
     from proxydiag.store import Staged
 
@@ -184,6 +184,8 @@ def _short(item: str | Path, width: int = 40) -> str:
 
 
 def _table(stored: _Stored, *, store: Path) -> Table:
+    from rich.table import Table
+
     table = Table(title=cell(f"{stored.count} run(s) stored in {store}"), title_justify="left")
     for column in ("run", "name", "format", "points", "metrics", "steps", "role", "group"):
         table.add_column(

@@ -6,13 +6,14 @@ import json
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
 from proxydiag.cli._app import app, json_line, out
 from proxydiag.cli._options import DEFAULT_STORE, LineFormat, LineFormatOpt, MaybeStoreOpt, StoreOpt
 from proxydiag.cli.show import cell, show
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from proxydiag.run import Run
     from proxydiag.store import RunStore
 
@@ -47,6 +48,8 @@ def runs_list(
             markup=False,
         )
         return
+    from rich.table import Table
+
     table = Table(
         title=cell(f"{frame.height} run(s) in {store} ({target.size_bytes() / 1e6:.1f} MB)"),
         title_justify="left",
@@ -145,6 +148,8 @@ def _metrics_table(run: Run) -> Table:
         )
         .sort("metric")
     )
+    from rich.table import Table
+
     table = Table(title="metrics (canonical ← key as logged)", title_justify="left")
     for column in ("metric", "key", "points", "non-finite", "first step", "last step"):
         table.add_column(column, justify="left" if column in ("metric", "key") else "right")

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from proxydiag.errors import IngestError, IngestWarning, where
 
@@ -121,6 +120,8 @@ def _frame(data: bytes, first_line: int, *, end: int) -> pl.DataFrame:
     """The lines of ``data[:end]`` (which ends with a newline) as a frame, newlines stripped.
 
     ``data`` is not sliced (a copy of the block): Arrow reads the lines in place."""
+    import pyarrow as pa  # once a log is read: a reader asked of another file never loads it
+
     if not data.isascii():  # ASCII is UTF-8; checking it allocates nothing
         body = data[:end]
         try:

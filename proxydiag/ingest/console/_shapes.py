@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
-import pyarrow as pa
 
 from proxydiag.ingest.console._records import MULTIPLIERS, NUM
 
@@ -181,6 +180,8 @@ def facts(lines: pl.DataFrame, state: dict[str, Any], read: Reader, keep: pl.Exp
 
 def shape(text: pl.Series) -> pl.Series:
     """Each line with its digits 1-9 read as 0 (a byte translation of the whole block)."""
+    import pyarrow as pa  # once a log is read (see _lines._frame)
+
     arr = text.rechunk().to_arrow()
     if arr.type != pa.large_string():
         arr = arr.cast(pa.large_string())

@@ -22,8 +22,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from proxydiag.errors import IngestError, IngestWarning
 from proxydiag.ingest import ReadContext, is_uri
 from proxydiag.ingest.contract import source_run
@@ -137,6 +135,8 @@ def running_run_dirs(root: Path, experiment: str) -> list[Path]:
 
 def _read_meta(folder: Path) -> dict[str, Any]:
     """A ``meta.yaml`` as a dict; missing or garbled gives ``{}`` and a warning."""
+    import yaml  # 20 ms to import: only once a run folder is read, not to sniff a file
+
     path = folder / "meta.yaml"
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -170,6 +170,8 @@ def _experiment_name(folder: Path) -> str | None:
     meta = folder / "meta.yaml"
     if not meta.is_file():
         return None
+    import yaml
+
     try:
         data = yaml.safe_load(meta.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):

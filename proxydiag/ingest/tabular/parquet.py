@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
 
 from proxydiag.errors import IngestError
 from proxydiag.frame import SCHEMA
@@ -46,6 +45,8 @@ def can_read(source: str | Path) -> bool:
 
 
 def read(source: str | Path, ctx: ReadContext) -> list[Run]:
+    import pyarrow as pa  # 40-100 ms to import: only for a Parquet file, not to sniff one
+
     path = Path(source)
     try:
         run = _read_in_parts(path, ctx)
@@ -66,6 +67,8 @@ def read_table(path: Path) -> tuple[pl.DataFrame, tables.Notes]:
 def read_any(path: Path) -> tuple[pl.DataFrame | Wide, tables.Notes]:
     """As :func:`read_table`, but a wide file stays a :class:`~proxydiag.run.wide.Wide`
     table (:func:`~proxydiag.run.wide.build_table` builds its run without a raw frame)."""
+    import pyarrow as pa
+
     try:
         frame = _read(path)
     except (OSError, pl.exceptions.PolarsError, pa.ArrowException) as exc:
