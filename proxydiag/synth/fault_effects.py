@@ -151,6 +151,25 @@ def _routing_mismatch(eff: Effects, fault: FaultSpec, rng: np.random.Generator) 
             _divergence(eff, FaultSpec("divergence", tip, None), rng)
 
 
+def _from_start(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    # the sampler computes differently from the learner from the first step (a quantized or
+    # fp8 rollout, a recipe or scale mismatch): the disagreement is 5-12x a healthy bf16
+    # pair's from step 1, beyond the published bound of a probability difference or a Pearson
+    # correlation, and stays there
+    after = since(len(eff.grad_log), fault.onset_step) >= 0
+    eff.mismatch_mult *= np.where(after, rng.uniform(5.0, 12.0), 1.0)
+    eff.learn_gain *= np.where(after, 0.8, 1.0)
+
+
+def _on_policy_nonzero(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    # a true on-policy setup (the same engine and kernels for sampling and training) logs a
+    # mismatch of exactly 0 until something breaks it (a kernel change, a non-deterministic
+    # reduction, a sampler update path): from the onset the sampler and learner disagree by
+    # 0.3-3x a healthy bf16 pair, within the ranges a bounded stack would accept
+    after = since(len(eff.grad_log), fault.onset_step) >= 0
+    eff.mismatch_mult *= np.where(after, rng.uniform(0.3, 3.0), 0.0)
+
+
 def _lost_master_weights(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
     # the learner keeps only bf16 weights from the onset (a resume that restored the bf16
     # copy, a wrapper that dropped the fp32 one): its grad norm is reduced in bf16 and
@@ -174,4 +193,6 @@ INJECTORS: dict[str, Injector] = {
     "routing_replay_off": _routing_replay_off,
     "routing_mismatch": _routing_mismatch,
     "lost_master_weights": _lost_master_weights,
+    "from_start": _from_start,
+    "on_policy_nonzero": _on_policy_nonzero,
 }

@@ -189,7 +189,9 @@ def _mismatch(
         "mismatch_prob_diff": pd0 * m * wobble(0.8, 0.08),
         "mismatch_prob_diff_max": np.minimum(0.99, pdmax0 * m**0.6 * wobble(0.3, 0.15)),
         "mismatch_k3": k3,
-        "mismatch_kl": 0.9 * k3 + k30 * 0.3 * ar1_t(rng, n_steps=n, phi=0.5, scale=1.0),
+        # an estimate's sampling noise, none where the two sides agree bit for bit (m = 0)
+        "mismatch_kl": 0.9 * k3
+        + np.where(m > 0, k30 * 0.3 * ar1_t(rng, n_steps=n, phi=0.5, scale=1.0), 0.0),
         "mismatch_logp_diff": lpd0 * m * wobble(0.8, 0.08),
         "mismatch_logp_diff_max": lpdmax0 * m**0.6 * wobble(0.3, 0.15),
         "mismatch_corr": np.maximum(-1.0, 1.0 - corr_gap0 * m**3 * wobble(0.7, 0.1)),

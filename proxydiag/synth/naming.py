@@ -176,8 +176,18 @@ _SHOWS: dict[str, frozenset[str]] = {
 }
 #: formats that write a value's every digit (console lines round: a grid of bits is lost)
 FULL_PRECISION = frozenset({"tensorboard", "mlflow", "csv", "jsonl"})
-for _v in ("gradual_climb", "climb_then_divergence", "export_lag", "sync_sawtooth"):
+for _v in (
+    "gradual_climb",
+    "climb_then_divergence",
+    "export_lag",
+    "sync_sawtooth",
+    "on_policy_nonzero",
+):
     _SHOWS[_v] = _SHOWS["sync_step"]
+#: a mismatch beyond its bound from the first step shows only in a metric with a published
+#: bound that 5-12x a healthy pair exceeds (a probability difference, a Pearson correlation;
+#: a KL estimate's bound of 0.1 is 300x a healthy k3)
+_SHOWS["from_start"] = frozenset({"mismatch_prob_diff", "mismatch_corr"})
 
 
 #: proxy relation -> canonical metrics that show how its dynamics differ before the fault (the

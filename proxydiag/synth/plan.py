@@ -21,7 +21,7 @@ import numpy as np
 from proxydiag.errors import ConfigError
 from proxydiag.synth.naming import can_show, shows_relation
 from proxydiag.synth.proxy import RELATION_DYNAMICS, RELATION_WHY, proxy_fault
-from proxydiag.synth.scenario import ROUTING_VARIANTS, FaultSpec, Scenario
+from proxydiag.synth.scenario import ROUTING_VARIANTS, START_VARIANTS, FaultSpec, Scenario
 
 #: the group cycle: a quarter healthy, a quarter per failure class ("overflow" follows precision)
 GROUP_CYCLE = (
@@ -39,6 +39,8 @@ GROUP_CYCLE = (
     "climb_then_divergence",
 )
 #: variants the group cycle names (the overflow variants through "overflow")
+#: proxy relations that move a fault's onset (a fault from the first step has none to move)
+_TIMED = frozenset({"late", "early"})
 _CYCLED = frozenset(GROUP_CYCLE) | {"fp16_scaler_collapse", "bf16_nonfinite"}
 #: relation cycles of proxies: about 40% faithful
 FAULTY_CYCLE = (
@@ -145,7 +147,8 @@ class Planner:
             nan_after = int(n_steps * rng.uniform(0.12, 0.25)) if rng.random() < 0.6 else None
             if variant not in ("divergence", "climb_then_divergence"):
                 nan_after = None
-            return FaultSpec(variant, int(n_steps * rng.uniform(0.3, 0.55)), nan_after)
+            onset = int(n_steps * rng.uniform(0.3, 0.55))
+            return FaultSpec(variant, 1 if variant in START_VARIANTS else onset, nan_after)
         raise ConfigError("no requested format/naming can show any requested scenario")
 
     def _naming(self, variant: str, precision: str, rng: np.random.Generator) -> str:
@@ -165,9 +168,11 @@ class Planner:
             fault = proxy_fault(
                 base.fault, relation, n_steps=base.n_steps, precision=base.precision, rng=rng
             )
-            if self._combos(
-                fault.variant if fault else "", base.precision, naming
-            ) and shows_relation(naming, relation, precision=base.precision):
+            if (
+                self._combos(fault.variant if fault else "", base.precision, naming)
+                and shows_relation(naming, relation, precision=base.precision)
+                and not (fault and fault.variant in START_VARIANTS and relation in _TIMED)
+            ):
                 break
         self.relation_count[kind] += 1
         sc = proxy_scenario(base, kept=kept, fault=fault, relation=relation)

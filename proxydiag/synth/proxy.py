@@ -35,7 +35,7 @@ from dataclasses import replace
 import numpy as np
 
 from proxydiag.synth.dynamics import Dynamics
-from proxydiag.synth.scenario import VARIANT_CLASS, FaultSpec
+from proxydiag.synth.scenario import START_VARIANTS, VARIANT_CLASS, FaultSpec
 
 RELATION_WHY: dict[str, str] = {
     "reproduce": "",
@@ -170,6 +170,8 @@ def proxy_fault(
         "wrong": rng.uniform(-0.03, 0.03),
     }[_ON_TIME.get(relation, relation)]  # every draw made, so older corpora stay the same
     onset = int(np.clip(full.onset_step + shift * n_steps, 0.08 * n_steps, 0.85 * n_steps))
+    if full.variant in START_VARIANTS and relation != "wrong":
+        onset = full.onset_step  # there from the first step in the proxy too
     if relation != "wrong":
         return FaultSpec(full.variant, onset, full.nan_after_steps)
     variant = _wrong_variant(full.variant, precision, rng)

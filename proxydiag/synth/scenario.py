@@ -62,6 +62,8 @@ VARIANT_CLASS: dict[str, str] = {
     "routing_replay_off": "precision_fault",
     "routing_mismatch": "precision_fault",
     "lost_master_weights": "precision_fault",
+    "from_start": "precision_fault",
+    "on_policy_nonzero": "precision_fault",
 }
 #: variants that need the routing shares logged
 ROUTING_VARIANTS = ("routing_replay_off", "routing_mismatch")
@@ -75,7 +77,12 @@ PRECISION_KIND: dict[str, str] = {
     "routing_replay_off": "routing_replay_off",
     "routing_mismatch": "routing_mismatch",
     "lost_master_weights": "lost_master_weights",
+    "from_start": "from_start",
+    "on_policy_nonzero": "on_policy_nonzero",
 }
+#: variants whose fault is there from the first step (a proxy shows it there too, or not at
+#: all: it cannot come early or late)
+START_VARIANTS = ("from_start",)
 #: variant -> the number its fault parameters are seeded with (the first seven sorted, later
 #: variants after them: a variant added never changes the runs of another)
 VARIANT_SEED: dict[str, int] = {
@@ -99,6 +106,8 @@ VARIANT_SEED: dict[str, int] = {
             "routing_replay_off",
             "routing_mismatch",
             "lost_master_weights",
+            "from_start",
+            "on_policy_nonzero",
         )
     )
 }
@@ -193,7 +202,8 @@ class Truth:
 
 
 def named(name: str, *, n_steps: int = 500) -> Scenario:
-    """A named scenario: ``healthy`` or a fault variant, with the fault at 40% of the run.
+    """A named scenario: ``healthy`` or a fault variant, with the fault at 40% of the run (at the
+    first step for a fault there from the start).
 
     >>> named("sync_step").fault
     FaultSpec(variant='sync_step', onset_step=200, nan_after_steps=None)
@@ -204,7 +214,7 @@ def named(name: str, *, n_steps: int = 500) -> Scenario:
         raise ConfigError(f"unknown scenario {name!r}; use one of {', '.join(SCENARIOS)}")
     precision = "fp16" if name == "fp16_scaler_collapse" else "bf16"
     nan_after = n_steps // 5 if name == "divergence" else None
-    fault = FaultSpec(name, int(n_steps * 0.4), nan_after)
+    fault = FaultSpec(name, 1 if name in START_VARIANTS else int(n_steps * 0.4), nan_after)
     routing = name in ROUTING_VARIANTS
     return replace(
         Scenario(name, n_steps=n_steps, precision=precision, routing=routing), fault=fault

@@ -1,5 +1,6 @@
-"""The routing and master-weight precision variants: each shows where its truth says, only on
-request, and a corpus that asks for a routing variant logs the routing shares in every run."""
+"""The routing, master-weight, from-the-start and broken on-policy precision variants: each
+shows where its truth says, only on request, and a corpus that asks for a routing variant logs
+the routing shares in every run."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from proxydiag.synth.corpus import DEFAULT_VARIANTS
 from proxydiag.synth.view import logged_rows
 
 NEW = ("routing_replay_off", "routing_mismatch", "lost_master_weights")
+START = ("from_start", "on_policy_nonzero")
 
 
 def test_routing_replay_off_drops_the_replayed_share_and_raises_the_mismatch() -> None:
@@ -50,6 +52,33 @@ def test_lost_master_weights_puts_the_grad_norm_on_the_bf16_grid_from_its_onset(
     assert "mismatch_route_replay" not in sr.values  # routing is logged only when asked for
 
 
+def test_from_start_is_beyond_the_bound_from_the_first_step() -> None:
+    sr = simulate("from_start", seed=3)
+    assert sr.truth.onset_step == 1
+    pd = sr.values["mismatch_prob_diff"]
+    assert np.median(pd[:20]) > 0.01  # veRL's bound on the mean probability difference
+    assert np.median(pd[-50:]) > 0.01
+    assert np.median(sr.values["mismatch_corr"][:20]) < 0.99  # and on the Pearson correlation
+
+
+def test_on_policy_nonzero_logs_exact_zeros_until_its_onset() -> None:
+    sr = simulate("on_policy_nonzero", seed=5)
+    onset = sr.truth.onset_step or 0
+    v = sr.values
+    for k in ("mismatch_prob_diff", "mismatch_k3", "mismatch_kl", "mismatch_logp_diff"):
+        assert (v[k][: onset - 1] == 0.0).all(), k
+        assert (v[k][onset - 1 :] != 0.0).all(), k
+    assert (v["mismatch_corr"][: onset - 1] == 1.0).all()
+
+
+def test_a_mismatch_of_exactly_zero_leaves_the_other_runs_as_they_were() -> None:
+    """The KL estimate's noise is dropped only where the two sides agree bit for bit: every
+    other variant draws and logs what it did."""
+    for name in ("healthy", "sync_step", "gradual_climb"):
+        a = simulate(name, seed=6).values["mismatch_kl"]
+        assert np.isfinite(a).all() and (a != 0).all(), name
+
+
 def test_routing_variants_need_the_routing_shares_logged() -> None:
     with pytest.raises(ConfigError, match="routing=True"):
         Scenario("x", fault=FaultSpec("routing_mismatch", 100))
@@ -57,7 +86,7 @@ def test_routing_variants_need_the_routing_shares_logged() -> None:
 
 
 def test_the_new_variants_come_only_on_request() -> None:
-    assert not set(NEW) & set(DEFAULT_VARIANTS)
+    assert not set(NEW + START) & set(DEFAULT_VARIANTS)
 
 
 def test_the_routing_shares_do_not_change_the_other_metrics() -> None:
@@ -95,3 +124,19 @@ def test_logged_rows_carry_the_routing_keys_of_the_naming() -> None:
     assert {"r3/replay_fraction_active", "train/router/compare_current_set_change_fraction"} <= keys
     keys = set(logged_rows(sr, naming="slime", fmt="csv", log_interval=1)["key"].to_list())
     assert "r3/skip_fraction_active" in keys
+
+
+@pytest.mark.slow
+def test_a_corpus_of_the_start_kinds_is_labelled_and_scored_per_kind(tmp_path: Path) -> None:
+    """A fault from the first step stays there in its proxies (none early or late); each kind
+    is named."""
+    labels = write_corpus(tmp_path, n_groups=14, seed=404, variants=list(START), formats=["jsonl"])
+    runs = json.loads(labels.read_text())["runs"]
+    assert {r["variant"] for r in runs.values()} >= set(START)
+    for r in runs.values():
+        if r["variant"] == "from_start":
+            assert r["onset_step"] == 1 and r["relation"] not in ("late", "early"), r
+    result = score(tmp_path)
+    assert set(result.per_kind) == set(START), result.per_kind
+    for kind, k in result.per_kind.items():
+        assert k["correct"] / k["support"] >= 0.9, (kind, k)
