@@ -14,6 +14,9 @@ import polars as pl
 import pytest
 
 from proxydiag.diagnose.api import diagnose
+from proxydiag.diagnose.config import DiagnoseConfig
+from proxydiag.diagnose.detectors import router
+from proxydiag.diagnose.view import from_arrays
 from proxydiag.errors import ConfigError
 from proxydiag.ingest import read_run
 from proxydiag.metrics import AliasTable, layer_families, layer_of
@@ -199,3 +202,23 @@ def test_dense_layers_logging_zero_are_no_routers(tmp_path: Path) -> None:
     found = _router(_read(tmp_path / "b", moe, 7, "jsonl"))
     assert [m for _, m, _, _ in found] == ["router_aux_loss_layer_6"]
     assert "the other 5 layers" in found[0][3]
+
+
+def test_several_layers_overflowing_are_counted_and_listed() -> None:
+    rng = np.random.default_rng(4)
+    steps = np.arange(0, 400, 2)
+    arrays = {}
+    for i in range(10):
+        values = np.exp(rng.normal(np.log(0.02), 0.1, steps.size))
+        if i in (2, 6):
+            values[(steps >= 200 + 40 * (i == 6)) & (rng.random(steps.size) < 0.3)] = np.nan
+            values[np.searchsorted(steps, 200 + 40 * (i == 6))] = -np.inf
+        arrays[f"router_z_loss_layer_{i}"] = (steps, values)
+    events = router.detect(from_arrays(arrays), DiagnoseConfig())
+    found = [e for e in events if e.kind == "router_nonfinite"]
+    assert len(found) == 1
+    assert found[0].metric == "router_z_loss_layer_2" and found[0].onset_step == 200
+    assert "non-finite in 2 of 10 layers (2, 6); the first, layer 2's, is -inf at step 200" in (
+        found[0].evidence
+    )
+    assert "the other 8 layers stay finite" in found[0].evidence

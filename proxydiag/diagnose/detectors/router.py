@@ -137,7 +137,8 @@ def _per_layer(
         )
         if whole is not None:
             return [replace(whole, evidence=f"{whole.evidence} ({words})"), *out[1:]]
-        return [*out, _event(rule, f"{rule.metric}_layer_{first}", change, f" (in {words})")]
+        who = f"layer {first}'s {rule.metric}"
+        return [*out, _event(rule, f"{rule.metric}_layer_{first}", change, f" ({words})", who=who)]
     others = [s for i, s in layers.items() if i not in flagged]
     stay = _within(others, change.onset_step)
     rest = (
@@ -167,9 +168,16 @@ def _nonfinite(rule: _Rule, layers: dict[int, Series]) -> Event | None:
     which = (
         f"layer {first}'s {rule.metric}"
         if len(bad) == 1
-        else f"{rule.metric} in {len(bad)} of {len(layers)} layers, first layer {first}:"
+        else f"{rule.metric} is non-finite in {len(bad)} of {len(layers)} layers "
+        f"({', '.join(map(str, sorted(bad)))}); the first, layer {first}'s,"
     )
-    others = f"; the other {len(layers) - 1} layers stay finite" if len(bad) == 1 else ""
+    others = (
+        f"; the other {len(layers) - 1} layers stay finite"
+        if len(bad) == 1
+        else f"; the other {len(layers) - len(bad)} layers stay finite"
+        if len(bad) < len(layers)
+        else ""
+    )
     return Event(
         "router_nonfinite",
         f"{rule.metric}_layer_{first}",
