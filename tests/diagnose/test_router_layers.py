@@ -99,6 +99,9 @@ def test_a_users_layer_pattern_and_a_bad_one(tmp_path: Path) -> None:
     bad.write_text("[layers]\npatterns = ['^(?P<pre>.+)_l(\\d+)$']\n")
     with pytest.raises(ConfigError, match=r"bad\.toml.*\(\?P<layer>"):
         AliasTable.load(bad)
+    bad.write_text("[layers]\npatterns = ['^(?P<pre>.+_layer_(?P<layer>\\d+)$']\n")
+    with pytest.raises(ConfigError, match=r"bad\.toml: layers\.patterns: .* is not a regex"):
+        AliasTable.load(bad)
 
 
 def _read(tmp_path: Path, moe: Moe, seed: int, fmt: str) -> Run:
