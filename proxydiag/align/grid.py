@@ -21,7 +21,7 @@ import polars as pl
 from proxydiag.align.alignment import ALIGNERS, Alignment, align_runs
 from proxydiag.align.resample import resample
 from proxydiag.errors import AnalysisError
-from proxydiag.metrics import LOG_SCALE_METRICS
+from proxydiag.metrics import LOG_SCALE_METRICS, layer_families, layer_of, mean_over_layers
 from proxydiag.run import Run
 
 Floats = npt.NDArray[np.float64]
@@ -174,14 +174,41 @@ def resample_grid(
 
 def shared_series(full: list[Run], proxy: Run) -> list[Series]:
     """Each run's ``(steps, values)`` of the metrics the proxy and a full run share (full runs in
-    order, then the proxy), extracted once for every resampling of the same runs."""
-    common = set(proxy.metrics) & {m for r in full for m in r.metrics}
+    order, then the proxy), extracted once for every resampling of the same runs.
+
+    A per-layer family (``<metric>_layer_<i>``, :func:`proxydiag.metrics.layer_of`) is compared
+    as its run-level metric, never layer by layer: the run's own when it logs one, else the
+    mean over its routed layers (:func:`proxydiag.metrics.mean_over_layers`, as Megatron-Core
+    aggregates it), so a run logging only the layers compares with one logging only the mean."""
+    folded = [_folded(r.metrics) for r in [*full, proxy]]
+    common = set(folded[-1]) & {m for f in folded[:-1] for m in f}
     if not common:
         raise AnalysisError(
             f"proxy {proxy.id} shares no metric with the full runs; "
             "check the alias table (--aliases)"
         )
-    return [_by_metric(r, common) for r in [*full, proxy]]
+    out = []
+    for run, names in zip([*full, proxy], folded, strict=True):
+        # metric -> the names of its layers, where this run logs only those
+        layered = {m: layers for m in common if (layers := names.get(m))}
+        wanted = {m for m in common if m not in layered} | {
+            n for layers in layered.values() for n in layers.values()
+        }
+        series = _by_metric(run, wanted)
+        for metric, layers in layered.items():
+            steps, values = mean_over_layers({i: series.pop(n) for i, n in layers.items()})
+            series[metric] = (steps.astype(np.float64), values)
+        out.append(series)
+    return out
+
+
+def _folded(metrics: list[str]) -> dict[str, dict[int, str]]:
+    """Each metric the run is compared on -> the per-layer metrics its mean is taken over
+    (empty: the run logs the metric itself)."""
+    out: dict[str, dict[int, str]] = {m: {} for m in metrics if layer_of(m) is None}
+    for base, layers in layer_families(metrics).items():
+        out.setdefault(base, layers)
+    return out
 
 
 def _by_metric(run: Run, metrics: set[str]) -> dict[str, tuple[Floats, Floats]]:

@@ -14,15 +14,17 @@ import re
 from proxydiag.run import Run
 from proxydiag.run.params import top_k_of
 
-#: canonical routing metrics (``aliases.toml``); raw per-layer router keys match :data:`RAW`
+#: canonical routing metrics (``aliases.toml``); their per-layer families
+#: (``router_aux_loss_layer_3``) are folded into them before scoring
+#: (:func:`proxydiag.align.grid.shared_series`) and match :data:`RAW` too
 CANONICAL = (
     "router_aux_loss",
     "router_z_loss",
     "router_entropy",
     "expert_load_max",
 )
-#: per-layer or unmapped router keys: Megatron-LM ``moe/<name>_layer_<i>``, marin
-#: ``train/router/...``, any key under a ``router`` or ``moe`` namespace
+#: unmapped router keys: marin ``train/router/...``, any key under a ``router`` or ``moe``
+#: namespace (a per-layer spelling the alias table does not resolve, ``moe/<name>_layer_<i>``)
 RAW = re.compile(r"(^|/)(moe|router)(/|_)", re.IGNORECASE)
 
 

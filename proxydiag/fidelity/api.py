@@ -39,6 +39,7 @@ from proxydiag.fidelity.phases import WHOLE, Phase
 from proxydiag.fidelity.phases import split as phases_of
 from proxydiag.fidelity.result import Comparison, MetricFidelity, PhaseFidelity, Verdict
 from proxydiag.fidelity.tests import increments, level, shape, trend, volatility
+from proxydiag.metrics import layer_families
 from proxydiag.registry import Registry
 from proxydiag.run import Run
 
@@ -102,6 +103,7 @@ def compare(
             full_progress=float(fault.full["onset_progress"]),
         )
     series = shared_series(fulls, proxy)
+    per_layer = _per_layer(fulls, proxy)
     unrouted = _routing.no_routing(proxy)
     dropped = sorted(m for m in series[-1] if _routing.is_routing(m)) if unrouted else []
     if dropped:
@@ -138,6 +140,12 @@ def compare(
             *reasons,
             f"{unrouted}: its routing metrics are not scored ({', '.join(dropped)})",
         )
+    if per_layer:
+        reasons = (
+            *reasons,
+            "per-layer metrics compared as their run-level metric (a run's own, else the mean "
+            f"over its routed layers): {', '.join(f'{b} ({w})' for b, w in per_layer.items())}",
+        )
     hint = _consumption_hint(fulls, proxy) if align == "step" else None
     if hint:
         reasons = (*reasons, hint)
@@ -159,11 +167,25 @@ def compare(
             "skipped_metrics": {
                 **dict(grid.skipped),
                 **{m: f"not scored: {unrouted}" for m in dropped},
+                **{f"{b}_layer_*": f"compared as {b}: {w}" for b, w in per_layer.items()},
             },
             "baseline": _baseline_words(len(fulls), cfg),
         },
         phases=phases,
     )
+
+
+def _per_layer(fulls: list[Run], proxy: Run) -> dict[str, str]:
+    """Per run-level metric, the layers its per-layer family holds in the full runs and the
+    proxy (folded into it by :func:`~proxydiag.align.grid.shared_series`)."""
+    out: dict[str, str] = {}
+    found = [layer_families(r.metrics) for r in [*fulls, proxy]]
+    for base in sorted({b for f in found for b in f}):
+        full_n = sorted({len(f[base]) for f in found[:-1] if base in f})
+        proxy_n = len(found[-1].get(base, {}))
+        full_words = "/".join(map(str, full_n)) if full_n else "no"
+        out[base] = f"{full_words} layers in the full runs, {proxy_n or 'no'} in the proxy"
+    return out
 
 
 def _resampled(

@@ -12,6 +12,7 @@ from typing import Any
 
 from proxydiag.diagnose.result import Diagnosis
 from proxydiag.fidelity.result import Comparison
+from proxydiag.metrics import layer_of
 from proxydiag.run import Run
 
 #: the order panels appear in (metrics a reader looks at first); others follow alphabetically
@@ -107,7 +108,9 @@ class ReportContent:
         return out
 
     def panel_metrics(self, *, limit: int = MAX_PANELS) -> list[str]:
-        """Metrics to draw: root-cause metrics first, then the compared ones, then the rest."""
+        """Metrics to draw: root-cause metrics first, then the compared ones, the usual ones,
+        a layer an event named (``router_z_loss_layer_7``), then the rest, a run's other
+        per-layer metrics last (dozens of layers would fill every panel)."""
         present: set[str] = set()
         for run in self.drawn_runs:
             present.update(run.metrics)
@@ -118,8 +121,19 @@ class ReportContent:
         ]
         compared = list(self.comparison.metrics) if self.comparison else []
         ordered = [m for m in PANEL_ORDER if m in present]
-        rest = sorted(m for m in present if m not in PANEL_ORDER and m not in {"tokens", "samples"})
-        chosen = [m for m in dict.fromkeys(first + compared + ordered + rest) if m in present]
+        named = [
+            e.metric
+            for _, d in self.named_diagnoses()
+            for e in d.events
+            if e.metric and layer_of(e.metric) is not None
+        ]
+        rest = sorted(
+            (m for m in present if m not in PANEL_ORDER and m not in {"tokens", "samples"}),
+            key=lambda m: (layer_of(m) is not None, m),
+        )
+        chosen = [
+            m for m in dict.fromkeys(first + compared + ordered + named + rest) if m in present
+        ]
         return chosen[:limit]
 
     def to_dict(self) -> dict[str, Any]:

@@ -103,3 +103,13 @@ def test_what_is_read_on_the_sample_runs_is_declared() -> None:
     for _reader, source in found[::2]:  # every other source: the shapes, at half the cost
         for run in read_runs(source):
             assert _undeclared(run, cfg) == {}, run.name
+
+
+@pytest.mark.parametrize("fault", ["", "rise", "nonfinite", "all"])
+def test_what_is_read_of_per_layer_router_metrics_is_declared(fault: str, tmp_path: Path) -> None:
+    from tests._moe_layers import Moe, series, write
+
+    moe = Moe(fault=fault, metric="z_loss" if fault == "nonfinite" else "load_balancing_loss")
+    run = read_runs(write(tmp_path / "run.jsonl", series(moe, 11), "jsonl"))[0]
+    assert any("_layer_" in m for m in run.metrics)
+    assert _undeclared(run, DiagnoseConfig()) == {}

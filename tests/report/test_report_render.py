@@ -206,3 +206,27 @@ def test_degenerate_series_still_draw() -> None:
     html = report(runs=[run], diagnoses=[make_diagnosis(run, onset=None)], fmt="html")
     assert len(_figures(html)) == 3  # timeline, grad_norm, loss
     assert "odd: healthy — no failure found over steps 1–7" in html
+
+
+def test_panel_metrics_draw_the_layer_an_event_named_and_not_every_layer() -> None:
+    from proxydiag.diagnose.api import diagnose
+    from proxydiag.frame import raw
+    from proxydiag.metrics import layer_of
+    from proxydiag.run.build import build_run
+    from tests._moe_layers import Moe, series
+
+    data = series(Moe(layers=24, fault="rise", layer=13, onset=240), 21)
+    steps = np.concatenate([s for s, _ in data.values()])
+    keys = [k for k, (s, _) in data.items() for _ in range(s.size)]
+    run = build_run(
+        raw(steps, keys, np.concatenate([v for _, v in data.values()])),
+        name="moe",
+        source="mem://moe",
+        fmt="test",
+    )
+    content = resolve(runs=[run], diagnoses=[diagnose(run)])
+    panels = content.panel_metrics()
+    assert panels[:2] == ["loss", "grad_norm"]
+    assert "router_aux_loss_layer_13" in panels[:5]  # the layer the router event named
+    others = [m for m in panels if layer_of(m) is not None and m != "router_aux_loss_layer_13"]
+    assert panels.index(others[0]) > panels.index("router_z_loss")  # the rest, layers last
