@@ -19,7 +19,11 @@ delays the alert. Each returns a reason (text) or None.
   disagreement (:func:`proxydiag.diagnose.detectors.mismatch.disagreement`: 1 − Pearson, log of a
   multiplicative error), which grows when something breaks. The offline detectors need ≥ 4 σ and a
   1.5× (loss) to 3× (grad norm) fold (``[divergence]``), ≥ 6 σ and 2.5× for mismatch
-  (``[mismatch]``): the trigger fires before either is reached.
+  (``[mismatch]``): the trigger fires before either is reached;
+- **bound** (with the levels): the median of the last :data:`RECENT_POINTS` points of a
+  mismatch quantity with a published bound stands beyond it (``[mismatch]``), whatever it
+  was before: a mismatch beyond its bound from the first step (a quantized or fp8 rollout)
+  has no move for the level trigger to see.
 """
 
 from __future__ import annotations
@@ -28,9 +32,10 @@ import math
 
 import numpy as np
 
+from proxydiag.diagnose.config import MismatchConfig
 from proxydiag.diagnose.detectors.master_weights import METRICS as GRID_METRICS
 from proxydiag.diagnose.detectors.master_weights import MIN_BEFORE, OFF_SHARE, grid_states
-from proxydiag.diagnose.detectors.mismatch import disagreement
+from proxydiag.diagnose.detectors.mismatch import disagreement, published_bound, upper_bound
 from proxydiag.metrics import SKIP_COUNTERS, is_mismatch
 from proxydiag.watch.buffers import MetricBuffer
 
@@ -144,6 +149,35 @@ def level(metric: str, buf: MetricBuffer) -> tuple[str, float] | None:
         (math.exp(float(np.median(cur))), math.exp(base)) if log else (float(np.median(cur)), base)
     )
     return f"{what} level {now:.4g} vs {then:.4g} before", abs(move) / threshold
+
+
+def bound(metric: str, buf: MetricBuffer, config: MismatchConfig) -> tuple[str, float] | None:
+    """The reason the recent level of a mismatch quantity stands beyond its published bound
+    and by how much (its disagreement over the bound's: > 1), or None (no bound, too few
+    points, within it).
+
+    >>> b = MetricBuffer(head_points=0, history_points=4, recent_points=64)
+    >>> for s in range(3):
+    ...     b.append(s, 0.004)
+    >>> bound("mismatch_prob_diff", b, MismatchConfig()) is None
+    True
+    >>> for s in range(3, 6):
+    ...     b.append(s, 0.03)
+    >>> bound("mismatch_prob_diff", b, MismatchConfig())
+    ('mismatch_prob_diff 0.03 beyond its bound 0.01', 3.0)
+    """
+    if not is_mismatch(metric) or (limit := upper_bound(metric, config)) is None or limit <= 0:
+        return None
+    values = buf.last(RECENT_POINTS)
+    values = values[np.isfinite(values)]
+    if values.size < RECENT_POINTS:
+        return None
+    now = float(np.median(np.abs(disagreement(metric, values))))
+    if now <= limit:
+        return None
+    shown = float(np.median(values))
+    published = published_bound(metric, config)
+    return f"{metric} {shown:.4g} beyond its bound {published:.4g}", now / limit
 
 
 def grid(metric: str, buf: MetricBuffer) -> tuple[str, float] | None:

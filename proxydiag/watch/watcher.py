@@ -277,7 +277,11 @@ class Watcher:
             moves = {
                 m: found
                 for m in sorted(self._touched)
-                if (found := triggers.level(m, self._buffers[m])) is not None
+                if (
+                    found := triggers.bound(m, self._buffers[m], self.config.mismatch)
+                    or triggers.level(m, self._buffers[m])
+                )
+                is not None
             }
             self._touched = set()
             self._streak = self._streak + 1 if moves else 0

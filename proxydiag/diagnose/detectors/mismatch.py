@@ -48,9 +48,9 @@ def disagreement(metric: str, x: np.ndarray) -> np.ndarray:
     return x
 
 
-def upper_bound(metric: str, c: MismatchConfig) -> float | None:
-    """A metric's published bound as a :func:`disagreement` (None: it has none, or a range)."""
-    value = {
+def published_bound(metric: str, c: MismatchConfig) -> float | None:
+    """A metric's published bound as the stack logs it (None: it has none, or a range)."""
+    return {
         "mismatch_prob_diff": c.prob_diff_bound,
         "mismatch_kl": c.kl_bound,
         "mismatch_chi2": c.chi2_bound,
@@ -60,6 +60,11 @@ def upper_bound(metric: str, c: MismatchConfig) -> float | None:
         "mismatch_route_replay": c.route_replay_bound,
         "mismatch_route_fallback": c.route_fallback_bound,
     }.get(metric)
+
+
+def upper_bound(metric: str, c: MismatchConfig) -> float | None:
+    """A metric's published bound as a :func:`disagreement` (None: it has none, or a range)."""
+    value = published_bound(metric, c)
     return None if value is None else float(np.abs(disagreement(metric, np.array([value])))[0])
 
 
@@ -173,11 +178,38 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     events = []
     for metric in rv.mismatch_metrics:
         s = rv.get(metric)
-        if s is not None and s.finite.sum() >= 12:
-            event = _check(s, cfg.mismatch)
-            if event is not None:
-                events.append(event)
+        if s is None:
+            continue
+        n = int(s.finite.sum())
+        event = (
+            _check(s, cfg.mismatch)
+            if n >= MIN_POINTS
+            else (_young(s, cfg.mismatch) if n >= MIN_BOUND_POINTS else None)
+        )
+        if event is not None:
+            events.append(event)
     return events + _disagreements(rv, events, cfg.mismatch)
+
+
+#: finite points a change needs (a baseline and points after it) ...
+MIN_POINTS = 12
+#: ... and a level beyond a published bound on every point so far (a young or sparsely
+#: logged run: a mismatch beyond its bound from the first step is there to see at once)
+MIN_BOUND_POINTS = 4
+
+
+def _young(s: Series, c: MismatchConfig) -> Event | None:
+    """A series too short for a change: beyond its published bound at every point so far
+    (medians of 3) is a disagreement from the start; anything less waits for more points."""
+    ok = s.finite
+    steps, x = s.steps[ok], s.values[ok]
+    if s.name.startswith(tuple(ROUTE_FLOORS)):
+        x = route_level(x)
+    level = block_level(x, window_points=3)
+    bound = _beyond_bound(s.name, level, c)
+    if bound is None or not bool(bound[0].all()):
+        return None
+    return _level_event(s, steps, level, bound, c)
 
 
 #: a mismatch metric's family (quantities measured different ways), by name prefix
