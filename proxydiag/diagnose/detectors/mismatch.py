@@ -73,13 +73,45 @@ ROUTE_FLOORS = {
 }
 
 
+#: a routing share moves by whole routes of its batch: fewer than this many routes are ties
+#: and aborts, not a level (a small batch's one route can be far above ROUTE_FLOORS)
+HANDFUL_ROUTES = 5
+
+
+def route_unit(x: np.ndarray) -> float:
+    """The share one route makes, where a routing share's values show it (0.0 where they do
+    not): a share that counts routes of a small batch returns to 0 (at least a tenth of its
+    points) and its values up to :data:`HANDFUL_ROUTES` times its smallest one are whole
+    multiples of it (±0.1, and ±5% more per route: batches differ a little in size), at
+    least five values and two different multiples among them; then that smallest value is
+    one route. A share averaged over many routes or micro-batches shows no unit.
+
+    >>> float(route_unit(np.array([0, 1, 0, 2, 1, 0, 3, 0, 1, 8]) / 1280) * 1280)
+    1.0
+    >>> float(route_unit(np.array([0, 0.021, 0.034, 0.029, 0.05, 0.3])))
+    0.0
+    """
+    x = np.asarray(x, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    pos = x[x > 0]
+    if pos.size < 3 or np.mean(x == 0) < 0.1:
+        return 0.0
+    unit = float(pos.min())
+    k = pos / unit
+    small = k[k < HANDFUL_ROUTES + 0.5]
+    whole = np.abs(small - np.round(small)) <= 0.1 + 0.05 * np.round(small)
+    if small.size < 5 or np.mean(whole) < 0.9 or np.unique(np.round(small[whole])).size < 2:
+        return 0.0
+    return unit
+
+
 def _badness(metric: str, floor: float = 1e-9) -> Badness:
     """How a metric's values become a disagreement that grows (log scale); ``floor``: the
     smallest |value| told apart (see :func:`_floor`)."""
     if metric.startswith("mismatch_corr"):
         floor = 1e-6
     elif metric.startswith(tuple(ROUTE_FLOORS)):
-        floor = ROUTE_FLOORS[next(p for p in ROUTE_FLOORS if metric.startswith(p))]
+        floor = max(floor, ROUTE_FLOORS[next(p for p in ROUTE_FLOORS if metric.startswith(p))])
     elif metric.startswith(("mismatch_is_mean", "mismatch_prob_error")):
         floor = 1e-5
     elif metric.startswith("mismatch_is_ess"):
@@ -88,7 +120,9 @@ def _badness(metric: str, floor: float = 1e-9) -> Badness:
 
 
 def _floor(metric: str, x: np.ndarray, c: MismatchConfig) -> float:
-    """The smallest |value| worth telling apart. k1 (``mismatch_kl``) is a signed estimate:
+    """The smallest |value| worth telling apart. A routing share: :data:`HANDFUL_ROUTES` of
+    its routes where its values show what one route is (:func:`route_unit`), else its
+    ``ROUTE_FLOORS`` entry. k1 (``mismatch_kl``) is a signed estimate:
     while rollout and learner agree it may wander around zero, and log|k1| of such a
     baseline is noise spanning e-folds (±1e-3 and 1e-6 alike) that hides a climb to the
     published bound. When a fifth of the early baseline is zero or negative, values within
@@ -100,6 +134,8 @@ def _floor(metric: str, x: np.ndarray, c: MismatchConfig) -> float:
     >>> float(_floor("mismatch_kl", np.abs(x), MismatchConfig()))  # positive: as it is
     1e-09
     """
+    if metric.startswith(tuple(ROUTE_FLOORS)):
+        return max(HANDFUL_ROUTES * route_unit(disagreement(metric, x)), 1e-9)
     if metric != "mismatch_kl" or not x.size:
         return 1e-9
     base = x[: max(int(c.baseline_fraction * x.size), 10)]
@@ -287,9 +323,10 @@ def route_level(x: np.ndarray) -> np.ndarray:
 def _check(s: Series, c: MismatchConfig) -> Event | None:
     ok = s.finite
     steps, x = s.steps[ok], s.values[ok]
+    floor = _floor(s.name, x, c)  # on the values as logged: a route's share shows there
     if s.name.startswith(tuple(ROUTE_FLOORS)):
         x = route_level(x)
-    y = _badness(s.name, _floor(s.name, x, c))(x)
+    y = _badness(s.name, floor)(x)
     n = y.size
     level = block_level(x, window_points=max(3, n // 20))
     bound = _beyond_bound(s.name, level, c)
