@@ -213,7 +213,61 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
             event = _check(s, cfg.mismatch)
             if event is not None:
                 events.append(event)
-    return events + _disagreements(rv, events, cfg.mismatch)
+    out = [_spread_warning(rv, e, cfg.mismatch) for e in events]
+    return out + _disagreements(rv, [e for e in out if e.severity == "critical"], cfg.mismatch)
+
+
+#: token-mismatch quantities a correlation's change is checked against (a KL k1 estimate is
+#: not one: it can miss what the correlation catches, veRL's broken plumbing)
+SPREAD_WITNESSES = ("mismatch_prob_diff", "mismatch_logp_diff", "mismatch_k3", "mismatch_chi2")
+#: points after the onset a witness needs to say it stayed flat
+SPREAD_POINTS = 3
+
+
+def spread_artefact(rv: RunView, metric: str, onset: int, c: MismatchConfig) -> str:
+    """Why a change of the Pearson correlation ``metric`` from ``onset`` is the probabilities'
+    spread rather than a disagreement ("" when it may be one): 1 − r of the two probability
+    vectors grows as their spread shrinks — a policy that sharpens puts most tokens near 1 —
+    with the same differences. So a correlation that stays within its healthy bound
+    (``corr_bound``) while a logged probability or log-probability difference, k3 or χ² (the
+    means, not the maxima) stays within ``agree_fold`` of its level before (medians, at least
+    :data:`SPREAD_POINTS` points after) measures no disagreement."""
+    s = rv.get(metric)
+    if s is None or not metric.startswith("mismatch_corr"):
+        return ""
+    after = s.values[s.finite & (s.steps >= onset)]
+    if after.size == 0 or float(np.min(after)) < c.corr_bound:
+        return ""
+    for other in rv.mismatch_metrics:
+        w = rv.get(other)
+        if w is None or not other.startswith(SPREAD_WITNESSES) or other.endswith("_max"):
+            continue
+        ok = w.finite
+        steps, x = w.steps[ok], np.abs(disagreement(other, w.values[ok]))
+        before, later = x[steps < onset], x[steps >= onset]
+        if before.size < 5 or later.size < SPREAD_POINTS:
+            continue
+        base, now = float(np.median(before)), float(np.median(later))
+        if base > 0 and now <= c.agree_fold * base:
+            return (
+                f"{metric} stays at or above {float(np.min(after)):.6g} (within its healthy "
+                f"bound {c.corr_bound:g}) while {other} stays at {now / base:.2f}× its level "
+                "before: the probabilities' spread shrank (a sharpening policy), not their "
+                "agreement"
+            )
+    return ""
+
+
+def _spread_warning(rv: RunView, e: Event, c: MismatchConfig) -> Event:
+    """``e`` as a warning when :func:`spread_artefact` explains it."""
+    if e.severity != "critical" or e.onset_step is None:
+        return e
+    why = spread_artefact(rv, e.metric or "", int(e.onset_step), c)
+    if not why:
+        return e
+    return Event(
+        e.kind, e.metric, e.onset_step, e.end_step, "warning", e.confidence, e.evidence + "; " + why
+    )
 
 
 #: a mismatch metric's family (quantities measured different ways), by name prefix
