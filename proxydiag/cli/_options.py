@@ -144,6 +144,9 @@ class LabFault(StrEnum):
     stale_sync = "stale_sync"
     partial_sync = "partial_sync"
     bf16_increment = "bf16_increment"
+    stale_router = "stale_router"
+    replay_off = "replay_off"
+    lost_master_weights = "lost_master_weights"
 
 
 # --- spellings of earlier releases -------------------------------------------------------------
@@ -429,6 +432,22 @@ FaultStepOpt = Annotated[int, typer.Option("--fault-step", help="step the fault 
 ExpertsKeptOpt = Annotated[
     int,
     typer.Option("--experts-kept", min=1, max=8, help="experts kept per layer (8 = full model)"),
+]
+FullSeedsOpt = Annotated[
+    int, typer.Option("--full-seeds", min=1, help="full-model seeds per fault (0, 1, ...)")
+]
+ProxiesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--proxies/--no-proxies", help="train the proxies keeping 4, 2, 1 experts as well"
+    ),
+]
+LabReplayOpt = Annotated[
+    bool,
+    typer.Option(
+        "--routing-replay",
+        help="a bf16 rollout engine whose routing the learner replays (R3), the whole run",
+    ),
 ]
 LabPrecisionOpt = Annotated[
     LabPrecision, typer.Option("--precision", help="the run's numeric precision")

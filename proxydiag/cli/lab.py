@@ -10,13 +10,16 @@ from proxydiag.cli._options import (
     ExpertsKeptOpt,
     FaultStepOpt,
     Fleet,
+    FullSeedsOpt,
     LabFault,
     LabFaultOpt,
     LabFaultsOpt,
     LabPrecision,
     LabPrecisionOpt,
+    LabReplayOpt,
     LogToMlflowOpt,
     OutputOpt,
+    ProxiesOpt,
     SeedOpt,
     StepsOpt,
     TrackingOpt,
@@ -36,6 +39,7 @@ class RunOptions:
     seed: SeedOpt = 0
     steps: StepsOpt = 150
     precision: LabPrecisionOpt = LabPrecision.fp32
+    routing_replay: LabReplayOpt = False
 
 
 @command(lab_app, "run")
@@ -57,7 +61,9 @@ def lab_run(
     uri = (tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")) if log_to_mlflow else None
     if log_to_mlflow and not uri:
         raise ConfigError("--log-to-mlflow needs --tracking-uri URI (or MLFLOW_TRACKING_URI)")
-    spec = LabRun(**asdict(options))
+    fields = asdict(options)
+    replay = fields.pop("routing_replay")
+    spec = LabRun(**fields, replay=replay)
     truth = run_lab(spec, output, cache_dir=output / ".pretrained", mlflow_uri=uri, threads=2)
     out.print(f"{output / spec.name}  label={truth['label']} onset={truth['onset_step']}")
 
@@ -67,10 +73,13 @@ def lab_suite(
     output: OutputOpt,
     faults: LabFaultsOpt = None,
     steps: StepsOpt = 150,
+    full_seeds: FullSeedsOpt = 3,
+    proxies: ProxiesOpt = True,
     fleet: Fleet = Fleet(),
 ) -> None:
     """The full-vs-proxy matrix with seeds; resumable; writes OUTPUT/labels.json. Runs go to
-    --workers processes (one core each) or Ray tasks (--ray)."""
+    --workers processes (one core each) or Ray tasks (--ray). A replay_off fault brings its
+    healthy control (none with routing replay)."""
     from proxydiag.lab import require_torch
 
     require_torch()
@@ -81,5 +90,6 @@ def lab_suite(
     bad = [f for f in chosen if f not in FAULTS]
     if bad:
         raise ConfigError(f"--faults: unknown {bad}; use {', '.join(FAULTS)}")
-    labels = run_suite(output, runs=matrix(faults=chosen, steps=steps), executor=fleet.executor())
+    runs = matrix(faults=chosen, steps=steps, full_seeds=tuple(range(full_seeds)), proxies=proxies)
+    labels = run_suite(output, runs=runs, executor=fleet.executor())
     out.print(f"wrote {labels}")

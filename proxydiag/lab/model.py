@@ -28,7 +28,13 @@ class ModelConfig:
 
 
 class MoE(nn.Module):
-    """Top-k routed experts; the router is a linear layer over the experts kept."""
+    """Top-k routed experts; the router is a linear layer over the experts kept.
+
+    ``replay`` (top-k expert indices, one row per token of the next forward) makes the layer
+    route on those instead of its own router's choice, weighting them with its own gates
+    (routing replay, R3: the learner reuses the rollout engine's routing). Each forward keeps
+    its input rows and the experts it routed to (``seen``, ``routed``) for the routing
+    comparison and for recording a rollout's routing, and whether it replayed (``replayed``)."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -36,6 +42,10 @@ class MoE(nn.Module):
         self.router = nn.Linear(cfg.d_model, cfg.n_experts, bias=False)
         self.w_in = nn.Parameter(torch.randn(cfg.n_experts, cfg.d_model, cfg.d_expert) * 0.05)
         self.w_out = nn.Parameter(torch.randn(cfg.n_experts, cfg.d_expert, cfg.d_model) * 0.05)
+        self.replay: torch.Tensor | None = None
+        self.seen: torch.Tensor | None = None
+        self.routed: torch.Tensor | None = None
+        self.replayed = False
 
     @property
     def n_experts(self) -> int:
@@ -46,7 +56,13 @@ class MoE(nn.Module):
         flat = x.reshape(b * t, d)
         k = min(self.top_k, self.n_experts)
         gates = F.softmax(self.router(flat), dim=-1)
-        top_w, top_i = gates.topk(k, dim=-1)
+        if self.replay is not None:
+            top_i = self.replay
+            top_w = gates.gather(1, top_i)
+        else:
+            top_w, top_i = gates.topk(k, dim=-1)
+        self.seen, self.routed = flat.detach(), top_i.detach()
+        self.replayed = self.replay is not None
         top_w = top_w / top_w.sum(dim=-1, keepdim=True)
         # every expert on every token, then pick the top-k: with 8 tiny experts this is ~8x
         # cheaper than gathering a weight copy per token and slot

@@ -1,9 +1,10 @@
 """The sampler's copy of the weights: dtype, fake quantisation and the weight-sync path.
 
 Faults injected here are real numerics, not painted on: bf16 or fake-fp8 sampler weights
-against the fp32 learner, a stale or partially broken sync, and round-to-nearest bf16
-export of the master weights *as increments* so that small updates vanish (the "rounding
-lag" failure: the served policy falls behind the learner).
+against the fp32 learner, a stale or partially broken sync, a sync that leaves the sampler's
+routers stale (the rollout routes tokens on old router weights while the learner's router
+moves), and round-to-nearest bf16 export of the master weights *as increments* so that small
+updates vanish (the "rounding lag" failure: the served policy falls behind the learner).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import torch
 
 from proxydiag.lab.model import MoEPolicy
 
-SYNC_MODES = ("exact", "bf16", "fp8", "stale", "partial", "bf16_increment")
+SYNC_MODES = ("exact", "bf16", "fp8", "stale", "partial", "stale_router", "bf16_increment")
 
 
 def fake_fp8(t: torch.Tensor) -> torch.Tensor:
@@ -40,6 +41,9 @@ def sync(sampler: MoEPolicy, learner: MoEPolicy, *, mode: str, step: int) -> Non
             s.copy_(fake_fp8(w) if w.dim() >= 2 else w)
         elif mode == "partial":
             if ".moe." not in name:  # experts are no longer synced
+                s.copy_(w)
+        elif mode == "stale_router":
+            if ".moe.router." not in name:  # the routers keep the weights they had
                 s.copy_(w)
         elif mode == "bf16_increment":
             # the served copy is bf16 and receives the update rounded to nearest in bf16

@@ -26,15 +26,18 @@ class LabRun:
     pretrain_steps: int = 300
     pretrain_seed: int = 0
     model: ModelConfig = field(default_factory=ModelConfig)
+    #: routing replay (R3) with a bf16 rollout engine, the whole run (``replay_off`` replays
+    #: until its fault whatever this says)
+    replay: bool = False
 
     @property
     def name(self) -> str:
         role = "full" if self.experts_kept == self.model.n_experts else f"proxy{self.experts_kept}"
-        return slug(f"{self.fault}-{self.precision}-{role}-s{self.seed}")
+        return slug(f"{self.group}-{role}-s{self.seed}")
 
     @property
     def group(self) -> str:
-        return slug(f"{self.fault}-{self.precision}")
+        return slug(f"{self.fault}-{self.precision}" + ("-r3" if self.replay else ""))
 
 
 def _build(spec: LabRun, cache_dir: Path | None) -> tuple[MoEPolicy, list[list[int]] | None]:
@@ -87,6 +90,7 @@ def run_lab(
             "fault": spec.fault,
             "fault_step": spec.fault_step,
             "steps": spec.steps,
+            "replay": spec.replay or spec.fault == "replay_off",
             "active_params_per_token": learner.active_params_per_token(),
             "total_params": learner.total_params(),
             "kept_experts": kept,
@@ -95,7 +99,13 @@ def run_lab(
     }
     sink = MetricSink(run_dir, run_name=spec.name, mlflow_uri=mlflow_uri, params=sidecar["params"])
     try:
-        cfg = GRPOConfig(steps=spec.steps, precision=spec.precision, fault=fault, seed=spec.seed)
+        cfg = GRPOConfig(
+            steps=spec.steps,
+            precision=spec.precision,
+            fault=fault,
+            seed=spec.seed,
+            replay=spec.replay,
+        )
         train(learner, copy.deepcopy(learner), cfg, sink)
     finally:
         sink.close()
@@ -113,6 +123,8 @@ def run_lab(
         "variant": spec.fault,
         "log_interval": 1,
     }
+    if fault.precision_kind is not None:
+        truth["precision_kind"] = fault.precision_kind
     (run_dir / DONE).write_text(json.dumps(truth), encoding="utf-8")
     return truth
 

@@ -25,13 +25,32 @@ KEEP = (8, 4, 2, 1)
 FULL_SEEDS = (0, 1, 2)
 
 
-def matrix(*, faults: tuple[str, ...] = DEFAULT_FAULTS, steps: int = 150) -> list[LabRun]:
+def matrix(
+    *,
+    faults: tuple[str, ...] = DEFAULT_FAULTS,
+    steps: int = 150,
+    full_seeds: tuple[int, ...] = FULL_SEEDS,
+    proxies: bool = True,
+) -> list[LabRun]:
+    """Per fault, the full model at ``full_seeds`` and (with ``proxies``) one proxy per kept
+    expert count, the fault at 40% of the run. A ``replay_off`` fault brings its healthy
+    control: ``none`` with routing replay the whole run (``none-fp32-r3``)."""
     runs = []
-    for fault in faults:
+    groups = [(f, False) for f in faults]
+    if "replay_off" in faults:
+        groups.append(("none", True))
+    for fault, replay in groups:
         precision = "fp16" if fault == "fp16_static_scale" else "fp32"
-        base = LabRun(fault=fault, precision=precision, steps=steps, fault_step=steps * 2 // 5)
-        runs += [replace(base, seed=s) for s in FULL_SEEDS]
-        runs += [replace(base, experts_kept=k) for k in KEEP if k != base.model.n_experts]
+        base = LabRun(
+            fault=fault,
+            precision=precision,
+            steps=steps,
+            fault_step=steps * 2 // 5,
+            replay=replay,
+        )
+        runs += [replace(base, seed=s) for s in full_seeds]
+        if proxies:
+            runs += [replace(base, experts_kept=k) for k in KEEP if k != base.model.n_experts]
     return runs
 
 

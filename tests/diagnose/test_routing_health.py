@@ -177,3 +177,44 @@ def test_a_watched_prefix_ending_in_two_skipped_batches_raises_nothing(end: int)
     fallback[-2:] = [0.0144, 0.0139]
     run = _run({"r3/skip_fraction_active": fallback, "loss": 2 - np.arange(n) / 1e3}, n, every=5)
     assert _diagnosed(run)[0] == "healthy"
+
+
+def _small_batch_share(rng: np.random.Generator, n: int, rate: np.ndarray) -> np.ndarray:
+    """A routing share counted over a small batch: ~1,280 token routes a step (the size
+    varies with response lengths), the routes that differ drawn around ``rate``."""
+    routes = np.round(1280 * rng.uniform(0.97, 1.03, n))
+    return rng.poisson(rate * routes) / routes
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_handful_of_routes_of_a_small_batch_is_no_level(seed: int) -> None:
+    """A bf16 engine's router against an fp32 learner's, replayed: on a small batch a few
+    near-ties flip each step (often none, at times ten), the share starts at exactly 0; one
+    route is ~8e-4, far above the share a large batch's ties make, and nothing changed."""
+    rng = np.random.default_rng(seed)
+    n = 150
+    share = _small_batch_share(rng, n, np.full(n, 1.5 / 1280))
+    share[:3] = 0.0
+    k3 = 5e-6 * np.exp(rng.normal(0, 0.3, n))
+    label, onset, kind, _ = _diagnosed(
+        _run({"router/compare_current_set_change_fraction": share, "rollout_corr/k3_kl": k3}, n)
+    )
+    assert (label, kind) == ("healthy", None), (onset, kind)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_small_batch_share_that_climbs_past_a_handful_of_routes_is_found(seed: int) -> None:
+    """The same small batch whose rollout router goes stale at step 60: the share climbs to
+    ~5% of the routes and the token mismatch follows in part."""
+    rng = np.random.default_rng(seed)
+    n, at = 150, 60
+    t = np.arange(1, n + 1)
+    grow = np.clip((t - at) / 60.0, 0.0, 1.0)
+    share = _small_batch_share(rng, n, (1.5 + 64.0 * grow) / 1280)
+    k3 = 5e-6 * np.exp(rng.normal(0, 0.3, n)) * (1.0 + 8.0 * grow)
+    label, onset, kind, _ = _diagnosed(
+        _run({"router/compare_current_set_change_fraction": share, "rollout_corr/k3_kl": k3}, n)
+    )
+    assert (label, kind) == ("precision_fault", "routing_mismatch")
+    # a climb's start read back from a noisy count: within a fifth of the climb's length
+    assert onset is not None and at - 12 <= onset <= at + 12

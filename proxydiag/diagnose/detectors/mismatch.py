@@ -78,13 +78,45 @@ ROUTE_FLOORS = {
 }
 
 
+#: a routing share moves by whole routes of its batch: fewer than this many routes are ties
+#: and aborts, not a level (a small batch's one route can be far above ROUTE_FLOORS)
+HANDFUL_ROUTES = 5
+
+
+def route_unit(x: np.ndarray) -> float:
+    """The share one route makes, where a routing share's values show it (0.0 where they do
+    not): a share that counts routes of a small batch returns to 0 (at least a tenth of its
+    points) and its values up to :data:`HANDFUL_ROUTES` times its smallest one are whole
+    multiples of it (±0.1, and ±5% more per route: batches differ a little in size), at
+    least five values and two different multiples among them; then that smallest value is
+    one route. A share averaged over many routes or micro-batches shows no unit.
+
+    >>> float(route_unit(np.array([0, 1, 0, 2, 1, 0, 3, 0, 1, 8]) / 1280) * 1280)
+    1.0
+    >>> float(route_unit(np.array([0, 0.021, 0.034, 0.029, 0.05, 0.3])))
+    0.0
+    """
+    x = np.asarray(x, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    pos = x[x > 0]
+    if pos.size < 3 or np.mean(x == 0) < 0.1:
+        return 0.0
+    unit = float(pos.min())
+    k = pos / unit
+    small = k[k < HANDFUL_ROUTES + 0.5]
+    whole = np.abs(small - np.round(small)) <= 0.1 + 0.05 * np.round(small)
+    if small.size < 5 or np.mean(whole) < 0.9 or np.unique(np.round(small[whole])).size < 2:
+        return 0.0
+    return unit
+
+
 def _badness(metric: str, floor: float = 1e-9) -> Badness:
     """How a metric's values become a disagreement that grows (log scale); ``floor``: the
     smallest |value| told apart (see :func:`_floor`)."""
     if metric.startswith("mismatch_corr"):
         floor = 1e-6
     elif metric.startswith(tuple(ROUTE_FLOORS)):
-        floor = ROUTE_FLOORS[next(p for p in ROUTE_FLOORS if metric.startswith(p))]
+        floor = max(floor, ROUTE_FLOORS[next(p for p in ROUTE_FLOORS if metric.startswith(p))])
     elif metric.startswith(("mismatch_is_mean", "mismatch_prob_error")):
         floor = 1e-5
     elif metric.startswith("mismatch_is_ess"):
@@ -93,7 +125,9 @@ def _badness(metric: str, floor: float = 1e-9) -> Badness:
 
 
 def _floor(metric: str, x: np.ndarray, c: MismatchConfig) -> float:
-    """The smallest |value| worth telling apart. k1 (``mismatch_kl``) is a signed estimate:
+    """The smallest |value| worth telling apart. A routing share: :data:`HANDFUL_ROUTES` of
+    its routes where its values show what one route is (:func:`route_unit`), else its
+    ``ROUTE_FLOORS`` entry. k1 (``mismatch_kl``) is a signed estimate:
     while rollout and learner agree it may wander around zero, and log|k1| of such a
     baseline is noise spanning e-folds (±1e-3 and 1e-6 alike) that hides a climb to the
     published bound. When a fifth of the early baseline is zero or negative, values within
@@ -105,6 +139,8 @@ def _floor(metric: str, x: np.ndarray, c: MismatchConfig) -> float:
     >>> float(_floor("mismatch_kl", np.abs(x), MismatchConfig()))  # positive: as it is
     1e-09
     """
+    if metric.startswith(tuple(ROUTE_FLOORS)):
+        return max(HANDFUL_ROUTES * route_unit(disagreement(metric, x)), 1e-9)
     if metric != "mismatch_kl" or not x.size:
         return 1e-9
     base = x[: max(int(c.baseline_fraction * x.size), 10)]
@@ -188,7 +224,61 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
         )
         if event is not None:
             events.append(event)
-    return events + _disagreements(rv, events, cfg.mismatch)
+    out = [_spread_warning(rv, e, cfg.mismatch) for e in events]
+    return out + _disagreements(rv, [e for e in out if e.severity == "critical"], cfg.mismatch)
+
+
+#: token-mismatch quantities a correlation's change is checked against (a KL k1 estimate is
+#: not one: it can miss what the correlation catches, veRL's broken plumbing)
+SPREAD_WITNESSES = ("mismatch_prob_diff", "mismatch_logp_diff", "mismatch_k3", "mismatch_chi2")
+#: points after the onset a witness needs to say it stayed flat
+SPREAD_POINTS = 3
+
+
+def spread_artefact(rv: RunView, metric: str, onset: int, c: MismatchConfig) -> str:
+    """Why a change of the Pearson correlation ``metric`` from ``onset`` is the probabilities'
+    spread rather than a disagreement ("" when it may be one): 1 − r of the two probability
+    vectors grows as their spread shrinks — a policy that sharpens puts most tokens near 1 —
+    with the same differences. So a correlation that stays within its healthy bound
+    (``corr_bound``) while a logged probability or log-probability difference, k3 or χ² (the
+    means, not the maxima) stays within ``agree_fold`` of its level before (medians, at least
+    :data:`SPREAD_POINTS` points after) measures no disagreement."""
+    s = rv.get(metric)
+    if s is None or not metric.startswith("mismatch_corr"):
+        return ""
+    after = s.values[s.finite & (s.steps >= onset)]
+    if after.size == 0 or float(np.min(after)) < c.corr_bound:
+        return ""
+    for other in rv.mismatch_metrics:
+        w = rv.get(other)
+        if w is None or not other.startswith(SPREAD_WITNESSES) or other.endswith("_max"):
+            continue
+        ok = w.finite
+        steps, x = w.steps[ok], np.abs(disagreement(other, w.values[ok]))
+        before, later = x[steps < onset], x[steps >= onset]
+        if before.size < 5 or later.size < SPREAD_POINTS:
+            continue
+        base, now = float(np.median(before)), float(np.median(later))
+        if base > 0 and now <= c.agree_fold * base:
+            return (
+                f"{metric} stays at or above {float(np.min(after)):.6g} (within its healthy "
+                f"bound {c.corr_bound:g}) while {other} stays at {now / base:.2f}× its level "
+                "before: the probabilities' spread shrank (a sharpening policy), not their "
+                "agreement"
+            )
+    return ""
+
+
+def _spread_warning(rv: RunView, e: Event, c: MismatchConfig) -> Event:
+    """``e`` as a warning when :func:`spread_artefact` explains it."""
+    if e.severity != "critical" or e.onset_step is None:
+        return e
+    why = spread_artefact(rv, e.metric or "", int(e.onset_step), c)
+    if not why:
+        return e
+    return Event(
+        e.kind, e.metric, e.onset_step, e.end_step, "warning", e.confidence, e.evidence + "; " + why
+    )
 
 
 #: finite points a change needs (a baseline and points after it) ...
@@ -319,9 +409,10 @@ def route_level(x: np.ndarray) -> np.ndarray:
 def _check(s: Series, c: MismatchConfig) -> Event | None:
     ok = s.finite
     steps, x = s.steps[ok], s.values[ok]
+    floor = _floor(s.name, x, c)  # on the values as logged: a route's share shows there
     if s.name.startswith(tuple(ROUTE_FLOORS)):
         x = route_level(x)
-    y = _badness(s.name, _floor(s.name, x, c))(x)
+    y = _badness(s.name, floor)(x)
     n = y.size
     level = block_level(x, window_points=max(3, n // 20))
     bound = _beyond_bound(s.name, level, c)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from proxydiag.diagnose.config import DiagnoseConfig, MismatchConfig
-from proxydiag.diagnose.detectors.mismatch import _badness, _floor, _order
+from proxydiag.diagnose.detectors.mismatch import _badness, _floor, _order, spread_artefact
 from proxydiag.diagnose.view import RunView, Series, view
 from proxydiag.events import Event
 from proxydiag.run import Run
@@ -142,7 +142,11 @@ def _shifts(rv: RunView, cfg: DiagnoseConfig) -> list[tuple[Series, Shift]]:
     for metric in rv.mismatch_metrics:
         s = rv.get(metric)
         hit = shift(s, cfg.mismatch) if s is not None else None
-        if s is not None and hit is not None:
+        if s is None or hit is None:
+            continue
+        # a correlation that moved with the probabilities' spread alone alarms nothing
+        at = int(s.steps[s.finite][hit.onset])
+        if not spread_artefact(rv, metric, at, cfg.mismatch):
             found.append((s, hit))
     return found
 
