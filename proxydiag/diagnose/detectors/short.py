@@ -41,6 +41,12 @@ LOSS_NATS = 1.0
 GRAD_RATIO = 10.0
 #: a window that ends within this factor of its starting level has recovered
 RECOVERED = 1.1
+#: a window that starts with training is a run's first points, not an excerpt quoted for its
+#: blow-up (a live run's first checks): the grad norm's blow-up must hold on its last
+#: HOLD_POINTS points, each at least HOLD_SHARE of the way up (in log) to GRAD_RATIO — a
+#: healthy run's grad norm spikes 8-12x for a logged point or two and comes back
+HOLD_POINTS = 3
+HOLD_SHARE = 0.5
 #: the climb starts after the last point within this fraction of the way up to the peak
 LEFT = 0.1
 MIN_CONFIDENCE = 0.4
@@ -84,6 +90,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
         s = rv.get(name)
         if s is None:
             continue
+        young = False
         if calibrated is not None:
             after = s.steps > calibrated
             s = Series(s.name, s.steps[after], s.values[after])
@@ -100,10 +107,16 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
             s = Series(s.name, s.steps[after], s.values[after])
             if not _settled(s):
                 continue
+            young = True
         found = [
             e
             for part in _excerpts(s)
-            if (e := _blow_up(part, s, log_scale=log_scale, ratio=ratio, nats=nats)) is not None
+            if (
+                e := _blow_up(
+                    part, s, log_scale=log_scale, ratio=ratio, nats=nats, hold=HOLD_POINTS * young
+                )
+            )
+            is not None
         ]
         if found:
             events.append(found[0])
@@ -132,10 +145,11 @@ def _excerpts(s: Series) -> list[Series]:
 
 
 def _blow_up(
-    s: Series, whole: Series, *, log_scale: bool, ratio: float, nats: float
+    s: Series, whole: Series, *, log_scale: bool, ratio: float, nats: float, hold: int = 0
 ) -> Event | None:
     """The blow-up of excerpt ``s`` of ``whole``, unless it ends, or a later excerpt is, back
-    at its starting level."""
+    at its starting level; with ``hold``, unless its last ``hold`` points do not all stand
+    :data:`HOLD_SHARE` of the way up (in log) to the blow-up's ratio."""
     ok = np.isfinite(s.values) & (s.values > 0)
     steps, values = s.steps[ok], s.values[ok]
     n = values.size
@@ -153,6 +167,8 @@ def _blow_up(
     rest = np.log(rest) if log_scale else rest
     if losses[-1] <= RECOVERED * base or (rest <= RECOVERED * base).any():
         return None  # back at its level: a spike (the spike detector's), not a blow-up
+    if hold and (n < hold or bool((losses[-hold:] < base * ratio**HOLD_SHARE).any())):
+        return None  # a run's first steps: one or two high points may still come back
     # onset: where the climb to the peak leaves the starting level for good: the point after
     # the last one before the peak still within LEFT of the way up, read on the running
     # median of 3 (a one-point spike on the way that came back down is not its start: it
