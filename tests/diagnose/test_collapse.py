@@ -138,6 +138,33 @@ def test_healthy_rl_trends_are_not_a_collapse(seed: int) -> None:
         assert _verdict(rv).label == "healthy"
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_a_volatile_run_s_small_kl_is_no_symptom(seed: int) -> None:
+    """A volatile healthy run early in training: a reward noisy from 0 to 0.5 step to step, a
+    clip fraction that wanders 10x, a KL that leaves its reference 0.0015 -> 0.008 (5x): no
+    collapse, for a KL under the level a policy leaving its reference reaches
+    ([divergence] kl_quiet_level) is no symptom; the same run whose KL reaches 0.3, whose
+    reward falls to a tenth and whose entropy climbs 2.5x is one."""
+    rng = np.random.default_rng(1000 + seed)
+    t = np.arange(0, 400, 1)
+    leave = 0.0015 + 0.0065 * np.clip((t - 40) / 40, 0, 1)
+    arrays = {
+        "reward": (t, np.clip(0.22 + rng.normal(0, 0.1, t.size), 0, 1)),
+        "entropy": (t, 0.85 * np.exp(rng.normal(0, 0.12, t.size))),
+        "kl": (t, leave * np.exp(rng.normal(0, 0.35, t.size))),
+        "clip_frac": (t, 0.002 * np.exp(rng.normal(0, 1.0, t.size) + 1.2 * (t > 50))),
+        "grad_norm": (t, 0.3 * np.exp(rng.normal(0, 1.2, t.size))),
+    }
+    assert collapse.detect(from_arrays(arrays), DiagnoseConfig()) == []
+    bad = t >= 200
+    arrays["kl"] = (t, np.where(bad, 0.3, 1.0) * arrays["kl"][1] / np.where(bad, leave, 1.0))
+    arrays["reward"] = (t, np.where(bad, 0.1, 1.0) * arrays["reward"][1])
+    arrays["entropy"] = (t, np.where(bad, 2.5, 1.0) * arrays["entropy"][1])
+    arrays["clip_frac"] = (t, np.where(bad, 30.0, 1.0) * arrays["clip_frac"][1])
+    found = collapse.detect(from_arrays(arrays), DiagnoseConfig())
+    assert [e.kind for e in found] == ["policy_collapse"]
+
+
 def test_the_statistic_reads_points_up_to_each_step_only() -> None:
     """Live = offline: the alarm found on the whole run is found on the prefix ending there,
     and not on the prefix before."""

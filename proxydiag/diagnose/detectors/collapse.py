@@ -231,4 +231,9 @@ def _gate(level: float, s: _Symptom, cfg: DiagnoseConfig) -> float:
     fold = {"entropy": c.entropy_fold, "grad_norm": c.grad_fold}.get(
         s.metric, cfg.divergence.symptom_fold
     )
+    if s.metric == "kl":
+        # and past the level a healthy policy's KL reaches as it leaves its reference
+        # ([divergence] kl_quiet_level, 0.02): 0.0016 -> 0.008 is 5x and no symptom
+        quiet = float(np.log(cfg.divergence.kl_quiet_level)) - level
+        return max(float(np.log(fold)), quiet)
     return float(np.log(fold))
