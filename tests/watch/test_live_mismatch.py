@@ -16,6 +16,7 @@ import pytest
 from proxydiag.diagnose.api import diagnose
 from proxydiag.diagnose.config import DiagnoseConfig
 from proxydiag.diagnose.detectors import mismatch_shift
+from proxydiag.diagnose.view import view
 from proxydiag.evaluate.watch import bound_steps
 from proxydiag.frame import raw
 from proxydiag.run import Run
@@ -307,3 +308,31 @@ def test_live_chunks_raise_what_replay_raises(variant: str, interval: int) -> No
     assert expected and expected[0][0] == "precision_fault"
     for seed in range(2):
         assert _chunked(run, seed=seed) == expected, seed
+
+
+def test_the_onset_is_never_after_the_alarm() -> None:
+    """A maximum logged every 10 steps that climbs, dips to its early level for one point and
+    is high again at the point that alarms: the centred median of 3 at the alarm is below the
+    onset's floor, and the onset is the alarm point, never past it (an index past the series'
+    end stopped a live watch of a generated run). Checked over noise draws and dip depths."""
+    cfg = DiagnoseConfig()
+    steps = logged_steps(N_STEPS, log_interval=10)
+    t = steps.astype(np.float64)
+    hits = 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        y = 1.5 * np.exp(_ar(rng, t.size, 0.15, 0.3))
+        climb = (t >= 300) & (t < 370)
+        y[climb] *= np.exp(np.linspace(0.4, 1.1, int(climb.sum())))
+        y[t == 370] = 1.5 * rng.uniform(0.8, 1.0)  # one point back at its early level
+        y[t == 380] = 1.5 * np.exp(rng.uniform(1.1, 1.3))
+        keep = t <= 380
+        run = _run({"mismatch_logp_diff_max": y[keep]}, steps[keep], f"dip-{seed}")
+        s = view(run).get("mismatch_logp_diff_max")
+        assert s is not None
+        hit = mismatch_shift.shift(s, cfg.mismatch)
+        if hit is not None:
+            hits += 1
+            assert hit.onset <= hit.alarm, (seed, hit)
+            assert mismatch_shift.detect(run, cfg)[0].onset_step <= 380
+    assert hits >= 10

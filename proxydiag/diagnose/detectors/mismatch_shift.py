@@ -234,7 +234,8 @@ def _left(y: np.ndarray, start: int, alarm: int, floor: float) -> int:
         ]
     )
     below = np.flatnonzero(smooth < floor)
-    return start + (int(below[-1]) + 1 if below.size else 0)
+    # at the alarm point at the latest (a climb read at its last point may smooth below it)
+    return min(start + (int(below[-1]) + 1 if below.size else 0), alarm)
 
 
 def _then(steps: np.ndarray, y: np.ndarray, i: int) -> float | None:
