@@ -123,8 +123,8 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
     >>> rv = from_arrays({"mismatch_prob_diff": (t, d)})
     >>> [(e.kind, e.onset_step) for e in detect(rv, DiagnoseConfig())]
     [('mismatch_shift', 186)]
-    >>> alarm_step(rv, DiagnoseConfig())  # 2.5x its early level, 30 steps into the climb
-    211
+    >>> alarm_step(rv, DiagnoseConfig())  # 2.3x its early level, 30 steps into the climb
+    210
     """
     return [_event(s, found) for s, found in _shifts(view(run), cfg)]
 
