@@ -26,8 +26,8 @@ from proxydiag.synth.writers import write_run
 #: reported as an event but is a harder, rarer case than the classes the taxonomy names;
 #: policy_collapse only on request: a corpus of a given seed stays the corpus it was, and its
 #: own corpora are written with ``variants=["policy_collapse"]``)
-#: (export_lag, sync_sawtooth, the routing and master-weight kinds, from_start and
-#: on_policy_nonzero too: the precision kinds' corpora ask for them)
+#: (export_lag, sync_sawtooth, the routing and master-weight kinds, from_start,
+#: on_policy_nonzero and resume_shift too: the precision kinds' corpora ask for them)
 DEFAULT_VARIANTS = tuple(
     v
     for v in VARIANT_CLASS
@@ -42,6 +42,7 @@ DEFAULT_VARIANTS = tuple(
         "lost_master_weights",
         "from_start",
         "on_policy_nonzero",
+        "resume_shift",
     )
 )
 

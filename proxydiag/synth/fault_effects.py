@@ -170,6 +170,15 @@ def _on_policy_nonzero(eff: Effects, fault: FaultSpec, rng: np.random.Generator)
     eff.mismatch_mult *= np.where(after, rng.uniform(0.3, 3.0), 0.0)
 
 
+def _resume_shift(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
+    # the run crashed and resumed from the checkpoint of step onset - 1; the resumed sampler
+    # or learner lost state (the fp32 master weights, the sampler's weight copy): from the
+    # resume on the disagreement stands 3-6x higher (the superseded steps, logged before the
+    # crash, keep the level before: see proxydiag.synth.view)
+    after = since(len(eff.grad_log), fault.onset_step) >= 0
+    eff.mismatch_mult *= np.where(after, rng.uniform(3.0, 6.0), 1.0)
+
+
 def _lost_master_weights(eff: Effects, fault: FaultSpec, rng: np.random.Generator) -> None:
     # the learner keeps only bf16 weights from the onset (a resume that restored the bf16
     # copy, a wrapper that dropped the fp32 one): its grad norm is reduced in bf16 and
@@ -195,4 +204,5 @@ INJECTORS: dict[str, Injector] = {
     "lost_master_weights": _lost_master_weights,
     "from_start": _from_start,
     "on_policy_nonzero": _on_policy_nonzero,
+    "resume_shift": _resume_shift,
 }

@@ -174,6 +174,8 @@ _SHOWS: dict[str, frozenset[str]] = {
     "routing_mismatch": frozenset({"mismatch_route_change"}),
     "lost_master_weights": frozenset({"grad_norm"}),
 }
+#: formats whose writer logs a restart as it happens (rows whose steps go back)
+RESTART_FORMATS = frozenset({"csv", "jsonl"})
 #: formats that write a value's every digit (console lines round: a grid of bits is lost)
 FULL_PRECISION = frozenset({"tensorboard", "mlflow", "csv", "jsonl"})
 for _v in (
@@ -182,6 +184,7 @@ for _v in (
     "export_lag",
     "sync_sawtooth",
     "on_policy_nonzero",
+    "resume_shift",
 ):
     _SHOWS[_v] = _SHOWS["sync_step"]
 #: a mismatch beyond its bound from the first step shows only in a metric with a published
@@ -231,6 +234,8 @@ def can_show(naming: str, fmt: str, *, variant: str, precision: str, routing: bo
     ):
         return False  # DeepSpeed-Chat logs carry no grad norm: only the scaler can show a fault
     if variant == "lost_master_weights" and fmt not in FULL_PRECISION:
+        return False
+    if variant == "resume_shift" and fmt not in RESTART_FORMATS:
         return False
     if not variant:
         return True

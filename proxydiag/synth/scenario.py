@@ -64,6 +64,7 @@ VARIANT_CLASS: dict[str, str] = {
     "lost_master_weights": "precision_fault",
     "from_start": "precision_fault",
     "on_policy_nonzero": "precision_fault",
+    "resume_shift": "precision_fault",
 }
 #: variants that need the routing shares logged
 ROUTING_VARIANTS = ("routing_replay_off", "routing_mismatch")
@@ -79,10 +80,14 @@ PRECISION_KIND: dict[str, str] = {
     "lost_master_weights": "lost_master_weights",
     "from_start": "from_start",
     "on_policy_nonzero": "on_policy_nonzero",
+    "resume_shift": "resume_shift",
 }
 #: variants whose fault is there from the first step (a proxy shows it there too, or not at
 #: all: it cannot come early or late)
 START_VARIANTS = ("from_start",)
+#: variants whose run restarts from a checkpoint at the onset: the steps from the checkpoint
+#: to the crash are logged twice (the superseded timeline, then the resumed one)
+RESUME_VARIANTS = ("resume_shift",)
 #: variant -> the number its fault parameters are seeded with (the first seven sorted, later
 #: variants after them: a variant added never changes the runs of another)
 VARIANT_SEED: dict[str, int] = {
@@ -108,6 +113,7 @@ VARIANT_SEED: dict[str, int] = {
             "lost_master_weights",
             "from_start",
             "on_policy_nonzero",
+            "resume_shift",
         )
     )
 }

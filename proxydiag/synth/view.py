@@ -14,7 +14,13 @@ import polars as pl
 
 from proxydiag.frame import raw
 from proxydiag.synth.naming import NAMINGS
+from proxydiag.synth.scenario import RESUME_VARIANTS
 from proxydiag.synth.sim import SynthRun
+
+#: a run that resumes from a checkpoint logged this many log intervals past it (at least
+#: RESUME_MIN_STEPS steps) before it crashed: those steps are logged twice
+RESUME_INTERVALS = 3
+RESUME_MIN_STEPS = 20
 
 COUNTERS = frozenset({"skipped", "nonfinite"})
 
@@ -87,3 +93,28 @@ def logged_rows(sr: SynthRun, *, naming: str, fmt: str, log_interval: int) -> pl
 def _overflowed(sr: SynthRun) -> np.ndarray:
     """Steps skipped by the fp16 scaler (not by non-finite bf16 gradients)."""
     return np.asarray((sr.values["skipped"] > 0) & (sr.values["nonfinite"] == 0))
+
+
+def superseded_rows(
+    sr: SynthRun, *, naming: str, fmt: str, log_interval: int
+) -> pl.DataFrame | None:
+    """The rows a run that resumed from a checkpoint logged past it before it crashed (None
+    for a run that did not): the logged steps from the checkpoint (the onset's step - 1) to
+    :data:`RESUME_INTERVALS` log intervals past it, with the run's values except its mismatch
+    quantities, which keep the level from before the resume (the stretch before the
+    checkpoint, moved on): what broke came with the resume, not before it."""
+    fault = sr.scenario.fault
+    if fault is None or fault.variant not in RESUME_VARIANTS:
+        return None
+    back = log_interval * max(RESUME_INTERVALS, -(-RESUME_MIN_STEPS // log_interval))
+    start = fault.onset_step - 1
+    rows = logged_rows(sr, naming=naming, fmt=fmt, log_interval=log_interval)
+    sc = sr.scenario
+    keys = NAMINGS[naming].key_map(precision=sc.precision, fmt=fmt, routing=sc.routing)
+    mismatch = [k for m, k in keys.items() if m.startswith("mismatch")]
+    step = pl.col("step")
+    later = rows.filter((step > start) & (step <= start + back) & ~pl.col("key").is_in(mismatch))
+    before = rows.filter(
+        (step > start - back) & (step <= start) & pl.col("key").is_in(mismatch)
+    ).with_columns(step + back)
+    return pl.concat([later, before.select(later.columns)]).sort("step", maintain_order=True)

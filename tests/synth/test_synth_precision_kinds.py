@@ -1,6 +1,6 @@
-"""The routing, master-weight, from-the-start and broken on-policy precision variants: each
-shows where its truth says, only on request, and a corpus that asks for a routing variant logs
-the routing shares in every run."""
+"""The routing, master-weight, from-the-start, broken on-policy and resume precision variants:
+each shows where its truth says, only on request, and a corpus that asks for a routing variant
+logs the routing shares in every run."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 
 from proxydiag.diagnose.detectors.master_weights import grid_states
@@ -17,9 +18,11 @@ from proxydiag.evaluate.diagnose import score
 from proxydiag.synth import FaultSpec, Scenario, named, simulate, write_corpus
 from proxydiag.synth.corpus import DEFAULT_VARIANTS
 from proxydiag.synth.view import logged_rows
+from proxydiag.synth.writers import write_run
 
 NEW = ("routing_replay_off", "routing_mismatch", "lost_master_weights")
 START = ("from_start", "on_policy_nonzero")
+RESUME = ("resume_shift",)
 
 
 def test_routing_replay_off_drops_the_replayed_share_and_raises_the_mismatch() -> None:
@@ -86,7 +89,7 @@ def test_routing_variants_need_the_routing_shares_logged() -> None:
 
 
 def test_the_new_variants_come_only_on_request() -> None:
-    assert not set(NEW + START) & set(DEFAULT_VARIANTS)
+    assert not set(NEW + START + RESUME) & set(DEFAULT_VARIANTS)
 
 
 def test_the_routing_shares_do_not_change_the_other_metrics() -> None:
@@ -140,3 +143,39 @@ def test_a_corpus_of_the_start_kinds_is_labelled_and_scored_per_kind(tmp_path: P
     assert set(result.per_kind) == set(START), result.per_kind
     for kind, k in result.per_kind.items():
         assert k["correct"] / k["support"] >= 0.9, (kind, k)
+
+
+def test_a_resumed_run_logs_the_steps_past_its_checkpoint_twice(tmp_path: Path) -> None:
+    """resume_shift: the JSONL holds the steps past the checkpoint as logged before the crash
+    (the mismatch at its level before), then the resumed run from the checkpoint on (the
+    mismatch 3-6x); a CSV the same rows in the same order."""
+    sr = simulate("resume_shift", seed=7)
+    onset = sr.truth.onset_step or 0
+    jsonl = write_run(tmp_path / "j", sr, fmt="jsonl", naming="slime", log_interval=5)
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    steps = [r["step"] for r in records]
+    back = [i for i in range(1, len(steps)) if steps[i] <= steps[i - 1]]
+    assert len(back) == 1 and steps[back[0]] == (onset - 1) // 5 * 5 + 5, (back, onset)
+    key = "train/train_rollout_logprob_abs_diff"
+    old = [r["data"][key] for r in records[: back[0]] if r["step"] >= onset]
+    new = [r["data"][key] for r in records[back[0] :]][: len(old)]
+    before = [r["data"][key] for r in records if r["step"] < onset - 20]
+    assert np.median(old) < 1.5 * np.median(before) < np.median(new)
+    csv = write_run(tmp_path / "c", sr, fmt="csv", naming="slime", log_interval=5)
+    assert pl.read_csv(csv)["step"].to_list() == steps
+
+
+@pytest.mark.slow
+# a CSV overflow run of the mix warns that its absent grad-norm cells read as not logged
+@pytest.mark.filterwarnings("ignore::proxydiag.errors.IngestWarning")
+def test_a_corpus_of_resumed_runs_is_labelled_and_scored_per_kind(tmp_path: Path) -> None:
+    labels = write_corpus(
+        tmp_path, n_groups=14, seed=606, variants=list(RESUME), formats=["jsonl", "csv"]
+    )
+    runs = json.loads(labels.read_text())["runs"]
+    assert {r["variant"] for r in runs.values()} >= set(RESUME)
+    result = score(tmp_path)
+    assert set(result.per_kind) == set(RESUME), result.per_kind
+    k = result.per_kind["resume_shift"]
+    assert k["correct"] / k["support"] >= 0.9, k
+    assert result.per_class["healthy"]["precision"] >= 0.95

@@ -16,14 +16,29 @@ from pathlib import Path
 import polars as pl
 
 from proxydiag.synth.sim import SynthRun
-from proxydiag.synth.view import logged_rows
+from proxydiag.synth.view import logged_rows, superseded_rows
 
 
 def _wide(sr: SynthRun, *, naming: str, fmt: str, log_interval: int) -> pl.DataFrame:
     rows = logged_rows(sr, naming=naming, fmt=fmt, log_interval=log_interval)
     order = rows["key"].unique(maintain_order=True).to_list()
+    wide = _pivot(rows, order)
+    old = superseded_rows(sr, naming=naming, fmt=fmt, log_interval=log_interval)
+    if old is None or old.is_empty() or sr.scenario.fault is None:
+        return wide
+    # a resumed run: the rows it logged past its checkpoint before the crash, then the
+    # resumed rows from the checkpoint on (the steps go back where it resumed)
+    resume = sr.scenario.fault.onset_step - 1
+    step = pl.col("step")
+    return pl.concat(
+        [wide.filter(step <= resume), _pivot(old, order), wide.filter(step > resume)],
+        how="diagonal",
+    ).select("step", *order)
+
+
+def _pivot(rows: pl.DataFrame, order: list[str]) -> pl.DataFrame:
     wide = rows.pivot(on="key", index="step", values="value", aggregate_function="first")
-    return wide.sort("step").select("step", *order)
+    return wide.sort("step").select("step", *[k for k in order if k in wide.columns])
 
 
 def write_csv(run_dir: Path, sr: SynthRun, *, naming: str, log_interval: int) -> Path:
