@@ -285,27 +285,23 @@ class RunStore:
         if not batch:
             return
         at = catalog.now()
-        with self.writing(), self.session() as con:
-            catalog.insert_many(
-                con,
-                "INSERT OR REPLACE INTO diagnoses (run, label, onset_step, confidence, json, "
-                "created_at, input_hash)",
-                [
-                    [
-                        d.run,
-                        d.label,
-                        d.onset_step,
-                        d.confidence,
-                        json.dumps(d.to_dict(), default=str),
-                        at,
-                        digest,
-                    ]
-                    for d, digest in batch
-                ],
-            )
-            catalog.enqueue(con, "diagnosis", [d.run for d, _ in batch])
-            for d, _ in batch:
-                self.outbox.forget("diagnosis", d.run)  # stale
+        self._put_results(
+            "diagnosis",
+            "INSERT OR REPLACE INTO diagnoses (run, label, onset_step, confidence, json, "
+            "created_at, input_hash)",
+            {
+                d.run: [
+                    d.run,
+                    d.label,
+                    d.onset_step,
+                    d.confidence,
+                    json.dumps(d.to_dict(), default=str),
+                    at,
+                    digest,
+                ]
+                for d, digest in batch
+            },
+        )
 
     def put_comparisons(self, batch: Sequence[tuple[Comparison, str | None]]) -> None:
         """Keep many comparisons (``(comparison, input_hash)``) in one transaction."""
@@ -313,30 +309,34 @@ class RunStore:
         if not batch:
             return
         at = catalog.now()
+        self._put_results(
+            "comparison",
+            "INSERT OR REPLACE INTO comparisons (key, proxy_run, full_runs, fidelity, "
+            "verdict, json, created_at, input_hash)",
+            {
+                key: [
+                    key,
+                    c.proxy_run,
+                    list(c.full_runs),
+                    c.fidelity,
+                    c.verdict,
+                    json.dumps(c.to_dict(), default=str),
+                    at,
+                    digest,
+                ]
+                for c, digest in batch
+                if (key := comparison_key(c.proxy_run, c.full_runs))
+            },
+        )
+
+    def _put_results(self, kind: str, insert: str, rows: dict[str, list[Any]]) -> None:
+        """Keep result rows (key -> row) of ``kind`` in one transaction, queued for every sink;
+        a report kept for an earlier result of the same key is stale."""
         with self.writing(), self.session() as con:
-            catalog.insert_many(
-                con,
-                "INSERT OR REPLACE INTO comparisons (key, proxy_run, full_runs, fidelity, "
-                "verdict, json, created_at, input_hash)",
-                [
-                    [
-                        comparison_key(c.proxy_run, c.full_runs),
-                        c.proxy_run,
-                        list(c.full_runs),
-                        c.fidelity,
-                        c.verdict,
-                        json.dumps(c.to_dict(), default=str),
-                        at,
-                        digest,
-                    ]
-                    for c, digest in batch
-                ],
-            )
-            catalog.enqueue(
-                con, "comparison", [comparison_key(c.proxy_run, c.full_runs) for c, _ in batch]
-            )
-            for c, _ in batch:
-                self.outbox.forget("comparison", comparison_key(c.proxy_run, c.full_runs))
+            catalog.insert_many(con, insert, list(rows.values()))
+            catalog.enqueue(con, kind, list(rows))
+            for key in rows:
+                self.outbox.forget(kind, key)
 
     # -- reading -------------------------------------------------------------------------
     def runs(self) -> pl.DataFrame:

@@ -18,7 +18,7 @@ from proxydiag.errors import ConfigError
 from proxydiag.synth.naming import FORMATS, NAMINGS
 from proxydiag.synth.plan import GROUP_CYCLE, PlannedRun, Planner, why
 from proxydiag.synth.proxy import RELATION_PHASES
-from proxydiag.synth.scenario import PRECISIONS, VARIANT_CLASS
+from proxydiag.synth.scenario import LATER_VARIANTS, PRECISIONS, VARIANT_CLASS
 from proxydiag.synth.sim import simulate
 from proxydiag.synth.writers import write_run
 
@@ -28,23 +28,7 @@ from proxydiag.synth.writers import write_run
 #: own corpora are written with ``variants=["policy_collapse"]``)
 #: (export_lag, sync_sawtooth, the routing and master-weight kinds, from_start,
 #: on_policy_nonzero and resume_shift too: the precision kinds' corpora ask for them)
-DEFAULT_VARIANTS = tuple(
-    v
-    for v in VARIANT_CLASS
-    if v
-    not in (
-        "slow_drift",
-        "policy_collapse",
-        "export_lag",
-        "sync_sawtooth",
-        "routing_replay_off",
-        "routing_mismatch",
-        "lost_master_weights",
-        "from_start",
-        "on_policy_nonzero",
-        "resume_shift",
-    )
-)
+DEFAULT_VARIANTS = tuple(v for v in VARIANT_CLASS if v not in ("slow_drift", *LATER_VARIANTS))
 
 
 def write_corpus(

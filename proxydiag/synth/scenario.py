@@ -88,34 +88,33 @@ START_VARIANTS = ("from_start",)
 #: variants whose run restarts from a checkpoint at the onset: the steps from the checkpoint
 #: to the crash are logged twice (the superseded timeline, then the resumed one)
 RESUME_VARIANTS = ("resume_shift",)
+#: the variants a corpus was first written with ...
+FIRST_VARIANTS = (
+    "fp16_scaler_collapse",
+    "bf16_nonfinite",
+    "divergence",
+    "slow_drift",
+    "sync_step",
+    "gradual_climb",
+    "climb_then_divergence",
+)
+#: ... and those added since, in the order they came (each only on request: a corpus of a
+#: given seed stays the corpus it was)
+LATER_VARIANTS = (
+    "policy_collapse",
+    "export_lag",
+    "sync_sawtooth",
+    "routing_replay_off",
+    "routing_mismatch",
+    "lost_master_weights",
+    "from_start",
+    "on_policy_nonzero",
+    "resume_shift",
+)
 #: variant -> the number its fault parameters are seeded with (the first seven sorted, later
 #: variants after them: a variant added never changes the runs of another)
 VARIANT_SEED: dict[str, int] = {
-    v: i
-    for i, v in enumerate(
-        (
-            *sorted(
-                (
-                    "fp16_scaler_collapse",
-                    "bf16_nonfinite",
-                    "divergence",
-                    "slow_drift",
-                    "sync_step",
-                    "gradual_climb",
-                    "climb_then_divergence",
-                )
-            ),
-            "policy_collapse",
-            "export_lag",
-            "sync_sawtooth",
-            "routing_replay_off",
-            "routing_mismatch",
-            "lost_master_weights",
-            "from_start",
-            "on_policy_nonzero",
-            "resume_shift",
-        )
-    )
+    v: i for i, v in enumerate((*sorted(FIRST_VARIANTS), *LATER_VARIANTS))
 }
 PRECISIONS = ("fp16", "bf16")
 #: how a run's curves may differ from its group's shared dynamics

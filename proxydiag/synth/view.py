@@ -96,19 +96,19 @@ def _overflowed(sr: SynthRun) -> np.ndarray:
 
 
 def superseded_rows(
-    sr: SynthRun, *, naming: str, fmt: str, log_interval: int
+    sr: SynthRun, rows: pl.DataFrame, *, naming: str, fmt: str, log_interval: int
 ) -> pl.DataFrame | None:
     """The rows a run that resumed from a checkpoint logged past it before it crashed (None
     for a run that did not): the logged steps from the checkpoint (the onset's step - 1) to
     :data:`RESUME_INTERVALS` log intervals past it, with the run's values except its mismatch
     quantities, which keep the level from before the resume (the stretch before the
-    checkpoint, moved on): what broke came with the resume, not before it."""
+    checkpoint, moved on): what broke came with the resume, not before it. ``rows``: the
+    run's :func:`logged_rows`."""
     fault = sr.scenario.fault
     if fault is None or fault.variant not in RESUME_VARIANTS:
         return None
     back = log_interval * max(RESUME_INTERVALS, -(-RESUME_MIN_STEPS // log_interval))
     start = fault.onset_step - 1
-    rows = logged_rows(sr, naming=naming, fmt=fmt, log_interval=log_interval)
     sc = sr.scenario
     keys = NAMINGS[naming].key_map(precision=sc.precision, fmt=fmt, routing=sc.routing)
     mismatch = [k for m, k in keys.items() if m.startswith("mismatch")]

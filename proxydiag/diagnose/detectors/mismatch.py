@@ -216,12 +216,7 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
         s = rv.get(metric)
         if s is None:
             continue
-        n = int(s.finite.sum())
-        event = (
-            _check(s, cfg.mismatch)
-            if n >= MIN_POINTS
-            else (_young(s, cfg.mismatch) if n >= MIN_BOUND_POINTS else None)
-        )
+        event = _check(s, cfg.mismatch) if s.finite.sum() >= MIN_BOUND_POINTS else None
         if event is not None:
             events.append(event)
     out = [_spread_warning(rv, e, cfg.mismatch) for e in events]
@@ -286,20 +281,6 @@ MIN_POINTS = 12
 #: ... and a level beyond a published bound on every point so far (a young or sparsely
 #: logged run: a mismatch beyond its bound from the first step is there to see at once)
 MIN_BOUND_POINTS = 4
-
-
-def _young(s: Series, c: MismatchConfig) -> Event | None:
-    """A series too short for a change: beyond its published bound at every point so far
-    (medians of 3) is a disagreement from the start; anything less waits for more points."""
-    ok = s.finite
-    steps, x = s.steps[ok], s.values[ok]
-    if s.name.startswith(tuple(ROUTE_FLOORS)):
-        x = route_level(x)
-    level = block_level(x, window_points=3)
-    bound = _beyond_bound(s.name, level, c)
-    if bound is None or not bool(bound[0].all()):
-        return None
-    return _level_event(s, steps, level, bound, c)
 
 
 #: a mismatch metric's family (quantities measured different ways), by name prefix

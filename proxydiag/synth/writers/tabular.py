@@ -23,7 +23,7 @@ def _wide(sr: SynthRun, *, naming: str, fmt: str, log_interval: int) -> pl.DataF
     rows = logged_rows(sr, naming=naming, fmt=fmt, log_interval=log_interval)
     order = rows["key"].unique(maintain_order=True).to_list()
     wide = _pivot(rows, order)
-    old = superseded_rows(sr, naming=naming, fmt=fmt, log_interval=log_interval)
+    old = superseded_rows(sr, rows, naming=naming, fmt=fmt, log_interval=log_interval)
     if old is None or old.is_empty() or sr.scenario.fault is None:
         return wide
     # a resumed run: the rows it logged past its checkpoint before the crash, then the
