@@ -54,3 +54,14 @@ def test_an_excerpt_is_judged_on_its_last_point() -> None:
     grad = np.array([*BASE, 0.9, 3.3])
     rv = from_arrays({"grad_norm": (steps, grad)})
     assert [e.kind for e in short.detect(rv, DiagnoseConfig())] == ["divergence"]
+
+
+def test_a_run_s_first_loss_points_need_a_blow_up_that_holds() -> None:
+    """The same for a loss: a run's first points rising 2.2 -> 4.5 nats on one or two points
+    may still come back; three that stand are a blow-up."""
+    base = [2.3, 2.25, 2.2, 2.2, 2.15, 2.2, 2.18, 2.2, 2.16]
+    steps = np.arange(10, 10 * (len(base) + 4), 10)
+    for tail, found in (([4.5], []), ([4.2, 4.6], []), ([4.2, 4.6, 4.4], ["divergence"])):
+        loss = np.array([*base, *tail])
+        rv = from_arrays({"loss": (steps[: loss.size], loss)})
+        assert [e.kind for e in short.detect(rv, DiagnoseConfig())] == found, tail

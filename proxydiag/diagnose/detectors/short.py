@@ -42,9 +42,9 @@ GRAD_RATIO = 10.0
 #: a window that ends within this factor of its starting level has recovered
 RECOVERED = 1.1
 #: a window that starts with training is a run's first points, not an excerpt quoted for its
-#: blow-up (a live run's first checks): the grad norm's blow-up must hold on its last
-#: HOLD_POINTS points, each at least HOLD_SHARE of the way up (in log) to GRAD_RATIO — a
-#: healthy run's grad norm spikes 8-12x for a logged point or two and comes back
+#: blow-up (a live run's first checks): a blow-up must hold on its last HOLD_POINTS points,
+#: each at least HOLD_SHARE of the way up (in log) to its ratio — a healthy run's grad norm
+#: spikes 8-12x for a logged point or two and comes back, and so may a loss
 HOLD_POINTS = 3
 HOLD_SHARE = 0.5
 #: the climb starts after the last point within this fraction of the way up to the peak
@@ -90,7 +90,10 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
         s = rv.get(name)
         if s is None:
             continue
-        young = False
+        # a window that starts with training (or with the end of the scaler's calibration) is
+        # a run's first points, not an excerpt quoted for its blow-up
+        young = calibrated is not None or bool(len(s) and s.steps[0] <= max(1.0, rv.interval))
+        hold = HOLD_POINTS if young else 0
         if calibrated is not None:
             after = s.steps > calibrated
             s = Series(s.name, s.steps[after], s.values[after])
@@ -107,15 +110,10 @@ def detect(run: Run | RunView, cfg: DiagnoseConfig) -> list[Event]:
             s = Series(s.name, s.steps[after], s.values[after])
             if not _settled(s):
                 continue
-            young = True
         found = [
             e
             for part in _excerpts(s)
-            if (
-                e := _blow_up(
-                    part, s, log_scale=log_scale, ratio=ratio, nats=nats, hold=HOLD_POINTS * young
-                )
-            )
+            if (e := _blow_up(part, s, log_scale=log_scale, ratio=ratio, nats=nats, hold=hold))
             is not None
         ]
         if found:
